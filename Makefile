@@ -1,0 +1,32 @@
+# The two commands of the README: `make run` starts the server, `make test` runs every test.
+# Both install what they need first (Debian packages via apt-get, Python tools via pip).
+SWIFT ?= swift
+ARGS ?=
+
+.PHONY: run test deps build release bench clean openapi
+
+deps:
+	@bash scripts/install-deps.sh
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release
+
+run: release
+	@echo "built; the server arrives with the TaskServer module"
+
+test: deps
+	bash scripts/test.sh
+
+bench: deps
+	$(SWIFT) run -c release taskcore-bench
+	$(SWIFT) run -c release taskgraph-bench
+
+# Re-embeds openapi.yaml into the binary's sources after an edit (a test checks they match).
+openapi:
+	bash scripts/embed-openapi.sh
+
+clean:
+	rm -rf .build .build-*

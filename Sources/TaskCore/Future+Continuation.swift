@@ -1,0 +1,218 @@
+// MARK: - continueWith family
+
+extension Future {
+    /// The outcome when a continuation may run right now, inline: the future is complete, the
+    /// executor is immediate and there is no token. Continuations then skip their closures and
+    /// callbacks entirely (the common case of chaining onto a completed future).
+    @inline(__always)
+    private func outcomeForInlineRun(on executor: some Executor, token: CancellationToken?) -> Outcome<Value>? {
+        guard executor.isImmediate, token == nil else { return nil }
+        return self.outcome
+    }
+
+    /// Runs `body` with the (erased) outcome on `executor` once this future completes, unless
+    /// `token` was cancelled by then (then `promise` is cancelled).
+    ///
+    /// Bodies take the erased outcome so that, on the immediate executor without a token, `body`
+    /// itself is the stored callback: one closure allocation per continuation.
+    @inline(__always)
+    private func schedule<New>(
+        on executor: some Executor,
+        token: CancellationToken?,
+        promise: Promise<New>,
+        _ body: @escaping @Sendable (ErasedOutcome) -> Void
+    ) {
+        if executor.isImmediate, token == nil {
+            self.whenCompleteErased(body)
+            return
+        }
+        self.whenCompleteErased({ [unowned self] erased in
+            // The callback runs inside this future's completion, so `self` is alive here; keep it
+            // alive until `body` (which may refer to it unowned) has run on the executor.
+            let antecedent = self
+            executor.execute {
+                withExtendedLifetime(antecedent) {
+                    if let token, token.isCancellationRequested {
+                        promise.tryCancel()
+                        return
+                    }
+                    body(erased)
+                }
+            }
+        })
+    }
+
+    /// Runs `body` after this future completes in any way and returns a future of its result
+    /// (Bolts' `continueWith`).
+    ///
+    /// `body` receives this (completed) future. If it throws, the new future fails with that error;
+    /// if it throws `CancellationError`, the new future is cancelled. If `token` is cancelled before
+    /// `body` runs, `body` is not run and the new future is cancelled.
+    ///
+    /// - Parameters:
+    ///   - executor: where `body` runs; default `.default` (inline while shallow).
+    ///   - token: an optional cancellation token checked just before `body` runs.
+    @discardableResult
+    public func continueWith<New: Sendable>(
+        on executor: some Executor = .default,
+        cancellationToken token: CancellationToken? = nil,
+        _ body: @escaping @Sendable (Future<Value>) throws -> New
+    ) -> Future<New> {
+        if executor.isImmediate, token == nil, self.isCompleted {
+            return Future<New>(outcome: Outcome { try body(self) })
+        }
+        let promise = Promise<New>()
+        // Unowned: the callback lives in this future's own callback list, and a strong capture
+        // would keep an abandoned pending future and its continuation alive forever. `schedule`
+        // runs it only while this future is alive.
+        self.schedule(on: executor, token: token, promise: promise) { [unowned self] _ in
+            promise.tryComplete(with: Outcome { try body(self) })
+        }
+        return promise.future
+    }
+
+    /// Like `continueWith`, for a `body` that returns a future: the returned future completes with
+    /// that future's outcome (Bolts' `continueWithTask`, flattened).
+    @discardableResult
+    public func continueWithTask<New: Sendable>(
+        on executor: some Executor = .default,
+        cancellationToken token: CancellationToken? = nil,
+        _ body: @escaping @Sendable (Future<Value>) throws -> Future<New>
+    ) -> Future<New> {
+        if executor.isImmediate, token == nil, self.isCompleted {
+            return Self.flattened(Outcome { try body(self) })
+        }
+        let promise = Promise<New>()
+        // Unowned for the reason given in `continueWith`.
+        self.schedule(on: executor, token: token, promise: promise) { [unowned self] _ in
+            Self.flatten(Outcome { try body(self) }, into: promise)
+        }
+        return promise.future
+    }
+
+    /// Runs `body` with the value when this future succeeds; an error or a cancellation passes
+    /// through to the returned future without running `body` (Bolts' `continueOnSuccessWith`).
+    @discardableResult
+    public func continueOnSuccessWith<New: Sendable>(
+        on executor: some Executor = .default,
+        cancellationToken token: CancellationToken? = nil,
+        _ body: @escaping @Sendable (Value) throws -> New
+    ) -> Future<New> {
+        if let outcome = self.outcomeForInlineRun(on: executor, token: token) {
+            return Future<New>(outcome: outcome.map(body))
+        }
+        let promise = Promise<New>()
+        self.schedule(on: executor, token: token, promise: promise) { erased in
+            let outcome = Outcome<Value>(erased: erased)
+            promise.tryComplete(with: outcome.map(body))
+        }
+        return promise.future
+    }
+
+    /// Like `continueOnSuccessWith`, for a `body` that returns a future (flattened)
+    /// (Bolts' `continueOnSuccessWithTask`).
+    @discardableResult
+    public func continueOnSuccessWithTask<New: Sendable>(
+        on executor: some Executor = .default,
+        cancellationToken token: CancellationToken? = nil,
+        _ body: @escaping @Sendable (Value) throws -> Future<New>
+    ) -> Future<New> {
+        if let outcome = self.outcomeForInlineRun(on: executor, token: token) {
+            return Self.flattened(outcome.map(body))
+        }
+        let promise = Promise<New>()
+        self.schedule(on: executor, token: token, promise: promise) { erased in
+            let outcome = Outcome<Value>(erased: erased)
+            Self.flatten(outcome.map(body), into: promise)
+        }
+        return promise.future
+    }
+
+    /// Runs `body` with the error when this future fails, and completes the returned future with
+    /// its result: a handler that returns a value recovers the error. A success or a cancellation
+    /// passes through unchanged without running `body` (Bolts' `continueOnErrorWith`).
+    @discardableResult
+    public func continueOnErrorWith(
+        on executor: some Executor = .default,
+        cancellationToken token: CancellationToken? = nil,
+        _ body: @escaping @Sendable (any Error) throws -> Value
+    ) -> Future<Value> {
+        if let outcome = self.outcomeForInlineRun(on: executor, token: token) {
+            guard case .failure(let error) = outcome else { return self }
+            return Future(outcome: Outcome { try body(error) })
+        }
+        let promise = Promise<Value>()
+        self.schedule(on: executor, token: token, promise: promise) { erased in
+            let outcome = Outcome<Value>(erased: erased)
+            if case .failure(let error) = outcome {
+                promise.tryComplete(with: Outcome { try body(error) })
+            } else {
+                promise.tryComplete(with: outcome)
+            }
+        }
+        return promise.future
+    }
+
+    /// Like `continueOnErrorWith`, for a `body` that returns a future (flattened).
+    @discardableResult
+    public func continueOnErrorWithTask(
+        on executor: some Executor = .default,
+        cancellationToken token: CancellationToken? = nil,
+        _ body: @escaping @Sendable (any Error) throws -> Future<Value>
+    ) -> Future<Value> {
+        if let outcome = self.outcomeForInlineRun(on: executor, token: token) {
+            guard case .failure(let error) = outcome else { return self }
+            return Self.flattened(Outcome { try body(error) })
+        }
+        let promise = Promise<Value>()
+        self.schedule(on: executor, token: token, promise: promise) { erased in
+            let outcome = Outcome<Value>(erased: erased)
+            if case .failure(let error) = outcome {
+                Self.flatten(Outcome { try body(error) }, into: promise)
+            } else {
+                promise.tryComplete(with: outcome)
+            }
+        }
+        return promise.future
+    }
+
+    /// The future inside `outcome`, or a completed future with `outcome`'s failure or cancellation.
+    private static func flattened<New>(_ outcome: Outcome<Future<New>>) -> Future<New> {
+        switch outcome {
+        case .success(let inner): return inner
+        case .failure(let error): return Future<New>(error: error)
+        case .cancelled: return .cancelled()
+        }
+    }
+
+    /// Completes `promise` with the outcome of the future inside `outcome` (or with `outcome`'s own
+    /// failure or cancellation).
+    private static func flatten<New>(_ outcome: Outcome<Future<New>>, into promise: Promise<New>) {
+        switch outcome {
+        case .success(let inner): promise.completeWith(inner)
+        case .failure(let error): promise.tryFail(error)
+        case .cancelled: promise.tryCancel()
+        }
+    }
+}
+
+// MARK: - Conveniences
+
+extension Future {
+    /// A future of `transform(value)`; the same as `continueOnSuccessWith` on the immediate executor.
+    @discardableResult
+    public func map<New: Sendable>(_ transform: @escaping @Sendable (Value) throws -> New) -> Future<New> {
+        self.continueOnSuccessWith(on: .immediate, transform)
+    }
+
+    /// A future of the future `transform` returns; `continueOnSuccessWithTask` on the immediate executor.
+    @discardableResult
+    public func flatMap<New: Sendable>(_ transform: @escaping @Sendable (Value) throws -> Future<New>) -> Future<New> {
+        self.continueOnSuccessWithTask(on: .immediate, transform)
+    }
+
+    /// This future with its value discarded.
+    public func asVoid() -> Future<Void> {
+        self.map { _ in () }
+    }
+}

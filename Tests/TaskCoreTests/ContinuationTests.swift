@@ -1,0 +1,464 @@
+import Dispatch
+import Testing
+
+@testable import TaskCore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The six members of the `continueWith` family, so one table can test them all.
+enum ContinuationKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case continueWith
+    case continueWithTask
+    case continueOnSuccessWith
+    case continueOnSuccessWithTask
+    case continueOnErrorWith
+    case continueOnErrorWithTask
+
+    var testDescription: String { self.rawValue }
+
+    /// Attaches this continuation to `future`; its body counts its runs in `ran` and returns 100.
+    func attach(
+        to future: Future<Int>,
+        on executor: some Executor,
+        token: CancellationToken?,
+        ran: Counter
+    ) -> Future<Int> {
+        switch self {
+        case .continueWith:
+            return future.continueWith(on: executor, cancellationToken: token) { _ in
+                ran.increment()
+                return 100
+            }
+        case .continueWithTask:
+            return future.continueWithTask(on: executor, cancellationToken: token) { _ in
+                ran.increment()
+                return Future(value: 100)
+            }
+        case .continueOnSuccessWith:
+            return future.continueOnSuccessWith(on: executor, cancellationToken: token) { _ in
+                ran.increment()
+                return 100
+            }
+        case .continueOnSuccessWithTask:
+            return future.continueOnSuccessWithTask(on: executor, cancellationToken: token) { _ in
+                ran.increment()
+                return Future(value: 100)
+            }
+        case .continueOnErrorWith:
+            return future.continueOnErrorWith(on: executor, cancellationToken: token) { _ in
+                ran.increment()
+                return 100
+            }
+        case .continueOnErrorWithTask:
+            return future.continueOnErrorWithTask(on: executor, cancellationToken: token) { _ in
+                ran.increment()
+                return Future(value: 100)
+            }
+        }
+    }
+
+    /// Whether the body runs for an antecedent that ended with `outcome`.
+    func runs(for outcome: Outcome<Int>) -> Bool {
+        switch (self, outcome) {
+        case (.continueWith, _), (.continueWithTask, _): return true
+        case (.continueOnSuccessWith, .success), (.continueOnSuccessWithTask, .success): return true
+        case (.continueOnErrorWith, .failure), (.continueOnErrorWithTask, .failure): return true
+        default: return false
+        }
+    }
+}
+
+/// The antecedent outcomes the continuation tables run over.
+enum AntecedentOutcome: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case success, failure, cancelled
+    var testDescription: String { self.rawValue }
+    var outcome: Outcome<Int> {
+        switch self {
+        case .success: return .success(7)
+        case .failure: return .failure(TestError.code(7))
+        case .cancelled: return .cancelled
+        }
+    }
+}
+
+struct ContinuationTests {
+    // MARK: - The whole family, on every executor, on completed and pending futures
+
+    @Test(
+        .timeLimit(.minutes(1)),
+        arguments: ContinuationKind.allCases,
+        ExecutorKind.allCases
+    )
+    func continuationRunsOrPassesThroughByOutcome(kind: ContinuationKind, executorKind: ExecutorKind) async {
+        for antecedent in AntecedentOutcome.allCases {
+            for completedFirst in [true, false] {
+                let ran = Counter()
+                let promise = Promise<Int>()
+                if completedFirst { promise.complete(with: antecedent.outcome) }
+                let next = kind.attach(to: promise.future, on: executorKind.make(), token: nil, ran: ran)
+                if !completedFirst {
+                    #expect(!next.isCompleted)
+                    promise.complete(with: antecedent.outcome)
+                }
+                let outcome = await next.settled()
+                let expected: Outcome<Int> = kind.runs(for: antecedent.outcome) ? .success(100) : antecedent.outcome
+                #expect(outcome.isSame(as: expected), "\(antecedent) completedFirst=\(completedFirst): \(outcome)")
+                #expect(ran.value == (kind.runs(for: antecedent.outcome) ? 1 : 0))
+            }
+        }
+    }
+
+    // MARK: - continueWith
+
+    @Test(.timeLimit(.minutes(1)), arguments: ExecutorKind.allCases)
+    func continueWithReceivesTheCompletedAntecedent(executorKind: ExecutorKind) async throws {
+        let promise = Promise<Int>()
+        let described = promise.future.continueWith(on: executorKind.make()) { future -> String in
+            #expect(future === promise.future)
+            #expect(future.isCompleted)
+            if future.isCancelled { return "cancelled" }
+            if let error = future.error { return "error \(error)" }
+            return "value \(future.result!)"
+        }
+        promise.succeed(5)
+        #expect(try await described.value == "value 5")
+        let describedError = Future<Int>(error: TestError.boom).continueWith(on: executorKind.make()) { "\($0.error!)" }
+        #expect(try await describedError.value == "boom")
+    }
+
+    @Test(.timeLimit(.minutes(1)), arguments: ExecutorKind.allCases)
+    func aThrowingBodyFailsTheNewFuture(executorKind: ExecutorKind) async {
+        let executor = executorKind.make()
+        let source = Future(value: 1)
+        let futures: [Future<Int>] = [
+            source.continueWith(on: executor) { _ in throw TestError.code(1) },
+            source.continueWithTask(on: executor) { _ in throw TestError.code(1) },
+            source.continueOnSuccessWith(on: executor) { _ in throw TestError.code(1) },
+            source.continueOnSuccessWithTask(on: executor) { _ in throw TestError.code(1) },
+            Future<Int>(error: TestError.boom).continueOnErrorWith(on: executor) { _ in throw TestError.code(1) },
+            Future<Int>(error: TestError.boom).continueOnErrorWithTask(on: executor) { _ in throw TestError.code(1) },
+        ]
+        for future in futures {
+            let outcome = await future.settled()
+            #expect((outcome.error as? TestError) == .code(1))
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)), arguments: ExecutorKind.allCases)
+    func aBodyThrowingCancellationErrorCancelsTheNewFuture(executorKind: ExecutorKind) async {
+        let executor = executorKind.make()
+        let promise = Promise<Int>()
+        let futures: [Future<Int>] = [
+            promise.future.continueWith(on: executor) { _ in throw CancellationError() },
+            promise.future.continueWithTask(on: executor) { _ in throw CancellationError() },
+            promise.future.continueOnSuccessWith(on: executor) { _ in throw CancellationError() },
+            promise.future.continueOnSuccessWithTask(on: executor) { _ in throw CancellationError() },
+            Future<Int>(error: TestError.boom).continueOnErrorWith(on: executor) { _ in throw CancellationError() },
+            Future<Int>(error: TestError.boom).continueOnErrorWithTask(on: executor) { _ in throw CancellationError() },
+        ]
+        promise.succeed(1)
+        for future in futures {
+            #expect(await future.settled().isCancelled)
+        }
+    }
+
+    // MARK: - Task-returning continuations are flattened
+
+    @Test(.timeLimit(.minutes(1)), arguments: ExecutorKind.allCases, AntecedentOutcome.allCases)
+    func continueWithTaskCompletesWithTheInnerFuture(executorKind: ExecutorKind, inner: AntecedentOutcome) async {
+        let innerPromise = Promise<Int>()
+        let started = Promise<Void>()
+        let flattened = Future(value: "go").continueWithTask(on: executorKind.make()) { _ in
+            started.succeed(())
+            return innerPromise.future
+        }
+        _ = await started.future.settled()
+        #expect(!flattened.isCompleted)
+        innerPromise.complete(with: inner.outcome)
+        #expect(await flattened.settled().isSame(as: inner.outcome))
+    }
+
+    @Test(.timeLimit(.minutes(1)), arguments: ExecutorKind.allCases)
+    func continueOnSuccessWithTaskChainsDependentWork(executorKind: ExecutorKind) async throws {
+        let executor = executorKind.make()
+        let result = Future(value: 2)
+            .continueOnSuccessWithTask(on: executor) { value in Future(value: value * 10) }
+            .continueOnSuccessWithTask(on: executor) { value in
+                TestPools.shared.submit { "\(value + 1)" }
+            }
+        #expect(try await result.value == "21")
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func continueOnErrorWithTaskRecoversWithAnotherFuture() async throws {
+        let fallback = Promise<String>()
+        let recovered = Future<String>(error: TestError.boom).continueOnErrorWithTask { error in
+            #expect((error as? TestError) == .boom)
+            return fallback.future
+        }
+        #expect(!recovered.isCompleted)
+        fallback.succeed("fallback")
+        #expect(try await recovered.value == "fallback")
+    }
+
+    // MARK: - Error continuations
+
+    @Test(.timeLimit(.minutes(1)), arguments: ExecutorKind.allCases)
+    func continueOnErrorWithRecoversTheError(executorKind: ExecutorKind) async throws {
+        let promise = Promise<Int>()
+        let seen = Locked<TestError?>(nil)
+        let recovered = promise.future.continueOnErrorWith(on: executorKind.make()) { error in
+            seen.withLock { $0 = error as? TestError }
+            return -1
+        }
+        promise.fail(TestError.code(3))
+        #expect(try await recovered.value == -1)
+        #expect(seen.value == .code(3))
+    }
+
+    @Test func continueOnErrorWithOnASucceededOrCancelledFutureReturnsItAsIs() {
+        let succeeded = Future(value: 1)
+        let cancelled = Future<Int>.cancelled()
+        let ran = Counter()
+        // On the immediate executor the pass-through is the antecedent itself: no new future.
+        #expect(succeeded.continueOnErrorWith(on: .immediate) { _ in ran.increment() } === succeeded)
+        #expect(cancelled.continueOnErrorWith(on: .immediate) { _ in ran.increment() } === cancelled)
+        #expect(succeeded.continueOnErrorWithTask(on: .immediate) { _ in Future(value: ran.increment()) } === succeeded)
+        #expect(ran.value == 0)
+    }
+
+    @Test func errorHandlerThatRethrowsKeepsTheChainFailed() {
+        let result = Future<Int>(error: TestError.code(1))
+            .continueOnErrorWith(on: .immediate) { error in throw TestError.code(2) }
+            .continueOnSuccessWith(on: .immediate) { $0 + 1 }
+        #expect(result.testError == .code(2))
+    }
+
+    // MARK: - map, flatMap, asVoid
+
+    @Test func mapTransformsValuesAndPassesFailuresThrough() {
+        #expect(Future(value: 3).map { $0 * 2 }.result == 6)
+        #expect(Future<Int>(error: TestError.boom).map { $0 * 2 }.testError == .boom)
+        #expect(Future<Int>.cancelled().map { $0 * 2 }.isCancelled)
+        #expect(Future(value: 3).map { _ -> Int in throw TestError.code(4) }.testError == .code(4))
+        #expect(Future(value: 3).map { _ -> Int in throw CancellationError() }.isCancelled)
+    }
+
+    @Test func mapOnAPendingFutureRunsInlineOnTheCompletingThread() {
+        let promise = Promise<Int>()
+        let thread = Locked<pthread_t?>(nil)
+        let mapped = promise.future.map { value -> Int in
+            thread.withLock { $0 = currentThread() }
+            return value + 1
+        }
+        let completer = Promise<pthread_t>()
+        runOnThread {
+            promise.succeed(1)
+            completer.succeed(currentThread())
+        }
+        let completingThread = blockingOutcome(of: completer.future)?.value
+        #expect(mapped.result == 2)
+        #expect(completingThread.map { isSameThread($0, thread.value!) } == true)
+    }
+
+    @Test func flatMapFlattens() {
+        let inner = Promise<String>()
+        let flat = Future(value: 1).flatMap { _ in inner.future }
+        #expect(!flat.isCompleted)
+        inner.succeed("x")
+        #expect(flat.result == "x")
+        #expect(Future<Int>(error: TestError.boom).flatMap { _ in Future(value: "y") }.testError == .boom)
+        #expect(Future(value: 1).flatMap { _ -> Future<String> in throw TestError.code(5) }.testError == .code(5))
+    }
+
+    @Test func asVoidKeepsTheOutcomeKind() {
+        #expect(Future(value: "a").asVoid().isSucceeded)
+        #expect(Future<String>(error: TestError.boom).asVoid().testError == .boom)
+        #expect(Future<String>.cancelled().asVoid().isCancelled)
+    }
+
+    // MARK: - Cancellation tokens
+
+    /// The token is cancelled while the antecedent is still pending; when the antecedent completes,
+    /// the body must not run and the continuation's future is cancelled.
+    @Test(.timeLimit(.minutes(1)), arguments: ContinuationKind.allCases, ExecutorKind.allCases)
+    func tokenCancelledBeforeTheContinuationRunsSkipsTheBody(kind: ContinuationKind, executorKind: ExecutorKind) async {
+        for antecedent in AntecedentOutcome.allCases where kind.runs(for: antecedent.outcome) {
+            let source = CancellationTokenSource()
+            let promise = Promise<Int>()
+            let ran = Counter()
+            let next = kind.attach(to: promise.future, on: executorKind.make(), token: source.token, ran: ran)
+            source.cancel()
+            #expect(!next.isCompleted)
+            promise.complete(with: antecedent.outcome)
+            #expect(await next.settled().isCancelled, "\(antecedent)")
+            #expect(ran.value == 0)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)), arguments: ContinuationKind.allCases, ExecutorKind.allCases)
+    func alreadyCancelledTokenOnACompletedFutureSkipsTheBody(kind: ContinuationKind, executorKind: ExecutorKind) async {
+        let source = CancellationTokenSource()
+        source.cancel()
+        let ran = Counter()
+        let antecedent = Future<Int>(error: TestError.boom)
+        let next = kind.attach(to: antecedent, on: executorKind.make(), token: source.token, ran: ran)
+        #expect(await next.settled().isCancelled)
+        #expect(ran.value == 0)
+    }
+
+    @Test(.timeLimit(.minutes(1)), arguments: ContinuationKind.allCases)
+    func uncancelledTokenLetsTheBodyRun(kind: ContinuationKind) async {
+        let source = CancellationTokenSource()
+        let ran = Counter()
+        let antecedent = AntecedentOutcome.allCases.first { kind.runs(for: $0.outcome) }!
+        let next = kind.attach(to: Future(outcome: antecedent.outcome), on: .default, token: source.token, ran: ran)
+        #expect(await next.settled().isSame(as: .success(100)))
+        #expect(ran.value == 1)
+        source.cancel()
+        #expect(next.result == 100)
+    }
+
+    /// A token cancelled while the continuation waits on its executor still stops it: the check
+    /// happens just before the body runs.
+    @Test func tokenCancelledWhileQueuedOnTheExecutorSkipsTheBody() {
+        let executor = ManualExecutor()
+        let source = CancellationTokenSource()
+        let ran = Counter()
+        let next = Future(value: 1).continueWith(on: executor, cancellationToken: source.token) { _ in ran.increment() }
+        #expect(executor.pendingCount == 1)
+        source.cancel()
+        executor.runAll()
+        #expect(next.isCancelled)
+        #expect(ran.value == 0)
+    }
+
+    @Test func cancellationStopsTheRestOfAChainButNotItsCleanup() {
+        let source = CancellationTokenSource()
+        let promise = Promise<Int>()
+        let steps = Locked<[String]>([])
+        let chain = promise.future
+            .continueOnSuccessWith(on: .immediate, cancellationToken: source.token) { value -> Int in
+                steps.append("first")
+                source.cancel()
+                return value + 1
+            }
+            .continueOnSuccessWith(on: .immediate, cancellationToken: source.token) { value -> Int in
+                steps.append("second")
+                return value + 1
+            }
+            .continueWith(on: .immediate) { future -> String in
+                steps.append("cleanup")
+                return future.isCancelled ? "cancelled" : "finished"
+            }
+        promise.succeed(1)
+        #expect(steps.value == ["first", "cleanup"])
+        #expect(chain.result == "cancelled")
+    }
+
+    // MARK: - Where continuations run
+
+    @Test(.timeLimit(.minutes(1)))
+    func continuationRunsOnItsExecutor() async throws {
+        let executor = MarkingExecutor(name: "custom")
+        let pending = Promise<Int>()
+        let onPending = pending.future.continueWith(on: executor) { _ in MarkingExecutor.current }
+        let onCompleted = Future(value: 1).continueOnSuccessWith(on: executor) { _ in MarkingExecutor.current }
+        pending.succeed(1)
+        #expect(try await onPending.value == "custom")
+        #expect(try await onCompleted.value == "custom")
+        #expect(executor.executed == 2)
+        #expect(try await Future(value: 1).continueWith(on: .immediate) { _ in MarkingExecutor.current }.value == nil)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func dispatchQueueExecutorRunsTheBodyOnThatQueue() async throws {
+        let queue = DispatchQueue(label: "tests.continuation.queue")
+        let key = DispatchSpecificKey<String>()
+        queue.setSpecific(key: key, value: "mine")
+        let label = Future(value: 1).continueWith(on: queue) { _ in DispatchQueue.getSpecific(key: key) }
+        #expect(try await label.value == "mine")
+        #expect(DispatchQueue.getSpecific(key: key) == nil)
+    }
+
+    @Test func immediateExecutorRunsAtOnceOnTheCallingThread() {
+        let thread = currentThread()
+        let ranOn = Locked<pthread_t?>(nil)
+        let next = Future(value: 1).continueWith(on: .immediate) { _ in
+            ranOn.withLock { $0 = currentThread() }
+            return 2
+        }
+        #expect(next.result == 2)
+        #expect(isSameThread(ranOn.value!, thread))
+    }
+
+    @Test func immediateContinuationsOfOneFutureRunInRegistrationOrder() {
+        let promise = Promise<Int>()
+        let order = Locked<[Int]>([])
+        for index in 0..<50 {
+            promise.future.continueWith(on: .immediate) { _ in order.append(index) }
+        }
+        promise.succeed(0)
+        #expect(order.value == Array(0..<50))
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func continuationsOnASerialQueueRunInOrder() async throws {
+        let queue = SerialQueue()
+        let promise = Promise<Int>()
+        let order = Locked<[Int]>([])
+        let futures = (0..<200).map { index in
+            promise.future.continueWith(on: queue) { _ in order.append(index) }
+        }
+        promise.succeed(0)
+        _ = try await Future.whenAll(futures).value
+        #expect(order.value == Array(0..<200))
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func continuationOnAWorkerPoolRunsOnAPoolThread() async throws {
+        let pool = WorkerPool(name: "continuation", size: 1)
+        defer { pool.shutdown() }
+        let poolThread = try await pool.submit { currentThread() }.value
+        let testThread = currentThread()
+        let ranOn = try await Future(value: 1).continueWith(on: pool) { _ in currentThread() }.value
+        #expect(isSameThread(ranOn, poolThread))
+        #expect(!isSameThread(ranOn, testThread))
+    }
+
+    // MARK: - Chains
+
+    @Test func chainsPassValuesAlong() {
+        let promise = Promise<Int>()
+        let chain = promise.future
+            .continueWith(on: .immediate) { $0.result! + 1 }
+            .continueOnSuccessWith(on: .default) { $0 * 10 }
+            .continueOnSuccessWithTask(on: .immediate) { Future(value: "\($0)") }
+            .continueWith { $0.result! + "!" }
+        promise.succeed(1)
+        #expect(chain.result == "20!")
+    }
+
+    @Test func aFailureSkipsSuccessContinuationsUntilAnErrorHandler() {
+        let ran = Counter()
+        let result = Future<Int>(error: TestError.boom)
+            .continueOnSuccessWith { value -> Int in
+                ran.increment()
+                return value
+            }
+            .continueOnSuccessWithTask { value -> Future<Int> in
+                ran.increment()
+                return Future(value: value)
+            }
+            .continueOnErrorWith { _ in 0 }
+            .continueOnSuccessWith { $0 + 1 }
+        #expect(result.result == 1)
+        #expect(ran.value == 0)
+    }
+}
