@@ -17,12 +17,17 @@ let package = Package(
     name: "TaskServer",
     products: [
         .library(name: "TaskCore", targets: ["TaskCore"]),
+        .library(name: "TaskGraph", targets: ["TaskGraph"]),
         .executable(name: "taskcore-bench", targets: ["taskcore-bench"]),
+        .executable(name: "taskgraph-bench", targets: ["taskgraph-bench"]),
     ],
     targets: [
         .target(name: "TaskCore"),
+        .target(name: "TaskGraph", dependencies: ["TaskCore"]),
         .executableTarget(name: "taskcore-bench", dependencies: ["TaskCore"], path: "Benchmarks/taskcore-bench"),
+        .executableTarget(name: "taskgraph-bench", dependencies: ["TaskGraph"], path: "Benchmarks/taskgraph-bench"),
         .testTarget(name: "TaskCoreTests", dependencies: ["TaskCore"]),
+        .testTarget(name: "TaskGraphTests", dependencies: ["TaskGraph"]),
     ]
 )
 

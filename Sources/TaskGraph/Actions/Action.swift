@@ -1,0 +1,98 @@
+import TaskCore
+
+/// A kind of work a `task` node can do (SPEC §1.2): `value`, `fail`, `delay`, `await`, `http`, …
+///
+/// An action validates its `params` statically when a job is submitted (only what is knowable
+/// before templates are rendered), and runs with the rendered params when the task starts.
+public protocol Action: Sendable {
+    /// The name used in `"action": …`.
+    var name: String { get }
+
+    /// Whether an attempt holds one slot of its executor while it runs (SPEC §2). Actions that do
+    /// work hold one (`value`, `fail`, `http`); pure waits (`delay`, `await`) hold none.
+    var holdsWorkerSlot: Bool { get }
+
+    /// Checks `params` as submitted (templates not yet rendered; a string containing `${` may
+    /// stand for any value). `pointer` is the pointer of the `params` object.
+    func validate(params: JSONValue, at pointer: String) -> [ValidationProblem]
+
+    /// Runs one attempt with the rendered params. The future fails with a `TaskError` (any other
+    /// error becomes `task.failed`), or is cancelled when `context.cancellationToken` fires.
+    func run(_ context: ActionContext) -> Future<JSONValue>
+}
+
+/// What an action attempt gets to work with.
+public struct ActionContext: Sendable {
+    /// The task's input.
+    public var input: JSONValue
+    /// The rendered `params` object (`{}` when the node has none).
+    public var params: JSONValue
+    /// Fires when the attempt must stop (job or node cancelled, task timeout).
+    public var cancellationToken: CancellationToken
+    public var jobID: String
+    public var taskID: String
+    /// The attempt number, from 1.
+    public var attempt: Int
+    /// The worker pool the task runs on (its `executor`).
+    public var pool: WorkerPool?
+    /// For `await`-like actions: registers the promise that `complete` requests resolve.
+    let registerCompletion: @Sendable (Promise<JSONValue>) -> Void
+
+    public init(
+        input: JSONValue,
+        params: JSONValue,
+        cancellationToken: CancellationToken,
+        jobID: String,
+        taskID: String,
+        attempt: Int,
+        pool: WorkerPool?,
+        registerCompletion: @escaping @Sendable (Promise<JSONValue>) -> Void = { _ in }
+    ) {
+        self.input = input
+        self.params = params
+        self.cancellationToken = cancellationToken
+        self.jobID = jobID
+        self.taskID = taskID
+        self.attempt = attempt
+        self.pool = pool
+        self.registerCompletion = registerCompletion
+    }
+
+    /// Makes `promise` the target of `POST …/tasks/{id}/complete` for this task while it runs.
+    public func acceptCompletion(_ promise: Promise<JSONValue>) {
+        self.registerCompletion(promise)
+    }
+}
+
+extension Action {
+    public var holdsWorkerSlot: Bool { true }
+    public func validate(params: JSONValue, at pointer: String) -> [ValidationProblem] { [] }
+}
+
+/// The actions a server knows, by name.
+public struct ActionRegistry: Sendable {
+    private var actions: [String: any Action] = [:]
+
+    /// An empty registry.
+    public init() {}
+
+    /// A registry with the given actions.
+    public init(_ actions: [any Action]) {
+        for action in actions { self.register(action) }
+    }
+
+    /// The built-in actions that need nothing outside TaskGraph: `value`, `fail`, `delay`, `await`.
+    public static var builtins: ActionRegistry {
+        ActionRegistry([ValueAction(), FailAction(), DelayAction(), AwaitAction()])
+    }
+
+    /// Adds (or replaces) an action.
+    public mutating func register(_ action: any Action) {
+        self.actions[action.name] = action
+    }
+
+    public subscript(name: String) -> (any Action)? { self.actions[name] }
+
+    /// Every registered name, sorted.
+    public var names: [String] { self.actions.keys.sorted() }
+}

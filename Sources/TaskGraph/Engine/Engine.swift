@@ -1,0 +1,103 @@
+import Synchronization
+import TaskCore
+
+/// Receives every job's events, in order (the store's journal, webhooks, metrics).
+///
+/// Calls for one job never overlap and arrive in `seq` order; calls for different jobs may run at
+/// once on different threads. They run on the thread that made the state change, after the job's
+/// lock is released: keep them short and hand real work to a queue.
+public protocol JobObserver: Sendable {
+    func job(_ run: JobRun, appended events: ArraySlice<JobEvent>)
+}
+
+/// What an engine runs on.
+public struct EngineConfiguration: Sendable {
+    /// Worker pools by name and size (`default` is added with 8 slots when missing).
+    public var executors: [String: Int]
+    public var actions: ActionRegistry
+    public var limits: GraphLimits
+
+    public init(executors: [String: Int] = ["default": 8], actions: ActionRegistry = .builtins, limits: GraphLimits = GraphLimits()) {
+        self.executors = executors
+        self.actions = actions
+        self.limits = limits
+    }
+}
+
+/// Runs jobs: owns the worker pools and the action registry, and creates a `JobRun` per job.
+///
+/// ```swift
+/// let engine = Engine(configuration: .init(executors: ["default": 8, "io": 64]))
+/// let spec = try engine.decoder.decodeJob(json)
+/// let run = engine.makeRun(id: "j1", spec: spec)
+/// run.start()
+/// ```
+public final class Engine: Sendable {
+    /// The name of the executor that runs actions inline, holding no slot.
+    public static let immediateExecutor = "immediate"
+
+    public let pools: [String: WorkerPool]
+    public let actions: ActionRegistry
+    public let limits: GraphLimits
+    public let decoder: JobDecoder
+    private let observerList = Mutex<[any JobObserver]>([])
+
+    public init(configuration: EngineConfiguration = EngineConfiguration()) {
+        var sizes = configuration.executors
+        if sizes["default"] == nil { sizes["default"] = 8 }
+        sizes[Engine.immediateExecutor] = nil
+        var pools: [String: WorkerPool] = [:]
+        for (name, size) in sizes { pools[name] = WorkerPool(name: name, size: max(1, size)) }
+        self.pools = pools
+        self.actions = configuration.actions
+        self.limits = configuration.limits
+        self.decoder = JobDecoder(
+            actions: configuration.actions,
+            executors: Set(pools.keys).union([Engine.immediateExecutor]),
+            limits: configuration.limits
+        )
+    }
+
+    /// Adds an observer of every job's events (jobs created before keep their observers).
+    public func addObserver(_ observer: any JobObserver) {
+        self.observerList.withLock { $0.append(observer) }
+    }
+
+    var observers: [any JobObserver] { self.observerList.withLock { $0 } }
+
+    /// A run of `spec` under `id`, not yet started (call `start()`).
+    ///
+    /// - Parameter restored: the stored state of a job that was running before a restart; nodes
+    ///   with a stored outcome keep it and are not run again.
+    public func makeRun(id: String, spec: JobSpec, createdAt: Timestamp = .now(), restored: RestoredJob? = nil) -> JobRun {
+        JobRun(engine: self, id: id, spec: spec, createdAt: createdAt, restored: restored)
+    }
+
+    /// The pools' counters, sorted by name.
+    public var executorStatistics: [(name: String, statistics: WorkerPool.Statistics)] {
+        self.pools.keys.sorted().map { ($0, self.pools[$0]!.statistics) }
+    }
+
+    /// Lets the pools' threads exit.
+    public func shutdown() {
+        for pool in self.pools.values { pool.shutdown() }
+    }
+}
+
+/// The stored state of a job that was running when the process stopped (see `Engine.makeRun`).
+public struct RestoredJob: Sendable {
+    /// The stored node records by id; terminal ones are not run again, others run (again).
+    public var nodes: [String: NodeRecord]
+    /// The job's events so far, in order; new events continue after the last seq.
+    public var events: [JobEvent]
+    public var startedAt: Timestamp?
+    /// Whether a cancellation had been requested.
+    public var cancelRequested: Bool
+
+    public init(nodes: [String: NodeRecord], events: [JobEvent], startedAt: Timestamp?, cancelRequested: Bool = false) {
+        self.nodes = nodes
+        self.events = events
+        self.startedAt = startedAt
+        self.cancelRequested = cancelRequested
+    }
+}

@@ -1,0 +1,48 @@
+/// The type of a job event (SPEC §3.4).
+public enum JobEventType: String, Sendable, CaseIterable, Codable {
+    case jobCreated = "job.created"
+    case jobStarted = "job.started"
+    case jobSucceeded = "job.succeeded"
+    case jobFailed = "job.failed"
+    case jobCancelled = "job.cancelled"
+    case taskStarted = "task.started"
+    case taskSucceeded = "task.succeeded"
+    case taskFailed = "task.failed"
+    case taskCancelled = "task.cancelled"
+    case taskSkipped = "task.skipped"
+    case taskRetrying = "task.retrying"
+
+    /// `true` for `job.*` events.
+    public var isJobEvent: Bool { self.rawValue.hasPrefix("job.") }
+}
+
+/// One entry of a job's ordered, gap-free history.
+public struct JobEvent: Sendable, Equatable {
+    /// The event's place in the job's history, from 1, without gaps.
+    public var seq: Int
+    public var type: JobEventType
+    public var time: Timestamp
+    /// The node the event is about (task events).
+    public var taskId: String?
+    /// Extra facts: the error of a failure, the attempt and delay of a retry.
+    public var data: JSONValue?
+
+    public init(seq: Int, type: JobEventType, time: Timestamp, taskId: String? = nil, data: JSONValue? = nil) {
+        self.seq = seq
+        self.type = type
+        self.time = time
+        self.taskId = taskId
+        self.data = data
+    }
+
+    /// The event as its JSON object (`{"seq", "type", "time", "taskId"?, "data"?}`).
+    public var json: JSONValue {
+        var object = JSONObject()
+        object["seq"] = .int(self.seq)
+        object["type"] = .string(self.type.rawValue)
+        object["time"] = .string(self.time.rfc3339)
+        if let taskId { object["taskId"] = .string(taskId) }
+        if let data { object["data"] = data }
+        return .object(object)
+    }
+}

@@ -1,0 +1,606 @@
+import Synchronization
+import TaskCore
+
+/// Where a node runs: the token that cancels it and the id suffix of its map instance.
+struct ExecutionContext: Sendable {
+    var token: CancellationToken
+    /// `[3]` inside instance 3 of a map (`[3][1]` when maps nest); empty elsewhere.
+    var suffix: String
+    /// `dyn/` inside the graph spawned by dynamic node `dyn`: `${tasks.x}` there means `dyn/x` first.
+    var scopePrefix: String = ""
+}
+
+// MARK: - Starting and ending the job
+
+extension JobRun {
+    /// Starts the job (once; later calls do nothing). The graph is compiled into TaskCore futures
+    /// as it runs: series become success-continuations, parallel nodes `whenAllSettled` with lazy
+    /// bounded concurrency, continuations the `continueWith` family, and map and dynamic nodes
+    /// expand when they start.
+    public func start() {
+        let (shouldStart, startedAt, waiters): (Bool, Timestamp, [Promise<Void>]) = self.state.withLock { state in
+            guard state.jobState == .pending else { return (false, .now(), []) }
+            state.jobState = .running
+            if let startedAt = state.startedAt { return (true, startedAt, []) }
+            let now = Timestamp.now()
+            state.startedAt = now
+            return (true, now, Self.appendEvent(.jobStarted, taskId: nil, data: nil, time: now, in: &state))
+        }
+        guard shouldStart else { return }
+        self.publish(waiters)
+        if let timeoutMs = self.spec.timeoutMs {
+            let elapsed = max(0, Timestamp.now().milliseconds - startedAt.milliseconds)
+            let timer = TimerQueue.shared.schedule(after: .milliseconds(max(0, Int64(timeoutMs) - elapsed))) { [weak self] in
+                self?.timeOut()
+            }
+            self.state.withLock { $0.timer = timer }
+        }
+        let context = ExecutionContext(token: self.jobSource.token, suffix: "")
+        self.execute(self.spec.graph, input: self.spec.input, context: context).whenComplete { outcome in
+            self.finishJob(outcome)
+        }
+    }
+
+    private func timeOut() {
+        let proceed = self.state.withLock { state -> Bool in
+            if state.jobState.isTerminal || state.cancelRequested { return false }
+            state.timedOut = true
+            return true
+        }
+        if proceed { self.jobSource.cancel() }
+    }
+
+    private func finishJob(_ outcome: Outcome<JSONValue>) {
+        let waiters: [Promise<Void>] = self.state.withLock { state in
+            guard !state.jobState.isTerminal else { return [] }
+            let now = Timestamp.now()
+            let type: JobEventType
+            if state.cancelRequested {
+                state.jobState = .cancelled
+                type = .jobCancelled
+            } else if state.timedOut {
+                state.jobState = .failed
+                state.error = TaskError(code: "job.timeout", message: "the job did not finish within \(self.spec.timeoutMs ?? 0) ms")
+                type = .jobFailed
+            } else {
+                switch outcome {
+                case .success(let value):
+                    state.jobState = .succeeded
+                    state.result = value
+                    type = .jobSucceeded
+                case .failure(let error):
+                    state.jobState = .failed
+                    state.error = TaskError.from(error)
+                    type = .jobFailed
+                case .cancelled:
+                    state.jobState = .cancelled
+                    type = .jobCancelled
+                }
+            }
+            state.finishedAt = now
+            if let timer = state.timer { TimerQueue.shared.cancel(timer) }
+            state.timer = nil
+            var waiters = state.terminalWaiters
+            state.terminalWaiters = []
+            waiters += Self.appendEvent(type, taskId: nil, data: state.error?.json, time: now, in: &state)
+            return waiters
+        }
+        self.publish(waiters)
+    }
+}
+
+// MARK: - Running nodes
+
+extension JobRun {
+    private enum Begin {
+        case missing
+        case restored(Outcome<JSONValue>)
+        case cancelled(Int)
+        case started(Int, CancellationTokenSource, [Promise<Void>])
+    }
+
+    /// Looks node `id` up and, unless it already finished before a restart or was cancelled before
+    /// it started, marks it running — all in one critical section.
+    private func begin(_ id: String, token: CancellationToken) -> Begin {
+        let source = CancellationTokenSource(linkedTo: [token])
+        return self.state.withLock { state -> Begin in
+            guard let index = state.index[id] else { return .missing }
+            let record = state.records[index]
+            if state.restored[id] != nil, record.state.isTerminal {
+                switch record.state {
+                case .succeeded: return .restored(.success(record.result ?? .null))
+                case .failed: return .restored(.failure(record.error ?? TaskError(code: "task.failed", message: "failed")))
+                default: return .restored(.cancelled)
+                }
+            }
+            if token.isCancellationRequested || state.cancelledBeforeStart.contains(index) || record.state.isTerminal {
+                return .cancelled(index)
+            }
+            let now = Timestamp.now()
+            state.records[index].state = .running
+            if state.records[index].startedAt == nil { state.records[index].startedAt = now }
+            if state.records[index].isTask {
+                state.progress.add(record.state, -1)
+                state.progress.add(.running, 1)
+            }
+            state.nodeSources[index] = source
+            let waiters = Self.appendEvent(.taskStarted, taskId: id, data: nil, time: now, in: &state)
+            return .started(index, source, waiters)
+        }
+    }
+
+    /// Runs `node` with `input` and returns a future of its outcome; the node's record is final
+    /// before the future completes, so a parent never sees a child's outcome ahead of its record.
+    func execute(_ node: Node, input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
+        let id = node.id + context.suffix
+        let index: Int
+        let source: CancellationTokenSource
+        switch self.begin(id, token: context.token) {
+        case .missing:
+            return Future(error: TaskError(code: "internal", message: "node \(id) has no record", taskId: id))
+        case .restored(let outcome):
+            return Future(outcome: outcome)
+        case .cancelled(let index):
+            if !self.isTerminal(index) { self.markCancelledBeforeStart(index) }
+            return .cancelled()
+        case .started(let startedIndex, let startedSource, let waiters):
+            self.publish(waiters)
+            index = startedIndex
+            source = startedSource
+        }
+        let nodeContext = ExecutionContext(token: source.token, suffix: context.suffix, scopePrefix: context.scopePrefix)
+        let nodeInput: JSONValue
+        if let template = node.input {
+            do {
+                nodeInput = try template.render(in: RunScope(run: self, input: input, context: context))
+            } catch {
+                return Future(outcome: self.markFinished(index, .failure(TaskError.from(error))))
+            }
+        } else {
+            nodeInput = input
+        }
+
+        let body: Future<JSONValue>
+        switch node.kind {
+        case .task(let spec):
+            body = self.runTask(spec, index: index, id: id, input: nodeInput, context: nodeContext)
+        case .series(let steps):
+            body = self.runSeries(steps, input: nodeInput, context: nodeContext)
+        case .parallel(let spec):
+            let branches = spec.branches
+            body = self.runBranches(
+                count: branches.count,
+                maxConcurrency: spec.maxConcurrency,
+                mode: spec.mode,
+                failFast: spec.failFast,
+                token: nodeContext.token
+            ) { branch, token in
+                var branchContext = nodeContext
+                branchContext.token = token
+                return self.execute(branches[branch], input: nodeInput, context: branchContext)
+            }
+        case .continuation(let spec):
+            body = self.runContinuation(spec, input: nodeInput, context: nodeContext)
+        case .map(let spec):
+            body = self.runMap(spec, index: index, input: nodeInput, context: nodeContext)
+        case .dynamic(let sourceNode):
+            body = self.runDynamic(sourceNode, index: index, id: id, input: nodeInput, context: nodeContext)
+        }
+
+        if let outcome = body.outcome {
+            // Finished inline (value tasks, restored subtrees): skip the promise.
+            return Future(outcome: self.markFinished(index, outcome))
+        }
+        let promise = Promise<JSONValue>()
+        body.whenComplete { outcome in
+            let final = self.markFinished(index, outcome)
+            // The node's token source lives until the node ends (it links the node to its parent).
+            withExtendedLifetime(source) {}
+            promise.tryComplete(with: final)
+        }
+        return promise.future
+    }
+
+    private func isTerminal(_ index: Int) -> Bool {
+        self.state.withLock { $0.records[index].state.isTerminal }
+    }
+
+    // MARK: task
+
+    private func runTask(_ spec: TaskSpec, index: Int, id: String, input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
+        guard let action = self.engine.actions[spec.action] else {
+            return Future(error: TaskError(code: "internal", message: "unknown action \(spec.action)"))
+        }
+        let pool = self.engine.pools[spec.executor]
+        let previousAttempts = self.state.withLock { $0.records[index].attempts }
+        let retry = spec.retry
+        let policy = RetryPolicy(
+            maxAttempts: retry?.maxAttempts ?? 1,
+            initialDelay: .milliseconds(retry?.delayMs ?? 0),
+            backoff: retry?.backoff ?? 2,
+            maxDelay: retry?.maxDelayMs.map { .milliseconds($0) },
+            jitter: retry?.jitter ?? false
+        )
+        let attempt: @Sendable (Int) -> Future<JSONValue> = { number in
+            let attempt = previousAttempts + number
+            self.markAttempt(index, attempt: attempt)
+            return self.runAttempt(action, spec, index: index, id: id, input: input, attempt: attempt, pool: pool, context: context)
+        }
+        if policy.maxAttempts == 1 { return attempt(1) }
+        return Future.retrying(
+            policy,
+            cancellationToken: context.token,
+            shouldRetry: { error in retry?.matches(code: TaskError.from(error).code) ?? false },
+            onRetry: { number, error, delay in
+                self.markRetrying(index, attempt: previousAttempts + number, error: TaskError.from(error), delay: delay)
+            },
+            attempt
+        )
+    }
+
+    private func runAttempt(
+        _ action: any Action,
+        _ spec: TaskSpec,
+        index: Int,
+        id: String,
+        input: JSONValue,
+        attempt: Int,
+        pool: WorkerPool?,
+        context: ExecutionContext
+    ) -> Future<JSONValue> {
+        let params: JSONValue
+        if let constant = spec.params.constantValue {
+            params = constant
+        } else {
+            do {
+                params = try spec.params.render(in: RunScope(run: self, input: input, context: context))
+            } catch {
+                return Future(error: TaskError.from(error))
+            }
+        }
+        // A task timeout cancels the attempt through its own token and turns the cancellation into
+        // a `task.timeout` failure (retryable like any other failure).
+        var attemptSource: CancellationTokenSource?
+        var timer: TimerQueue.ID?
+        let timedOut = AtomicFlag()
+        if let timeoutMs = spec.timeoutMs {
+            let source = CancellationTokenSource(linkedTo: [context.token])
+            attemptSource = source
+            timer = TimerQueue.shared.schedule(after: .milliseconds(timeoutMs)) {
+                timedOut.set()
+                source.cancel()
+            }
+        }
+        let token = attemptSource?.token ?? context.token
+        let (attemptSourceRef, timerRef) = (attemptSource, timer)
+        let actionContext = ActionContext(
+            input: input,
+            params: params,
+            cancellationToken: token,
+            jobID: self.id,
+            taskID: id,
+            attempt: attempt,
+            pool: pool,
+            registerCompletion: { promise in self.state.withLock { $0.awaits[index] = promise } }
+        )
+        let result: Future<JSONValue>
+        if action.holdsWorkerSlot, let pool {
+            result = pool.acquireSlot(cancellationToken: token).continueOnSuccessWithTask(on: .immediate) { slot in
+                let running = action.run(actionContext)
+                running.whenComplete { _ in slot.release() }
+                return running
+            }
+        } else {
+            result = action.run(actionContext)
+        }
+        guard let timeoutMs = spec.timeoutMs else { return result }
+        return result.continueWith(on: .immediate) { finished in
+            if let timerRef { TimerQueue.shared.cancel(timerRef) }
+            withExtendedLifetime(attemptSourceRef) {}
+            let outcome = finished.outcome!
+            if outcome.isCancelled, timedOut.isSet, !context.token.isCancellationRequested {
+                throw TaskError(code: "task.timeout", message: "the attempt did not finish within \(timeoutMs) ms")
+            }
+            return try outcome.get()
+        }
+    }
+
+    // MARK: series
+
+    private func runSeries(_ steps: [Node], input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
+        var chain = Future<JSONValue>(value: input)
+        for step in steps {
+            chain = chain.continueOnSuccessWithTask(on: .immediate) { value in
+                self.execute(step, input: value, context: context)
+            }
+        }
+        return chain
+    }
+
+    // MARK: parallel (and parallel maps)
+
+    /// Runs `count` branches, at most `maxConcurrency` at once, and combines their outcomes by
+    /// `mode`. With `any`, the first success cancels the other branches; with `failFast`, the first
+    /// failure does. Either way the node ends once every branch has settled (cancellation acts at
+    /// once), so no branch is left running under a finished node.
+    func runBranches(
+        count: Int,
+        maxConcurrency: Int?,
+        mode: ParallelSpec.Mode,
+        failFast: Bool,
+        token: CancellationToken,
+        _ make: @escaping @Sendable (Int, CancellationToken) -> Future<JSONValue>
+    ) -> Future<JSONValue> {
+        let branchSource = (mode == .any || failFast) ? CancellationTokenSource(linkedTo: [token]) : nil
+        let branchToken = branchSource?.token ?? token
+        let winner = FirstIndex()
+        let settled = Future<JSONValue>.whenAllSettled(count: count, maxConcurrency: maxConcurrency ?? max(1, count)) { branch in
+            let future = make(branch, branchToken)
+            if let branchSource {
+                future.whenComplete { outcome in
+                    switch outcome {
+                    case .success where mode == .any:
+                        if winner.claim(branch) {
+                            branchSource.cancel()
+                        }
+                    case .failure where failFast:
+                        branchSource.cancel()
+                    default:
+                        break
+                    }
+                }
+            }
+            return future
+        }
+        return settled.continueOnSuccessWith(on: .immediate) { outcomes in
+            withExtendedLifetime(branchSource) {}
+            switch mode {
+            case .settled:
+                return .array(outcomes.map(Self.outcomeObject))
+            case .any:
+                let first = winner.value
+                if first >= 0, case .success(let value) = outcomes[first] { return value }
+                throw Self.aggregate(outcomes, message: "every branch failed or was cancelled")
+            case .all:
+                if outcomes.contains(where: { $0.error != nil }) {
+                    throw Self.aggregate(outcomes, message: nil)
+                }
+                if outcomes.contains(where: \.isCancelled) { throw CancellationError() }
+                return .array(outcomes.map { $0.value ?? .null })
+            }
+        }
+    }
+
+    static func aggregate(_ outcomes: [Outcome<JSONValue>], message: String?) -> TaskError {
+        let errors = outcomes.compactMap { $0.error.map { TaskError.from($0).json } }
+        return TaskError(
+            code: "aggregate",
+            message: message ?? "\(errors.count) of \(outcomes.count) branches failed",
+            details: ["errors": .array(errors)]
+        )
+    }
+
+    /// `{"state":"succeeded","result":…}`, `{"state":"failed","error":…}` or `{"state":"cancelled"}`.
+    static func outcomeObject(_ outcome: Outcome<JSONValue>) -> JSONValue {
+        switch outcome {
+        case .success(let value): return ["state": "succeeded", "result": value]
+        case .failure(let error): return ["state": "failed", "error": TaskError.from(error).json]
+        case .cancelled: return ["state": "cancelled"]
+        }
+    }
+
+    // MARK: continuation
+
+    private func runContinuation(_ spec: ContinuationSpec, input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
+        self.execute(spec.antecedent, input: input, context: context).continueWithTask(on: .immediate) { antecedent in
+            let outcome = antecedent.outcome!
+            let matches: Bool
+            switch (spec.on, outcome) {
+            case (.always, _), (.success, .success), (.failure, .failure), (.cancellation, .cancelled): matches = true
+            default: matches = false
+            }
+            guard matches else { return antecedent }
+            var thenContext = context
+            let thenInput: JSONValue
+            if spec.on == .success {
+                thenInput = outcome.value ?? .null
+            } else {
+                thenInput = Self.outcomeObject(outcome)
+            }
+            if spec.on == .cancellation || spec.on == .always {
+                // Cleanup hooks run even while the job is being cancelled (SPEC §1.1).
+                thenContext.token = self.cleanupSource.token
+            }
+            return self.execute(spec.then, input: thenInput, context: thenContext)
+        }
+    }
+
+    // MARK: map
+
+    private func runMap(_ spec: MapSpec, index: Int, input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
+        let itemsValue: JSONValue
+        do {
+            itemsValue = try spec.items.render(in: RunScope(run: self, input: input, context: context))
+        } catch {
+            return Future(error: TaskError.from(error))
+        }
+        guard case .array(let items) = itemsValue else {
+            return Future(error: TaskError(code: "map.items", message: "items must be an array, got \(itemsValue.typeName)"))
+        }
+        let template = spec.template
+        let perInstance = template.nodeCount
+        let limit = self.engine.limits.maxNodes
+        let admitted: Bool = self.state.withLock { state in
+            // Instances already registered (a restart re-runs the map) are not counted twice.
+            let firstID = template.id + context.suffix + "[0]"
+            if items.isEmpty || state.index[firstID] != nil { return true }
+            guard state.records.count + items.count * perInstance <= limit else { return false }
+            for item in items.indices {
+                Self.register(template, suffix: context.suffix + "[\(item)]", parent: index, in: &state)
+            }
+            return true
+        }
+        guard admitted else {
+            return Future(
+                error: TaskError(
+                    code: "job.nodeLimit",
+                    message: "the map would add \(items.count * perInstance) nodes; the job may have at most \(limit)"
+                )
+            )
+        }
+        let instanceContext: @Sendable (Int, CancellationToken) -> ExecutionContext = { item, token in
+            ExecutionContext(token: token, suffix: context.suffix + "[\(item)]", scopePrefix: context.scopePrefix)
+        }
+        switch spec.mode {
+        case .parallel:
+            return self.runBranches(count: items.count, maxConcurrency: spec.maxConcurrency, mode: .all, failFast: false, token: context.token) { item, token in
+                self.execute(template, input: items[item], context: instanceContext(item, token))
+            }
+        case .series:
+            let results = Mutex<[JSONValue]>([])
+            var chain = Future<Void>(value: ())
+            for item in items.indices {
+                chain = chain.continueOnSuccessWithTask(on: .immediate) {
+                    self.execute(template, input: items[item], context: instanceContext(item, context.token)).map { value in
+                        results.withLock { $0.append(value) }
+                    }
+                }
+            }
+            return chain.map { .array(results.withLock { $0 }) }
+        }
+    }
+
+    // MARK: dynamic
+
+    private func runDynamic(_ source: Node, index: Int, id: String, input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
+        self.execute(source, input: input, context: context).continueOnSuccessWithTask(on: .immediate) { value in
+            guard case .object(let object) = value, let graph = object["graph"] else {
+                throw TaskError(
+                    code: "graph.invalid",
+                    message: "a dynamic node's source must return {\"graph\": node, \"input\"?: any}, got \(value.typeName)"
+                )
+            }
+            if let extra = object.keys.first(where: { $0 != "graph" && $0 != "input" }) {
+                throw TaskError(code: "graph.invalid", message: "unknown field \"\(extra)\" in the dynamic source's result")
+            }
+            let (reserved, budget) = self.state.withLock { state in
+                (Set(state.index.keys), self.engine.limits.maxNodes - state.records.count)
+            }
+            let root: Node
+            do {
+                root = try self.engine.decoder.decodeGraph(graph, idPrefix: id + "/", pointer: "/graph", maxNodes: budget, reservedIDs: reserved)
+            } catch let error as ValidationError {
+                let problems: [JSONValue] = error.problems.map { ["pointer": .string($0.pointer), "message": .string($0.message)] }
+                throw TaskError(
+                    code: "graph.invalid",
+                    message: "the graph returned by \(id)'s source is invalid",
+                    details: ["errors": .array(problems)]
+                )
+            }
+            self.state.withLock { state in
+                if state.index[root.id] == nil { Self.register(root, suffix: "", parent: index, in: &state) }
+            }
+            var spawned = context
+            spawned.suffix = ""
+            spawned.scopePrefix = id + "/"
+            return self.execute(root, input: object["input"] ?? input, context: spawned)
+        }
+    }
+}
+
+// MARK: - Control: cancel and complete
+
+extension JobRun {
+    /// The result of `cancel()`.
+    public enum CancelResult: Sendable, Equatable {
+        /// Cancellation started now.
+        case cancelling
+        /// The job was already cancelled or being cancelled.
+        case alreadyCancelled
+        /// The job had already succeeded or failed.
+        case terminal(JobState)
+    }
+
+    /// Cancels the job: running actions stop at once, nodes not started never start, cleanup
+    /// continuations still run, and the job ends `cancelled`.
+    @discardableResult
+    public func cancel() -> CancelResult {
+        let result: CancelResult = self.state.withLock { state in
+            if state.jobState.isTerminal {
+                return state.jobState == .cancelled ? .alreadyCancelled : .terminal(state.jobState)
+            }
+            if state.cancelRequested { return .alreadyCancelled }
+            state.cancelRequested = true
+            return .cancelling
+        }
+        if result == .cancelling {
+            self.jobSource.cancel()
+            // A job that was never started ends now.
+            if self.state.withLock({ $0.jobState == .pending }) { self.start() }
+        }
+        return result
+    }
+
+    /// The result of `cancel(node:)` and `complete(node:with:)`.
+    public enum NodeControlResult: Sendable, Equatable {
+        case done(NodeRecord)
+        case notFound
+        /// The node already ended (`task.terminal`).
+        case terminal
+        /// Complete only: the node is not an `await` task (`task.notAwait`).
+        case notAwait
+        /// Complete only: the node has not started, or is between attempts (`task.notRunning`).
+        case notRunning
+    }
+
+    /// Cancels one running or pending node and its subtree; the cancellation then propagates by
+    /// the rules of its parents (a cancelled series step ends the series, and so on).
+    public func cancel(node id: String) -> NodeControlResult {
+        let (result, source): (NodeControlResult, CancellationTokenSource?) = self.state.withLock { state in
+            guard let index = state.index[id] else { return (.notFound, nil) }
+            let record = state.records[index]
+            if record.state.isTerminal { return (.terminal, nil) }
+            if record.state == .pending {
+                state.cancelledBeforeStart.insert(index)
+                return (.done(record), nil)
+            }
+            return (.done(record), state.nodeSources[index])
+        }
+        source?.cancel()
+        if case .done = result, let record = self.node(id) { return .done(record) }
+        return result
+    }
+
+    /// Completes a running `await` task with a result or an error (first completion wins, like
+    /// `TaskCompletionSource.trySetResult`).
+    public func complete(node id: String, with outcome: Outcome<JSONValue>) -> NodeControlResult {
+        let (result, promise): (NodeControlResult?, Promise<JSONValue>?) = self.state.withLock { state in
+            guard let index = state.index[id] else { return (.notFound, nil) }
+            let record = state.records[index]
+            if record.action != "await" { return (.notAwait, nil) }
+            if record.state.isTerminal { return (.terminal, nil) }
+            guard record.state == .running, let promise = state.awaits[index] else { return (.notRunning, nil) }
+            return (nil, promise)
+        }
+        if let result { return result }
+        guard let promise, promise.tryComplete(with: outcome) else { return .terminal }
+        return self.node(id).map(NodeControlResult.done) ?? .notFound
+    }
+}
+
+/// A flag set once from any thread.
+final class AtomicFlag: Sendable {
+    private let storage = Atomic<Bool>(false)
+    func set() { self.storage.store(true, ordering: .releasing) }
+    var isSet: Bool { self.storage.load(ordering: .acquiring) }
+}
+
+/// The first index claimed by any thread (`-1` until then).
+final class FirstIndex: Sendable {
+    private let storage = Atomic<Int>(-1)
+    /// Claims `index` if no index was claimed yet; returns whether this call did.
+    func claim(_ index: Int) -> Bool {
+        self.storage.compareExchange(expected: -1, desired: index, ordering: .acquiringAndReleasing).exchanged
+    }
+    var value: Int { self.storage.load(ordering: .acquiring) }
+}

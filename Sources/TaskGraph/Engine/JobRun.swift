@@ -1,0 +1,361 @@
+import Synchronization
+import TaskCore
+
+/// One job being run: the single owner of the job's state.
+///
+/// Every change — a node starting or finishing, a retry, the job ending — happens under the run's
+/// lock together with the event that announces it, so a reader never sees a finished node without
+/// its event, and the job turns terminal in the same step as its root node. Observers and waiters
+/// are told after the lock is released, in `seq` order.
+public final class JobRun: Sendable {
+    public let id: String
+    public let spec: JobSpec
+    let engine: Engine
+    let observers: [any JobObserver]
+    let state: Mutex<State>
+    /// Cancelled by `cancel()` and the job timeout; every node's token descends from it.
+    let jobSource = CancellationTokenSource()
+    /// The token of cleanup continuations (`on: cancellation|always`): job cancellation does not
+    /// reach it, so `finally` work runs to its end (SPEC §1.1).
+    let cleanupSource = CancellationTokenSource()
+    /// The job as templates see it (`${job…}`).
+    let jobObject: JSONValue
+
+    struct State {
+        var jobState: JobState = .pending
+        var result: JSONValue?
+        var error: TaskError?
+        var createdAt: Timestamp
+        var startedAt: Timestamp?
+        var finishedAt: Timestamp?
+        var records: [NodeRecord] = []
+        var children: [[Int]] = []
+        var parents: [Int] = []
+        var index: [String: Int] = [:]
+        var restored: [String: NodeRecord] = [:]
+        var progress = JobProgress()
+        var events: [JobEvent] = []
+        var dispatchedCount = 0
+        var isDispatching = false
+        var eventWaiters: [Promise<Void>] = []
+        var terminalWaiters: [Promise<Void>] = []
+        var awaits: [Int: Promise<JSONValue>] = [:]
+        var nodeSources: [Int: CancellationTokenSource] = [:]
+        var cancelledBeforeStart: Set<Int> = []
+        var cancelRequested = false
+        var timedOut = false
+        var timer: TimerQueue.ID?
+    }
+
+    init(engine: Engine, id: String, spec: JobSpec, createdAt: Timestamp, restored: RestoredJob?) {
+        self.engine = engine
+        self.id = id
+        self.spec = spec
+        self.observers = engine.observers
+        self.jobObject = ["id": .string(id), "name": spec.name.map(JSONValue.string) ?? .null, "input": spec.input]
+        var state = State(createdAt: createdAt)
+        if let restored {
+            state.restored = restored.nodes
+            state.events = restored.events
+            state.dispatchedCount = restored.events.count
+            state.startedAt = restored.startedAt
+            state.cancelRequested = restored.cancelRequested
+        }
+        self.state = Mutex(state)
+        self.state.withLock { state in
+            Self.register(spec.graph, suffix: "", parent: nil, in: &state)
+            if state.events.isEmpty { Self.appendEvent(.jobCreated, taskId: nil, data: nil, time: createdAt, in: &state) }
+        }
+        if restored?.cancelRequested == true { self.jobSource.cancel() }
+    }
+
+    // MARK: - Reading
+
+    /// The job's state now.
+    public var snapshot: JobSnapshot {
+        self.state.withLock { state in self.snapshot(state) }
+    }
+
+    func snapshot(_ state: State) -> JobSnapshot {
+        JobSnapshot(
+            id: self.id,
+            name: self.spec.name,
+            state: state.jobState,
+            input: self.spec.input,
+            result: state.result,
+            error: state.error,
+            labels: self.spec.labels,
+            createdAt: state.createdAt,
+            startedAt: state.startedAt,
+            finishedAt: state.finishedAt,
+            progress: state.progress,
+            lastEventSeq: state.events.last?.seq ?? 0
+        )
+    }
+
+    /// Every node record, in registration order (document order, then map and dynamic expansions).
+    public var nodes: [NodeRecord] {
+        self.state.withLock { $0.records }
+    }
+
+    /// The record of node `id`, if the job has one.
+    public func node(_ id: String) -> NodeRecord? {
+        self.state.withLock { state in state.index[id].map { state.records[$0] } }
+    }
+
+    /// The events with `seq > after`, at most `limit` of them.
+    public func events(after: Int, limit: Int = .max) -> [JobEvent] {
+        self.state.withLock { state in
+            guard let first = state.events.first else { return [] }
+            let start = max(0, after - first.seq + 1)
+            guard start < state.events.count else { return [] }
+            let end = min(state.events.count, start + max(0, limit))
+            return Array(state.events[start..<end])
+        }
+    }
+
+    /// A future that completes when an event with `seq > after` exists, or after `timeout`
+    /// (whichever first). It holds no thread while it waits.
+    public func waitForEvents(after: Int, timeout: Duration) -> Future<Void> {
+        let promise = Promise<Void>()
+        let ready = self.state.withLock { state in
+            if let last = state.events.last, last.seq > after { return true }
+            state.eventWaiters.append(promise)
+            return false
+        }
+        if ready { return Future(value: ()) }
+        Self.expire(promise, after: timeout)
+        return promise.future
+    }
+
+    /// A future that completes when the job is terminal, or after `timeout`.
+    public func waitForTerminal(timeout: Duration) -> Future<Void> {
+        let promise = Promise<Void>()
+        let ready = self.state.withLock { state in
+            if state.jobState.isTerminal { return true }
+            state.terminalWaiters.append(promise)
+            return false
+        }
+        if ready { return Future(value: ()) }
+        Self.expire(promise, after: timeout)
+        return promise.future
+    }
+
+    private static func expire(_ promise: Promise<Void>, after timeout: Duration) {
+        let timer = TimerQueue.shared.schedule(after: timeout) { promise.trySucceed(()) }
+        promise.future.whenComplete { _ in TimerQueue.shared.cancel(timer) }
+    }
+
+    // MARK: - Registration
+
+    /// Adds records for `node`'s subtree, ids suffixed with `suffix` (map instances).
+    /// Iterative: graphs can be deep and wide.
+    @discardableResult
+    static func register(_ node: Node, suffix: String, parent: Int?, in state: inout State) -> Int {
+        var stack: [(Node, Int?)] = [(node, parent)]
+        var first = -1
+        while let (current, parentIndex) = stack.popLast() {
+            let id = current.id + suffix
+            let index = state.records.count
+            if first < 0 { first = index }
+            var record = NodeRecord(id: id, type: current.typeName, parent: parentIndex.map { state.records[$0].id })
+            if case .task(let task) = current.kind {
+                record.action = task.action
+                record.executor = task.executor
+            }
+            if let stored = state.restored[id] {
+                record.attempts = stored.attempts
+                if stored.state.isTerminal {
+                    record.state = stored.state
+                    record.result = stored.result
+                    record.error = stored.error
+                    record.startedAt = stored.startedAt
+                    record.finishedAt = stored.finishedAt
+                } else {
+                    record.startedAt = stored.startedAt
+                }
+            }
+            state.records.append(record)
+            state.children.append([])
+            state.parents.append(parentIndex ?? -1)
+            if let parentIndex { state.children[parentIndex].append(index) }
+            state.index[id] = index
+            if current.isTask {
+                state.progress.total += 1
+                state.progress.add(record.state, 1)
+            }
+            // Push children in reverse so they are registered in document order. A map's template
+            // is not a node of its own: its instances are registered when the map starts.
+            if case .map = current.kind { continue }
+            for child in current.children.reversed() { stack.append((child, index)) }
+        }
+        return first
+    }
+
+    // MARK: - Events
+
+    @discardableResult
+    static func appendEvent(_ type: JobEventType, taskId: String?, data: JSONValue?, time: Timestamp, in state: inout State) -> [Promise<Void>] {
+        let seq = (state.events.last?.seq ?? 0) + 1
+        state.events.append(JobEvent(seq: seq, type: type, time: time, taskId: taskId, data: data))
+        if state.eventWaiters.isEmpty { return [] }
+        defer { state.eventWaiters = [] }
+        return state.eventWaiters
+    }
+
+    /// Tells observers, then waiters, about new events. One thread at a time delivers to the
+    /// observers, in `seq` order; a thread that finds another delivering leaves its events to it.
+    func publish(_ waiters: [Promise<Void>]) {
+        defer { for waiter in waiters { waiter.trySucceed(()) } }
+        guard !self.observers.isEmpty else { return }
+        let start = self.state.withLock { state -> Bool in
+            if state.isDispatching || state.dispatchedCount == state.events.count { return false }
+            state.isDispatching = true
+            return true
+        }
+        guard start else { return }
+        while true {
+            let batch: ArraySlice<JobEvent>? = self.state.withLock { state in
+                if state.dispatchedCount == state.events.count {
+                    state.isDispatching = false
+                    return nil
+                }
+                defer { state.dispatchedCount = state.events.count }
+                return state.events[state.dispatchedCount..<state.events.count]
+            }
+            guard let batch else { return }
+            for observer in self.observers { observer.job(self, appended: batch) }
+        }
+    }
+
+    // MARK: - Node state changes
+
+    /// Records the start of attempt `attempt` of a task.
+    func markAttempt(_ index: Int, attempt: Int) {
+        self.state.withLock { state in state.records[index].attempts = attempt }
+    }
+
+    /// Records a failed attempt that will be retried, with a `task.retrying` event.
+    func markRetrying(_ index: Int, attempt: Int, error: TaskError, delay: Duration) {
+        let waiters: [Promise<Void>] = self.state.withLock { state in
+            let data: JSONValue = [
+                "attempt": .int(attempt), "error": error.json, "delayMs": .int(Int(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000)),
+            ]
+            return Self.appendEvent(.taskRetrying, taskId: state.records[index].id, data: data, time: .now(), in: &state)
+        }
+        self.publish(waiters)
+    }
+
+    /// Ends node `index` with `outcome` and emits its event; pending nodes below it become skipped.
+    /// Returns the outcome with a failure's `taskId` filled in.
+    @discardableResult
+    func markFinished(_ index: Int, _ outcome: Outcome<JSONValue>) -> Outcome<JSONValue> {
+        var final = outcome
+        let waiters: [Promise<Void>] = self.state.withLock { state in
+            let now = Timestamp.now()
+            var waiters: [Promise<Void>] = []
+            let id = state.records[index].id
+            let newState: NodeState
+            var data: JSONValue?
+            switch outcome {
+            case .success(let value):
+                newState = .succeeded
+                state.records[index].result = value
+            case .failure(let error):
+                var taskError = TaskError.from(error)
+                if taskError.taskId == nil { taskError.taskId = id }
+                final = .failure(taskError)
+                newState = .failed
+                state.records[index].error = taskError
+                data = taskError.json
+            case .cancelled:
+                newState = .cancelled
+            }
+            Self.setTerminal(index, newState, now, in: &state)
+            state.awaits[index] = nil
+            state.nodeSources[index] = nil
+            waiters += Self.appendEvent(Self.eventType(for: newState), taskId: id, data: data, time: now, in: &state)
+            waiters += Self.skipPendingDescendants(of: index, now: now, in: &state)
+            return waiters
+        }
+        self.publish(waiters)
+        return final
+    }
+
+    /// Marks a node that never started as cancelled (the cancellation reached it first).
+    func markCancelledBeforeStart(_ index: Int) {
+        let waiters: [Promise<Void>] = self.state.withLock { state in
+            let now = Timestamp.now()
+            Self.setTerminal(index, .cancelled, now, in: &state)
+            var waiters = Self.appendEvent(.taskCancelled, taskId: state.records[index].id, data: nil, time: now, in: &state)
+            waiters += Self.skipPendingDescendants(of: index, now: now, in: &state)
+            return waiters
+        }
+        self.publish(waiters)
+    }
+
+    static func eventType(for state: NodeState) -> JobEventType {
+        switch state {
+        case .succeeded: return .taskSucceeded
+        case .failed: return .taskFailed
+        case .cancelled: return .taskCancelled
+        case .skipped: return .taskSkipped
+        case .pending, .running: return .taskStarted
+        }
+    }
+
+    private static func setTerminal(_ index: Int, _ newState: NodeState, _ now: Timestamp, in state: inout State) {
+        let previous = state.records[index].state
+        state.records[index].state = newState
+        state.records[index].finishedAt = now
+        if state.records[index].isTask {
+            state.progress.add(previous, -1)
+            state.progress.add(newState, 1)
+        }
+    }
+
+    /// Every node under `index` that is still pending never needed to run: it becomes skipped.
+    private static func skipPendingDescendants(of index: Int, now: Timestamp, in state: inout State) -> [Promise<Void>] {
+        var waiters: [Promise<Void>] = []
+        var stack = state.children[index]
+        while let child = stack.popLast() {
+            switch state.records[child].state {
+            case .pending:
+                setTerminal(child, .skipped, now, in: &state)
+                waiters += appendEvent(.taskSkipped, taskId: state.records[child].id, data: nil, time: now, in: &state)
+                stack.append(contentsOf: state.children[child])
+            case .running:
+                // A running descendant (e.g. a cancelled branch still unwinding) finishes on its own;
+                // its own pending children are its business.
+                break
+            default:
+                break
+            }
+        }
+        return waiters
+    }
+}
+
+// MARK: - Templates
+
+/// What templates of a node see: its input, the job, and the job's finished nodes.
+struct RunScope: TemplateScope {
+    let run: JobRun
+    let input: JSONValue
+    let context: ExecutionContext
+
+    var job: JSONValue { self.run.jobObject }
+
+    /// `tasks.<id>` resolves to the nearest node of that name: in the same map instance
+    /// (`id[3]`) and the same dynamic graph (`dyn/id`) first, then anywhere in the job.
+    func task(_ id: String) -> JSONValue? {
+        let prefix = self.context.scopePrefix
+        let suffix = self.context.suffix
+        return self.run.state.withLock { state in
+            for candidate in [prefix + id + suffix, prefix + id, id + suffix, id] {
+                if let index = state.index[candidate] { return state.records[index].outcomeObject }
+            }
+            return nil
+        }
+    }
+}

@@ -1,0 +1,78 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Wall-clock time in milliseconds since the Unix epoch, as recorded on jobs, nodes and events.
+public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public var milliseconds: Int64
+
+    public init(milliseconds: Int64) { self.milliseconds = milliseconds }
+
+    /// The current time.
+    public static func now() -> Timestamp {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Timestamp(milliseconds: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
+    }
+
+    public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool { lhs.milliseconds < rhs.milliseconds }
+
+    /// RFC 3339, UTC, with milliseconds: `2026-11-21T23:42:57.123Z`.
+    ///
+    /// Formatted by hand (days-from-civil arithmetic): Foundation's formatters cost microseconds per
+    /// call, and every job and event representation carries several timestamps.
+    public var rfc3339: String {
+        let ms = self.milliseconds
+        var days = ms >= 0 ? ms / 86_400_000 : (ms - 86_399_999) / 86_400_000
+        var rest = ms - days * 86_400_000
+        let hour = rest / 3_600_000
+        rest %= 3_600_000
+        let minute = rest / 60_000
+        rest %= 60_000
+        let second = rest / 1000
+        let milli = rest % 1000
+        // Howard Hinnant's civil_from_days.
+        days += 719_468
+        let era = (days >= 0 ? days : days - 146_096) / 146_097
+        let doe = days - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+        var year = yoe + era * 400
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        if month <= 2 { year += 1 }
+        var out = [UInt8]()
+        out.reserveCapacity(24)
+        func put(_ value: Int64, _ width: Int) {
+            var digits = [UInt8](repeating: 0x30, count: width)
+            var v = value
+            for i in stride(from: width - 1, through: 0, by: -1) {
+                digits[i] = 0x30 + UInt8(v % 10)
+                v /= 10
+            }
+            out.append(contentsOf: digits)
+        }
+        put(year, 4)
+        out.append(0x2D)
+        put(month, 2)
+        out.append(0x2D)
+        put(day, 2)
+        out.append(0x54)
+        put(hour, 2)
+        out.append(0x3A)
+        put(minute, 2)
+        out.append(0x3A)
+        put(second, 2)
+        out.append(0x2E)
+        put(milli, 3)
+        out.append(0x5A)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    public var description: String { self.rfc3339 }
+}

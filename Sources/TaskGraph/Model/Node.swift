@@ -1,0 +1,241 @@
+/// One node of a job graph (SPEC §1.1), validated and with its templates parsed.
+///
+/// Nodes are values: a graph is a tree of them. The engine gives each node that runs a record
+/// (state, attempts, outcome) keyed by its id; map instances and dynamic graphs add records at run time.
+public struct Node: Sendable, Equatable {
+    /// The node's id: the client's, or one generated from its path (`root.steps.0.then`).
+    public var id: String
+    /// The JSON pointer of the node in the submitted document (`/graph/steps/0`), for messages.
+    public var pointer: String
+    /// The `input` template that replaces the node's input when it starts, if any.
+    public var input: JSONTemplate?
+    /// What the node does.
+    public var kind: Kind
+
+    public init(id: String, pointer: String, input: JSONTemplate? = nil, kind: Kind) {
+        self.id = id
+        self.pointer = pointer
+        self.input = input
+        self.kind = kind
+    }
+
+    /// The node types of SPEC §1.1.
+    public indirect enum Kind: Sendable, Equatable {
+        case task(TaskSpec)
+        case series([Node])
+        case parallel(ParallelSpec)
+        case continuation(ContinuationSpec)
+        case map(MapSpec)
+        case dynamic(source: Node)
+    }
+
+    /// The `type` name as written in JSON.
+    public var typeName: String {
+        switch self.kind {
+        case .task: return "task"
+        case .series: return "series"
+        case .parallel: return "parallel"
+        case .continuation: return "continuation"
+        case .map: return "map"
+        case .dynamic: return "dynamic"
+        }
+    }
+
+    /// The node's direct children, in document order.
+    public var children: [Node] {
+        switch self.kind {
+        case .task: return []
+        case .series(let steps): return steps
+        case .parallel(let spec): return spec.branches
+        case .continuation(let spec): return [spec.antecedent, spec.then]
+        case .map(let spec): return [spec.template]
+        case .dynamic(let source): return [source]
+        }
+    }
+
+    /// `true` for a leaf (`task`) node.
+    public var isTask: Bool {
+        if case .task = self.kind { return true }
+        return false
+    }
+
+    /// The number of nodes in this subtree, this one included.
+    public var nodeCount: Int {
+        var count = 0
+        var stack = [self]
+        while let node = stack.popLast() {
+            count += 1
+            stack.append(contentsOf: node.children)
+        }
+        return count
+    }
+}
+
+/// A `task` node: one action run on an executor.
+public struct TaskSpec: Sendable, Equatable {
+    public var action: String
+    /// The `params` object (templated when the task starts); empty when absent.
+    public var params: JSONTemplate
+    public var executor: String
+    public var retry: RetrySpec?
+    public var timeoutMs: Int?
+
+    public init(action: String, params: JSONTemplate, executor: String = "default", retry: RetrySpec? = nil, timeoutMs: Int? = nil) {
+        self.action = action
+        self.params = params
+        self.executor = executor
+        self.retry = retry
+        self.timeoutMs = timeoutMs
+    }
+}
+
+/// A task's `retry` policy (SPEC §1.2).
+public struct RetrySpec: Sendable, Equatable {
+    public var maxAttempts: Int
+    public var delayMs: Int
+    public var backoff: Double
+    public var maxDelayMs: Int?
+    public var jitter: Bool
+    /// Error codes to retry on; an entry ending in `.*` matches a prefix. `nil`: every failure.
+    public var on: [String]?
+
+    public init(maxAttempts: Int = 1, delayMs: Int = 0, backoff: Double = 2, maxDelayMs: Int? = nil, jitter: Bool = false, on: [String]? = nil) {
+        self.maxAttempts = maxAttempts
+        self.delayMs = delayMs
+        self.backoff = backoff
+        self.maxDelayMs = maxDelayMs
+        self.jitter = jitter
+        self.on = on
+    }
+
+    /// Whether a failure with `code` may be retried under this policy's `on` list.
+    public func matches(code: String) -> Bool {
+        guard let on else { return true }
+        for pattern in on {
+            if pattern.hasSuffix(".*") {
+                if code.hasPrefix(pattern.dropLast(1)) { return true }
+            } else if pattern == "*" || pattern == code {
+                return true
+            }
+        }
+        return false
+    }
+}
+
+/// A `parallel` node.
+public struct ParallelSpec: Sendable, Equatable {
+    public enum Mode: String, Sendable, Equatable, CaseIterable {
+        case all, any, settled
+    }
+
+    public var branches: [Node]
+    public var mode: Mode
+    public var maxConcurrency: Int?
+    public var failFast: Bool
+
+    public init(branches: [Node], mode: Mode = .all, maxConcurrency: Int? = nil, failFast: Bool = false) {
+        self.branches = branches
+        self.mode = mode
+        self.maxConcurrency = maxConcurrency
+        self.failFast = failFast
+    }
+}
+
+/// A `continuation` node (Bolts' `continueWith` family).
+public struct ContinuationSpec: Sendable, Equatable {
+    public enum On: String, Sendable, Equatable, CaseIterable {
+        case success, failure, cancellation, always
+    }
+
+    public var antecedent: Node
+    public var on: On
+    public var then: Node
+
+    public init(antecedent: Node, on: On = .success, then: Node) {
+        self.antecedent = antecedent
+        self.on = on
+        self.then = then
+    }
+}
+
+/// A `map` node: one instance of `template` per item.
+public struct MapSpec: Sendable, Equatable {
+    public enum Mode: String, Sendable, Equatable, CaseIterable {
+        case parallel, series
+    }
+
+    /// The `items` template (default `"${input}"`).
+    public var items: JSONTemplate
+    public var template: Node
+    public var mode: Mode
+    public var maxConcurrency: Int?
+
+    public init(items: JSONTemplate, template: Node, mode: Mode = .parallel, maxConcurrency: Int? = nil) {
+        self.items = items
+        self.template = template
+        self.mode = mode
+        self.maxConcurrency = maxConcurrency
+    }
+}
+
+/// A submitted job (SPEC §1), validated.
+public struct JobSpec: Sendable, Equatable {
+    public var name: String?
+    public var input: JSONValue
+    public var graph: Node
+    public var timeoutMs: Int?
+    public var labels: [String: String]
+    /// The `webhook` object as submitted (validated); the server interprets it.
+    public var webhook: WebhookSpec?
+    /// The total number of nodes in `graph`.
+    public var nodeCount: Int
+    /// The nesting depth of `graph` (a lone task has depth 1).
+    public var depth: Int
+
+    public init(
+        name: String? = nil,
+        input: JSONValue = .null,
+        graph: Node,
+        timeoutMs: Int? = nil,
+        labels: [String: String] = [:],
+        webhook: WebhookSpec? = nil,
+        nodeCount: Int? = nil,
+        depth: Int = 1
+    ) {
+        self.name = name
+        self.input = input
+        self.graph = graph
+        self.timeoutMs = timeoutMs
+        self.labels = labels
+        self.webhook = webhook
+        self.nodeCount = nodeCount ?? graph.nodeCount
+        self.depth = depth
+    }
+}
+
+/// A job's `webhook` object (SPEC §4), validated.
+public struct WebhookSpec: Sendable, Equatable {
+    public var url: String
+    public var secret: String?
+    /// Event-type patterns (`job.*`, `task.failed`); default `["job.*"]`.
+    public var events: [String]
+    public var headers: [String: String]
+    public var retry: RetrySpec
+
+    public init(url: String, secret: String? = nil, events: [String] = ["job.*"], headers: [String: String] = [:], retry: RetrySpec = RetrySpec(maxAttempts: 8, delayMs: 500, backoff: 2, maxDelayMs: 60_000, jitter: true)) {
+        self.url = url
+        self.secret = secret
+        self.events = events
+        self.headers = headers
+        self.retry = retry
+    }
+
+    /// Whether an event of `type` matches one of `events` (a `*` suffix matches a prefix).
+    public func wants(_ type: String) -> Bool {
+        for pattern in self.events {
+            if pattern == "*" || pattern == type { return true }
+            if pattern.hasSuffix("*"), type.hasPrefix(pattern.dropLast()) { return true }
+        }
+        return false
+    }
+}
