@@ -12,10 +12,10 @@ build: deps
 	$(SWIFT) build
 
 release: deps
-	$(SWIFT) build -c release
+	$(SWIFT) build -c release --product taskserver
 
 run: release
-	@echo "built; the server arrives with the TaskServer module"
+	$$($(SWIFT) build -c release --show-bin-path)/taskserver serve --memory $(ARGS)
 
 test: deps
 	bash scripts/test.sh

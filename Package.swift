@@ -18,16 +18,50 @@ let package = Package(
     products: [
         .library(name: "TaskCore", targets: ["TaskCore"]),
         .library(name: "TaskGraph", targets: ["TaskGraph"]),
+        .library(name: "TaskServer", targets: ["TaskServer"]),
+        .executable(name: "taskserver", targets: ["taskserver"]),
         .executable(name: "taskcore-bench", targets: ["taskcore-bench"]),
         .executable(name: "taskgraph-bench", targets: ["taskgraph-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
     ],
     targets: [
         .target(name: "TaskCore"),
         .target(name: "TaskGraph", dependencies: ["TaskCore"]),
+        .target(
+            name: "TaskServer",
+            dependencies: [
+                "TaskCore",
+                "TaskGraph",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "taskserver",
+            dependencies: [
+                "TaskServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(name: "taskcore-bench", dependencies: ["TaskCore"], path: "Benchmarks/taskcore-bench"),
         .executableTarget(name: "taskgraph-bench", dependencies: ["TaskGraph"], path: "Benchmarks/taskgraph-bench"),
         .testTarget(name: "TaskCoreTests", dependencies: ["TaskCore"]),
         .testTarget(name: "TaskGraphTests", dependencies: ["TaskGraph"]),
+        .testTarget(
+            name: "TaskServerTests",
+            dependencies: [
+                "TaskServer",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
     ]
 )
 

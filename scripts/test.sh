@@ -7,6 +7,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+bash scripts/install-deps.sh jq
+if ! command -v st >/dev/null 2>&1; then
+    echo "installing schemathesis"
+    python3 -m pip install -q "schemathesis==4.32.5"
+fi
 
 echo "== swift test"
 swift build --build-tests
@@ -15,3 +20,30 @@ swift test
 echo "== TaskCore under ThreadSanitizer"
 swift test --sanitize=thread --scratch-path .build-tsan --filter TaskCoreTests
 
+echo "== contract and examples against a live server"
+bin=$(swift build --show-bin-path)/taskserver
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+log=$(mktemp)
+"$bin" serve --memory --port "$port" --executor default=8 --executor io=16 >"$log" 2>&1 &
+server=$!
+trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do
+    curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
+    sleep 0.1
+done
+curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null || { echo "server did not start:"; cat "$log"; exit 1; }
+
+TASKSERVER_URL="http://127.0.0.1:$port" bash examples/run-all.sh
+
+st --config-file Tests/contract/schemathesis.toml run openapi.yaml \
+    --url "http://127.0.0.1:$port" --checks all --max-examples "${SCHEMATHESIS_EXAMPLES:-50}" \
+    --seed 1 --workers 2
+
+# The server must still be healthy, and stop cleanly on SIGTERM with exit status 0.
+curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null
+kill -TERM "$server"
+status=0
+wait "$server" || status=$?
+trap - EXIT
+if [ "$status" -ne 0 ]; then echo "server exited with status $status on SIGTERM"; cat "$log"; exit 1; fi
+echo "server stopped cleanly on SIGTERM"

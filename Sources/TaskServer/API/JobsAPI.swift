@@ -1,0 +1,166 @@
+import NIOHTTP1
+import TaskCore
+import TaskGraph
+
+/// `/v1/jobs`: submit, read, list, cancel, delete, draw (SPEC §3.1, §3.2, §3.5, §3.7).
+struct JobsAPI: Sendable {
+    let app: Application
+
+    func register(in router: inout Router) {
+        router.add(.POST, "/v1/jobs", self.submit)
+        router.add(.GET, "/v1/jobs", self.list)
+        router.add(.GET, "/v1/jobs/{id}", self.get)
+        router.add(.DELETE, "/v1/jobs/{id}", self.delete)
+        router.add(.POST, "/v1/jobs/{id}/cancel", self.cancel)
+        router.add(.GET, "/v1/jobs/{id}/graph", self.graph)
+        router.add(.POST, "/v1/graphs/validate", self.validate)
+    }
+
+    // MARK: submit
+
+    @Sendable func submit(_ request: Request) throws -> Future<Response> {
+        let waitMs = try request.integerQuery("waitMs", in: 0...self.app.configuration.maxWaitMs)
+        if self.app.isDraining {
+            throw HTTPProblem(.serviceUnavailable, code: "server.draining", detail: "the server is shutting down and accepts no new jobs")
+        }
+        let json = try self.app.jsonBody(request)
+        let spec = try self.app.decodeJob(json)
+        let idempotency: IdempotencyKey?
+        if let key = request.headers.first(name: "idempotency-key") {
+            guard !key.isEmpty, key.utf8.count <= 255, key.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+                throw HTTPProblem(.badRequest, code: "query.invalid", detail: "Idempotency-Key must be 1 to 255 visible ASCII characters")
+            }
+            // The hash covers the canonical (compact) JSON, so whitespace does not matter.
+            idempotency = IdempotencyKey(key: key, bodyHash: fnv1a64(json.jsonBytes))
+        } else {
+            idempotency = nil
+        }
+        let run = self.app.engine.makeRun(id: JobID.make(), spec: spec)
+        let app = self.app
+        return self.app.store.insert(run, idempotency: idempotency).flatMap { result -> Future<Response> in
+            switch result {
+            case .mismatch:
+                throw HTTPProblem(
+                    .unprocessableEntity,
+                    code: "idempotency.mismatch",
+                    detail: "Idempotency-Key \"\(idempotency?.key ?? "")\" was used before with a different body"
+                )
+            case .existing(let existing):
+                return app.respond(with: existing, status: .ok, waitMs: waitMs, location: true)
+            case .inserted:
+                app.metrics.jobSubmitted()
+                run.start()
+                return app.respond(with: run, status: .created, waitMs: waitMs, location: true)
+            }
+        }
+    }
+
+    // MARK: read
+
+    @Sendable func get(_ request: Request) throws -> Future<Response> {
+        let waitMs = try request.integerQuery("waitMs", in: 0...self.app.configuration.maxWaitMs)
+        let run = try self.app.run(request.parameter("id"))
+        return self.app.respond(with: run, status: .ok, waitMs: waitMs, location: false)
+    }
+
+    @Sendable func list(_ request: Request) throws -> Future<Response> {
+        let limit = try request.integerQuery("limit", in: 1...self.app.configuration.maxListLimit) ?? 100
+        var query = JobQuery(limit: limit)
+        if let state = request.query["state"] {
+            guard let parsed = JobState(rawValue: state) else {
+                throw HTTPProblem.badQuery("state must be one of pending, running, succeeded, failed, cancelled")
+            }
+            query.state = parsed
+        }
+        for label in request.queryValues["label"] ?? [] {
+            let parts = label.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2, !parts[0].isEmpty else { throw HTTPProblem.badQuery("label must be key:value") }
+            query.labels.append((String(parts[0]), String(parts[1])))
+        }
+        if let cursor = request.query["cursor"] {
+            guard let position = Cursor.decode(cursor) else { throw HTTPProblem.badQuery("cursor is not one this server issued") }
+            query.before = position
+        }
+        let page = self.app.store.list(query)
+        let body: JSONValue = [
+            "items": .array(page.items.map { $0.json(includePayloads: false) }),
+            "nextCursor": page.next.map { .string(Cursor.encode($0)) } ?? .null,
+        ]
+        return Future(value: .json(body))
+    }
+
+    // MARK: change
+
+    @Sendable func cancel(_ request: Request) throws -> Future<Response> {
+        let run = try self.app.run(request.parameter("id"))
+        switch run.cancel() {
+        case .cancelling:
+            return Future(value: .json(run.snapshot.json(), status: .accepted))
+        case .alreadyCancelled:
+            return Future(value: .json(run.snapshot.json(), status: .ok))
+        case .terminal(let state):
+            throw HTTPProblem.conflict("job.terminal", "the job already \(state.rawValue)")
+        }
+    }
+
+    @Sendable func delete(_ request: Request) throws -> Future<Response> {
+        let id = request.parameter("id")
+        switch self.app.store.delete(id) {
+        case .deleted: return Future(value: Response(status: .noContent))
+        case .notFound: throw HTTPProblem.notFound("job.notFound", "no job \(id)")
+        case .notTerminal: throw HTTPProblem.conflict("job.notTerminal", "the job is still running; cancel it first")
+        }
+    }
+
+    // MARK: validate and draw
+
+    @Sendable func validate(_ request: Request) throws -> Future<Response> {
+        let json = try self.app.jsonBody(request)
+        let spec = try self.app.decodeJob(json)
+        return Future(value: .json(["valid": true, "nodes": .int(spec.nodeCount), "depth": .int(spec.depth)]))
+    }
+
+    @Sendable func graph(_ request: Request) throws -> Future<Response> {
+        let run = try self.app.run(request.parameter("id"))
+        let format = request.query["format"] ?? "mermaid"
+        switch format {
+        case "mermaid": return Future(value: .text(GraphPicture.mermaid(run.nodes)))
+        case "dot": return Future(value: .text(GraphPicture.dot(run.nodes, name: run.id)))
+        default: throw HTTPProblem.badQuery("format must be mermaid or dot")
+        }
+    }
+}
+
+/// List cursors: an opaque token for a position in the store's insertion order.
+enum Cursor {
+    static func encode(_ position: UInt64) -> String { "p" + String(position, radix: 36) }
+
+    static func decode(_ cursor: String) -> UInt64? {
+        guard cursor.hasPrefix("p"), cursor.utf8.count <= 14, let value = UInt64(cursor.dropFirst(), radix: 36), value > 0 else { return nil }
+        return value
+    }
+}
+
+/// Job ids: 26 characters of Crockford base32 — 48 bits of milliseconds then 80 random bits —
+/// so ids sort by creation time and never collide in practice (a ULID).
+enum JobID {
+    private static let alphabet = Array("0123456789abcdefghjkmnpqrstvwxyz".utf8)
+
+    static func make() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let time = UInt64(Timestamp.now().milliseconds) & 0xFFFF_FFFF_FFFF
+        let randomHigh: UInt64 = generator.next()
+        let randomLow: UInt64 = generator.next() & 0xFFFF
+        // 128 bits: time (48) | random (64) | random (16)
+        let high: UInt64 = (time << 16) | (randomHigh >> 48)
+        let low: UInt64 = (randomHigh << 16) | randomLow
+        var out = [UInt8](repeating: 0, count: 26)
+        var value = (high: high, low: low)
+        for i in stride(from: 25, through: 0, by: -1) {
+            out[i] = alphabet[Int(value.low & 31)]
+            value.low = (value.low >> 5) | ((value.high & 31) << 59)
+            value.high >>= 5
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

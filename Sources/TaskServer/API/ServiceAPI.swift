@@ -1,0 +1,43 @@
+import NIOHTTP1
+import TaskCore
+import TaskGraph
+
+/// Health, readiness, executors, metrics and the API document (SPEC §3.8).
+struct ServiceAPI: Sendable {
+    let app: Application
+
+    func register(in router: inout Router) {
+        router.add(.GET, "/healthz", self.healthz)
+        router.add(.GET, "/readyz", self.readyz)
+        router.add(.GET, "/v1/executors", self.executors)
+        router.add(.GET, "/metrics", self.metrics)
+        router.add(.GET, "/openapi.yaml", self.openAPI)
+    }
+
+    @Sendable func healthz(_ request: Request) throws -> Future<Response> {
+        Future(value: .json(["status": "ok"]))
+    }
+
+    @Sendable func readyz(_ request: Request) throws -> Future<Response> {
+        if self.app.isDraining { return Future(value: .json(["status": "draining"], status: .serviceUnavailable)) }
+        return Future(value: .json(["status": "ready"]))
+    }
+
+    @Sendable func executors(_ request: Request) throws -> Future<Response> {
+        let items: [JSONValue] = self.app.executors.map { entry in
+            [
+                "name": .string(entry.name), "size": .int(entry.statistics.size), "running": .int(entry.statistics.running),
+                "queued": .int(entry.statistics.queued), "completed": .int(entry.statistics.completed),
+            ]
+        }
+        return Future(value: .json(["items": .array(items)]))
+    }
+
+    @Sendable func metrics(_ request: Request) throws -> Future<Response> {
+        Future(value: .text(self.app.metrics.render(app: self.app), contentType: "text/plain; version=0.0.4; charset=utf-8"))
+    }
+
+    @Sendable func openAPI(_ request: Request) throws -> Future<Response> {
+        Future(value: .text(OpenAPIDocument.yaml, contentType: "application/yaml"))
+    }
+}

@@ -1,0 +1,106 @@
+import NIOHTTP1
+import TaskCore
+import TaskGraph
+
+/// `/v1/jobs/{id}/tasks…` and `/events` (SPEC §3.3, §3.4, §3.5, §3.6).
+struct TasksAPI: Sendable {
+    let app: Application
+
+    func register(in router: inout Router) {
+        router.add(.GET, "/v1/jobs/{id}/tasks", self.list)
+        router.add(.GET, "/v1/jobs/{id}/tasks/{taskId}", self.get)
+        router.add(.POST, "/v1/jobs/{id}/tasks/{taskId}/cancel", self.cancel)
+        router.add(.POST, "/v1/jobs/{id}/tasks/{taskId}/complete", self.complete)
+        router.add(.GET, "/v1/jobs/{id}/events", self.events)
+    }
+
+    @Sendable func list(_ request: Request) throws -> Future<Response> {
+        let run = try self.app.run(request.parameter("id"))
+        return Future(value: .json(["items": .array(run.nodes.map(\.json))]))
+    }
+
+    @Sendable func get(_ request: Request) throws -> Future<Response> {
+        let run = try self.app.run(request.parameter("id"))
+        let taskID = request.parameter("taskId")
+        guard let node = run.node(taskID) else { throw HTTPProblem.notFound("task.notFound", "job \(run.id) has no task \(taskID)") }
+        return Future(value: .json(node.json))
+    }
+
+    @Sendable func cancel(_ request: Request) throws -> Future<Response> {
+        let run = try self.app.run(request.parameter("id"))
+        let taskID = request.parameter("taskId")
+        switch run.cancel(node: taskID) {
+        case .done(let node):
+            // 202: this request started the cancellation (even when it took effect at once); a node
+            // that was already cancelled is answered 200 below, as openapi.yaml documents.
+            return Future(value: .json(node.json, status: .accepted))
+        case .notFound:
+            throw HTTPProblem.notFound("task.notFound", "job \(run.id) has no task \(taskID)")
+        case .terminal:
+            if run.node(taskID)?.state == .cancelled { return Future(value: .json(run.node(taskID)!.json, status: .ok)) }
+            throw HTTPProblem.conflict("task.terminal", "task \(taskID) already ended")
+        case .notAwait, .notRunning:
+            throw HTTPProblem.conflict("task.notRunning", "task \(taskID) is not running")
+        }
+    }
+
+    @Sendable func complete(_ request: Request) throws -> Future<Response> {
+        let run = try self.app.run(request.parameter("id"))
+        let taskID = request.parameter("taskId")
+        let body = try self.app.jsonBody(request)
+        let outcome = try Self.completion(body)
+        switch run.complete(node: taskID, with: outcome) {
+        case .done(let node): return Future(value: .json(node.json))
+        case .notFound: throw HTTPProblem.notFound("task.notFound", "job \(run.id) has no task \(taskID)")
+        case .notAwait: throw HTTPProblem.conflict("task.notAwait", "task \(taskID) is not an await task")
+        case .notRunning: throw HTTPProblem.conflict("task.notRunning", "task \(taskID) has not started waiting yet")
+        case .terminal: throw HTTPProblem.conflict("task.terminal", "task \(taskID) already ended")
+        }
+    }
+
+    /// `{"result": any}` or `{"error": {"code", "message", "details"?}}`, nothing else.
+    static func completion(_ body: JSONValue) throws(HTTPProblem) -> Outcome<JSONValue> {
+        guard case .object(let object) = body else {
+            throw HTTPProblem(.unprocessableEntity, code: "graph.invalid", detail: "the body must be an object", errors: [ValidationProblem(pointer: "", message: "must be an object")])
+        }
+        var problems: [ValidationProblem] = []
+        for key in object.keys where key != "result" && key != "error" {
+            problems.append(ValidationProblem(pointer: JSONPointer.appending("", key), message: "unknown field \"\(key)\""))
+        }
+        let hasResult = object["result"] != nil
+        let errorValue = object["error"]
+        if hasResult == (errorValue != nil) {
+            problems.append(ValidationProblem(pointer: "", message: "give exactly one of \"result\" and \"error\""))
+        }
+        var error: TaskError?
+        if let errorValue {
+            if case .object(let fields) = errorValue {
+                for key in fields.keys where !["code", "message", "details"].contains(key) {
+                    problems.append(ValidationProblem(pointer: JSONPointer.appending("/error", key), message: "unknown field \"\(key)\""))
+                }
+                if fields["code"]?.stringValue?.isEmpty != false { problems.append(ValidationProblem(pointer: "/error/code", message: "must be a non-empty string")) }
+                if fields["message"]?.stringValue == nil { problems.append(ValidationProblem(pointer: "/error/message", message: "must be a string")) }
+                error = TaskError(json: errorValue)
+            } else {
+                problems.append(ValidationProblem(pointer: "/error", message: "must be an object"))
+            }
+        }
+        guard problems.isEmpty else {
+            throw HTTPProblem(.unprocessableEntity, code: "graph.invalid", detail: "the completion body is invalid", errors: problems)
+        }
+        if let error { return .failure(error) }
+        return .success(object["result"] ?? .null)
+    }
+
+    @Sendable func events(_ request: Request) throws -> Future<Response> {
+        let after = try request.integerQuery("after", in: 0...9_007_199_254_740_991) ?? 0
+        let waitMs = try request.integerQuery("waitMs", in: 0...self.app.configuration.maxWaitMs)
+        let limit = try request.integerQuery("limit", in: 1...10_000) ?? 1000
+        let run = try self.app.run(request.parameter("id"))
+        let respond: @Sendable () -> Response = {
+            .json(["items": .array(run.events(after: after, limit: limit).map(\.json))])
+        }
+        guard let waitMs, waitMs > 0 else { return Future(value: respond()) }
+        return run.waitForEvents(after: after, timeout: .milliseconds(waitMs)).map { respond() }
+    }
+}

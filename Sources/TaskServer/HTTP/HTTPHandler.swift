@@ -1,0 +1,311 @@
+import Logging
+import Synchronization
+import NIOCore
+import NIOHTTP1
+import TaskCore
+
+/// Limits and timeouts of the HTTP layer.
+public struct HTTPLimits: Sendable {
+    /// Largest request body; larger ones get `413` before they are buffered (default 1 MiB).
+    public var maxBodyBytes: Int = 1 << 20
+    /// Longest request target (default 8 KiB); longer ones get `414`.
+    public var maxURIBytes: Int = 8 << 10
+    /// Most concurrent connections (default 4,096); further ones are closed at once.
+    public var maxConnections: Int = 4096
+    /// How long a connection may wait for a complete request head (default 10 s), which stops
+    /// slow-header clients from pinning a connection.
+    public var requestHeadTimeout: TimeAmount = .seconds(10)
+    /// How long a request body may take to arrive (default 30 s).
+    public var requestBodyTimeout: TimeAmount = .seconds(30)
+    /// How long an idle keep-alive connection stays open (default 60 s).
+    public var idleTimeout: TimeAmount = .seconds(60)
+
+    public init() {}
+}
+
+/// One connection's HTTP/1.1 handler: reads a request (enforcing limits while reading), hands it
+/// to the router, writes the response. `HTTPServerPipelineHandler` in front of it holds pipelined
+/// requests back until the previous response has been written, so answers stay in order.
+final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private enum State {
+        case idle
+        case receiving(HTTPRequestHead, ByteBuffer?)
+        case responding
+        case closing
+    }
+
+    private let router: Router
+    private let limits: HTTPLimits
+    private let logger: Logger
+    private let requestIDs: RequestIDGenerator
+    private let onResponse: @Sendable (Request?, Response, _ durationNanoseconds: UInt64) -> Void
+    private var state = State.idle
+    private var timer: Scheduled<Void>?
+    private var requestStart: UInt64 = 0
+
+    init(
+        router: Router,
+        limits: HTTPLimits,
+        logger: Logger,
+        requestIDs: RequestIDGenerator,
+        onResponse: @escaping @Sendable (Request?, Response, UInt64) -> Void
+    ) {
+        self.router = router
+        self.limits = limits
+        self.logger = logger
+        self.requestIDs = requestIDs
+        self.onResponse = onResponse
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { self.armTimer(context: context, self.limits.requestHeadTimeout) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        self.armTimer(context: context, self.limits.requestHeadTimeout)
+        context.fireChannelActive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.timer?.cancel()
+        self.timer = nil
+    }
+
+    /// Closes the connection if nothing cancels the timer in time.
+    private func armTimer(context: ChannelHandlerContext, _ amount: TimeAmount) {
+        self.timer?.cancel()
+        let channel = context.channel
+        self.timer = context.eventLoop.scheduleTask(in: amount) { channel.close(promise: nil) }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch self.unwrapInboundIn(data) {
+        case .head(let head):
+            guard case .idle = self.state else { return }
+            self.requestStart = DispatchTimeNanoseconds.now()
+            if head.uri.utf8.count > self.limits.maxURIBytes {
+                self.fail(context: context, HTTPProblem(.uriTooLong, code: "uri.tooLong", detail: "the request target is longer than \(self.limits.maxURIBytes) bytes"), head: head)
+                return
+            }
+            let lengths = head.headers["content-length"]
+            if lengths.count > 1 || (!lengths.isEmpty && head.headers.contains(name: "transfer-encoding")) {
+                self.fail(context: context, HTTPProblem(.badRequest, code: "http.malformed", detail: "conflicting Content-Length / Transfer-Encoding headers"), head: head)
+                return
+            }
+            if let length = lengths.first {
+                guard let value = Int(length), value >= 0 else {
+                    self.fail(context: context, HTTPProblem(.badRequest, code: "http.malformed", detail: "invalid Content-Length"), head: head)
+                    return
+                }
+                if value > self.limits.maxBodyBytes {
+                    self.fail(context: context, Self.tooLarge(self.limits.maxBodyBytes), head: head)
+                    return
+                }
+            }
+            self.state = .receiving(head, nil)
+            self.armTimer(context: context, self.limits.requestBodyTimeout)
+            // `Expect: 100-continue` (curl sends it with bodies over 1 KiB): the body is acceptable
+            // so far, so ask for it now rather than let the client wait (RFC 9110 §10.1.1).
+            if head.version.major == 1, head.version.minor >= 1,
+                head.headers["expect"].contains(where: { $0.lowercased() == "100-continue" })
+            {
+                context.writeAndFlush(self.wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
+            }
+        case .body(var chunk):
+            guard case .receiving(let head, var body) = self.state else { return }
+            let size = (body?.readableBytes ?? 0) + chunk.readableBytes
+            if size > self.limits.maxBodyBytes {
+                self.fail(context: context, Self.tooLarge(self.limits.maxBodyBytes), head: head)
+                return
+            }
+            self.state = .idle  // drop the reference so `body` grows in place
+            if body == nil {
+                body = chunk
+            } else {
+                body!.writeBuffer(&chunk)
+            }
+            self.state = .receiving(head, body)
+        case .end:
+            guard case .receiving(let head, let body) = self.state else { return }
+            self.timer?.cancel()
+            self.timer = nil
+            self.state = .responding
+            self.dispatch(context: context, head: head, body: body)
+        }
+    }
+
+    private static func tooLarge(_ limit: Int) -> HTTPProblem {
+        HTTPProblem(.payloadTooLarge, code: "body.tooLarge", detail: "the request body is larger than \(limit) bytes")
+    }
+
+    // MARK: - Dispatch
+
+    private func dispatch(context: ChannelHandlerContext, head: HTTPRequestHead, body: ByteBuffer?) {
+        let requestID = head.headers.first(name: "x-request-id").flatMap { $0.utf8.count <= 64 ? $0 : nil } ?? self.requestIDs.next()
+        guard let (segments, query) = parseTarget(head.uri) else {
+            self.respond(context: context, head: head, request: nil, HTTPProblem(.badRequest, code: "query.invalid", detail: "the request target is not valid percent-encoded UTF-8").response, requestID: requestID)
+            return
+        }
+        var request = Request(
+            method: head.method,
+            uri: head.uri,
+            path: "/" + segments.joined(separator: "/"),
+            query: query.compactMapValues(\.first),
+            queryValues: query,
+            headers: head.headers,
+            body: body,
+            requestID: requestID
+        )
+        let future: Future<Response>
+        switch self.router.match(head.method, segments) {
+        case .notFound:
+            future = Future(value: HTTPProblem.notFound("route.notFound", "no route for \(request.path)").response)
+        case .methodNotAllowed(let allowed):
+            var headers = HTTPHeaders()
+            headers.add(name: "allow", value: allowed.joined(separator: ", "))
+            future = Future(
+                value: HTTPProblem(.methodNotAllowed, code: "method.notAllowed", detail: "\(head.method.rawValue) is not allowed here", headers: headers).response
+            )
+        case .handler(let handler, let parameters):
+            request.parameters = parameters
+            do {
+                future = try handler(request)
+            } catch let problem as HTTPProblem {
+                future = Future(value: problem.response)
+            } catch {
+                self.logger.error("handler failed", metadata: ["http.request.id": "\(requestID)", "error": "\(error)"])
+                future = Future(value: HTTPProblem.internalError.response)
+            }
+        }
+        let finalRequest = request
+        if let outcome = future.outcome {
+            self.respond(context: context, head: head, request: finalRequest, Self.response(outcome, requestID: requestID, logger: self.logger), requestID: requestID)
+            return
+        }
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let eventLoop = context.eventLoop
+        let logger = self.logger
+        future.whenComplete { outcome in
+            let response = Self.response(outcome, requestID: requestID, logger: logger)
+            eventLoop.execute {
+                let (handler, context) = loopBound.value
+                handler.respond(context: context, head: head, request: finalRequest, response, requestID: requestID)
+            }
+        }
+    }
+
+    private static func response(_ outcome: Outcome<Response>, requestID: String, logger: Logger) -> Response {
+        switch outcome {
+        case .success(let response): return response
+        case .failure(let problem as HTTPProblem): return problem.response
+        case .failure(let error):
+            logger.error("handler failed", metadata: ["http.request.id": "\(requestID)", "error": "\(error)"])
+            return HTTPProblem.internalError.response
+        case .cancelled:
+            return HTTPProblem(.serviceUnavailable, code: "server.draining", detail: "the request was cancelled because the server is stopping").response
+        }
+    }
+
+    // MARK: - Writing
+
+    private func fail(context: ChannelHandlerContext, _ problem: HTTPProblem, head: HTTPRequestHead?) {
+        // After a framing or size error the rest of the stream cannot be trusted: answer, then close.
+        self.state = .closing
+        self.timer?.cancel()
+        var response = problem.response
+        response.headers.replaceOrAdd(name: "connection", value: "close")
+        self.write(context: context, response, keepAlive: false, head: head, requestID: self.requestIDs.next())
+        self.onResponse(nil, response, DispatchTimeNanoseconds.now() &- self.requestStart)
+    }
+
+    private func respond(context: ChannelHandlerContext, head: HTTPRequestHead, request: Request?, _ response: Response, requestID: String) {
+        guard case .responding = self.state, context.channel.isActive else { return }
+        let keepAlive = head.isKeepAlive
+        let duration = DispatchTimeNanoseconds.now() &- self.requestStart
+        // Settle the state before writing: writing the response's end makes the pipelining handler
+        // deliver the next buffered request at once (re-entrantly, inside `write`), and that request
+        // must find this handler idle, or it is dropped and the connection hangs.
+        if keepAlive {
+            self.state = .idle
+            self.armTimer(context: context, self.limits.idleTimeout)
+        } else {
+            self.state = .closing
+        }
+        self.write(context: context, response, keepAlive: keepAlive, head: head, requestID: requestID)
+        self.onResponse(request, response, duration)
+    }
+
+    private func write(context: ChannelHandlerContext, _ response: Response, keepAlive: Bool, head: HTTPRequestHead?, requestID: String) {
+        var headers = response.headers
+        headers.replaceOrAdd(name: "content-length", value: String(response.body.count))
+        headers.replaceOrAdd(name: "x-request-id", value: requestID)
+        if !keepAlive { headers.replaceOrAdd(name: "connection", value: "close") }
+        let version = head?.version ?? .http1_1
+        let responseHead = HTTPResponseHead(version: version, status: response.status, headers: headers)
+        context.write(self.wrapOutboundOut(.head(responseHead)), promise: nil)
+        if head?.method != .HEAD, !response.body.isEmpty {
+            var buffer = context.channel.allocator.buffer(capacity: response.body.count)
+            buffer.writeBytes(response.body)
+            context.write(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        }
+        if keepAlive {
+            context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil)
+        } else {
+            let channel = context.channel
+            context.writeAndFlush(self.wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+        }
+    }
+
+    // MARK: - Errors and idleness
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if let parserError = error as? HTTPParserError {
+            // Garbage, oversized headers, bad framing: answer with a problem once, then close.
+            if case .closing = self.state {
+                context.close(promise: nil)
+                return
+            }
+            let problem: HTTPProblem
+            switch parserError {
+            case .headerOverflow:
+                problem = HTTPProblem(.init(statusCode: 431), code: "headers.tooLarge", detail: "the request headers are too large")
+            default:
+                problem = HTTPProblem(.badRequest, code: "http.malformed", detail: "the request is not valid HTTP/1.1 (\(parserError))")
+            }
+            if case .responding = self.state {
+                context.close(promise: nil)
+                return
+            }
+            self.fail(context: context, problem, head: nil)
+            return
+        }
+        context.close(promise: nil)
+    }
+}
+
+/// Request ids: a per-process random prefix and a counter (cheap, unique, and short).
+final class RequestIDGenerator: Sendable {
+    private let prefix: String
+    private let counter = Atomic<UInt64>(0)
+
+    init() {
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array("0123456789abcdefghijklmnopqrstuvwxyz")
+        self.prefix = String((0..<6).map { _ in alphabet[Int(generator.next() % 36)] })
+    }
+
+    func next() -> String {
+        let n = self.counter.add(1, ordering: .relaxed).newValue
+        return self.prefix + "-" + String(n, radix: 36)
+    }
+}
+
+/// Monotonic nanoseconds for request timing.
+enum DispatchTimeNanoseconds {
+    static func now() -> UInt64 {
+        UInt64(NIODeadline.now().uptimeNanoseconds)
+    }
+}

@@ -1,0 +1,95 @@
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+/// The HTTP/1.1 server: a SwiftNIO listener whose connections run `HTTPHandler`.
+public final class HTTPServer: Sendable {
+    public let host: String
+    public let requestedPort: Int
+    let router: Router
+    let limits: HTTPLimits
+    let logger: Logger
+    let group: MultiThreadedEventLoopGroup
+    let ownsGroup: Bool
+    private let channel = Mutex<(any Channel)?>(nil)
+    private let connections = Atomic<Int>(0)
+    private let requestIDs = RequestIDGenerator()
+    private let onResponse: @Sendable (Request?, Response, UInt64) -> Void
+
+    /// - Parameters:
+    ///   - group: the event loops to run on (default: one per core).
+    ///   - onResponse: called after each response is written (metrics, access logs); must be quick.
+    public init(
+        host: String,
+        port: Int,
+        router: Router,
+        limits: HTTPLimits = HTTPLimits(),
+        logger: Logger,
+        group: MultiThreadedEventLoopGroup? = nil,
+        onResponse: @escaping @Sendable (Request?, Response, UInt64) -> Void = { _, _, _ in }
+    ) {
+        self.host = host
+        self.requestedPort = port
+        self.router = router
+        self.limits = limits
+        self.logger = logger
+        self.group = group ?? MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+        self.ownsGroup = group == nil
+        self.onResponse = onResponse
+    }
+
+    /// The number of open connections.
+    public var connectionCount: Int { self.connections.load(ordering: .relaxed) }
+
+    /// Binds and starts accepting; returns the bound port (useful with port 0).
+    public func start() async throws -> Int {
+        let router = self.router
+        let limits = self.limits
+        let logger = self.logger
+        let requestIDs = self.requestIDs
+        let onResponse = self.onResponse
+        let server = self
+        let bootstrap = ServerBootstrap(group: self.group)
+            .serverChannelOption(ChannelOptions.backlog, value: 512)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(ChannelOptions.maxMessagesPerRead, value: 16)
+            .childChannelInitializer { channel in
+                // Over the cap: close at once, before any bytes are read.
+                let open = server.connections.add(1, ordering: .relaxed).newValue
+                channel.closeFuture.whenComplete { _ in server.connections.subtract(1, ordering: .relaxed) }
+                if open > limits.maxConnections {
+                    return channel.close()
+                }
+                do {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(
+                        withPipeliningAssistance: true,
+                        withErrorHandling: false
+                    )
+                    try channel.pipeline.syncOperations.addHandler(
+                        HTTPHandler(router: router, limits: limits, logger: logger, requestIDs: requestIDs, onResponse: onResponse)
+                    )
+                    return channel.eventLoop.makeSucceededVoidFuture()
+                } catch {
+                    return channel.eventLoop.makeFailedFuture(error)
+                }
+            }
+        let channel = try await bootstrap.bind(host: self.host, port: self.requestedPort).get()
+        self.channel.withLock { $0 = channel }
+        return channel.localAddress?.port ?? self.requestedPort
+    }
+
+    /// Stops accepting new connections (open ones finish their requests).
+    public func stopAccepting() async {
+        let channel = self.channel.withLock { $0 }
+        try? await channel?.close().get()
+    }
+
+    /// Stops accepting and shuts the event loops down (when the server created them).
+    public func shutdown() async {
+        await self.stopAccepting()
+        if self.ownsGroup { try? await self.group.shutdownGracefully() }
+    }
+}

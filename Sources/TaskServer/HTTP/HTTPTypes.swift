@@ -1,0 +1,163 @@
+import NIOCore
+import NIOHTTP1
+import TaskGraph
+
+/// An HTTP request as the router's handlers see it: head, whole body, path parameters.
+public struct Request: Sendable {
+    public var method: HTTPMethod
+    /// The raw request target (`/v1/jobs?limit=5`).
+    public var uri: String
+    /// The decoded path segments joined back (`/v1/jobs/j1`).
+    public var path: String
+    /// Query parameters, the first value of each.
+    public var query: [String: String]
+    /// Every value of each query parameter, in order (`?label=a:1&label=b:2`).
+    public var queryValues: [String: [String]] = [:]
+    public var headers: HTTPHeaders
+    public var body: ByteBuffer?
+    /// Path parameters by name (`id`, `taskId`), percent-decoded.
+    public var parameters: [String: String] = [:]
+    /// The request's id (echoed as `X-Request-Id`, logged with every line of the request).
+    public var requestID: String
+
+    /// The named path parameter (always present on a matched route).
+    public func parameter(_ name: String) -> String { self.parameters[name] ?? "" }
+}
+
+/// A response: status, headers and a body of bytes.
+public struct Response: Sendable {
+    public var status: HTTPResponseStatus
+    public var headers: HTTPHeaders
+    public var body: [UInt8]
+
+    public init(status: HTTPResponseStatus, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// A JSON response (`application/json`).
+    public static func json(_ value: JSONValue, status: HTTPResponseStatus = .ok, headers: HTTPHeaders = HTTPHeaders()) -> Response {
+        var headers = headers
+        headers.replaceOrAdd(name: "content-type", value: "application/json")
+        return Response(status: status, headers: headers, body: value.jsonBytes)
+    }
+
+    /// A text response.
+    public static func text(_ text: String, contentType: String = "text/plain; charset=utf-8", status: HTTPResponseStatus = .ok) -> Response {
+        var headers = HTTPHeaders()
+        headers.add(name: "content-type", value: contentType)
+        return Response(status: status, headers: headers, body: Array(text.utf8))
+    }
+}
+
+/// An error answered as an RFC 9457 `application/problem+json` body (SPEC §3.9).
+///
+/// Handlers throw it for every input error; any other error is a bug and is answered with a
+/// generic 500 problem whose detail never carries internal text.
+public struct HTTPProblem: Error, Sendable {
+    public var status: HTTPResponseStatus
+    /// The stable machine-readable code (`job.notFound`).
+    public var code: String
+    /// Human text about this occurrence.
+    public var detail: String
+    public var errors: [ValidationProblem]
+    public var headers: HTTPHeaders
+
+    public init(_ status: HTTPResponseStatus, code: String, detail: String, errors: [ValidationProblem] = [], headers: HTTPHeaders = HTTPHeaders()) {
+        self.status = status
+        self.code = code
+        self.detail = detail
+        self.errors = errors
+        self.headers = headers
+    }
+
+    /// The problem as a response.
+    public var response: Response {
+        var object = JSONObject()
+        object["type"] = "about:blank"
+        object["title"] = .string(self.status.reasonPhrase)
+        object["status"] = .int(Int(self.status.code))
+        object["detail"] = .string(self.detail)
+        object["code"] = .string(self.code)
+        if !self.errors.isEmpty {
+            object["errors"] = .array(self.errors.map { ["pointer": .string($0.pointer), "message": .string($0.message)] })
+        }
+        var headers = self.headers
+        headers.replaceOrAdd(name: "content-type", value: "application/problem+json")
+        return Response(status: self.status, headers: headers, body: JSONValue.object(object).jsonBytes)
+    }
+
+    // MARK: Common problems
+
+    public static func notFound(_ code: String, _ detail: String) -> HTTPProblem { HTTPProblem(.notFound, code: code, detail: detail) }
+    public static func conflict(_ code: String, _ detail: String) -> HTTPProblem { HTTPProblem(.conflict, code: code, detail: detail) }
+    public static func badQuery(_ detail: String) -> HTTPProblem { HTTPProblem(.badRequest, code: "query.invalid", detail: detail) }
+    public static let internalError = HTTPProblem(
+        .internalServerError,
+        code: "internal",
+        detail: "the server failed to answer this request; it was logged with its request id"
+    )
+}
+
+// MARK: - Query parameters
+
+extension Request {
+    /// An integer query parameter within `range`, or `nil` when absent; anything else is a 400.
+    public func integerQuery(_ name: String, in range: ClosedRange<Int>) throws(HTTPProblem) -> Int? {
+        guard let raw = self.query[name] else { return nil }
+        guard let value = Int(raw), range.contains(value) else {
+            throw .badQuery("\(name) must be an integer from \(range.lowerBound) to \(range.upperBound), got \"\(raw.prefix(40))\"")
+        }
+        return value
+    }
+}
+
+/// Percent-decoding of URI components (RFC 3986); `nil` for malformed escapes or invalid UTF-8.
+func percentDecode(_ text: Substring, plusAsSpace: Bool = false) -> String? {
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(text.utf8.count)
+    var iterator = text.utf8.makeIterator()
+    while let byte = iterator.next() {
+        if byte == UInt8(ascii: "%") {
+            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
+            bytes.append(high << 4 | low)
+        } else if plusAsSpace, byte == UInt8(ascii: "+") {
+            bytes.append(UInt8(ascii: " "))
+        } else {
+            bytes.append(byte)
+        }
+    }
+    return String(validating: bytes, as: UTF8.self)
+}
+
+private func hexValue(_ byte: UInt8) -> UInt8? {
+    switch byte {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+    default: return nil
+    }
+}
+
+/// Splits `/a/b?x=1&y=2` into decoded path segments and query parameters (every value, in order).
+func parseTarget(_ uri: String) -> (segments: [String], query: [String: [String]])? {
+    let parts = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+    let rawPath = parts[0]
+    var segments: [String] = []
+    for raw in rawPath.split(separator: "/", omittingEmptySubsequences: true) {
+        guard let segment = percentDecode(raw) else { return nil }
+        segments.append(segment)
+    }
+    var query: [String: [String]] = [:]
+    if parts.count > 1 {
+        for pair in parts[1].split(separator: "&") {
+            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let key = percentDecode(kv[0], plusAsSpace: true) else { return nil }
+            let value = kv.count > 1 ? percentDecode(kv[1], plusAsSpace: true) : ""
+            guard let value else { return nil }
+            query[key, default: []].append(value)
+        }
+    }
+    return (segments, query)
+}

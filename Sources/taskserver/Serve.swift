@@ -1,0 +1,192 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import Logging
+import TaskServer
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the HTTP server.",
+        discussion: "Each option can also be set by its environment variable; a flag given on the command line wins."
+    )
+
+    @Option(help: "Address to bind (env TASKSERVER_HOST; default 127.0.0.1).")
+    var host: String?
+
+    @Option(help: "Port (env TASKSERVER_PORT; default 8080).")
+    var port: Int?
+
+    @Option(name: .customLong("executor"), help: ArgumentHelp("A worker pool NAME=SIZE, repeatable (env TASKSERVER_EXECUTORS=default=8,io=64; default default=8).", valueName: "name=size"))
+    var executors: [String] = []
+
+    @Option(name: .customLong("api-key"), help: "Require Authorization: Bearer KEY on /v1/*; repeatable (env TASKSERVER_API_KEYS, comma-separated).")
+    var apiKeys: [String] = []
+
+    @Option(help: "Largest request body in bytes (env TASKSERVER_MAX_BODY_BYTES; default 1048576).")
+    var maxBodyBytes: Int?
+
+    @Option(help: "Most nodes per job (env TASKSERVER_MAX_NODES; default 10000).")
+    var maxNodes: Int?
+
+    @Flag(help: "Keep jobs in memory only (env TASKSERVER_MEMORY=1). This build has only the in-memory store.")
+    var memory = false
+
+    @Option(help: "trace, debug, info, notice, warning, error or critical (env TASKSERVER_LOG_LEVEL; default info).")
+    var logLevel: String?
+
+    @Option(help: "text or json (env TASKSERVER_LOG_FORMAT; default text).")
+    var logFormat: String?
+
+    func run() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        let configuration: ServerConfiguration
+        let level: Logger.Level
+        let format: String
+        do {
+            configuration = try self.configuration(environment)
+            let levelText = self.logLevel ?? environment["TASKSERVER_LOG_LEVEL"] ?? "info"
+            guard let parsed = Logger.Level(rawValue: levelText) else {
+                throw ConfigurationError("--log-level must be trace, debug, info, notice, warning, error or critical, got \(levelText)")
+            }
+            level = parsed
+            format = self.logFormat ?? environment["TASKSERVER_LOG_FORMAT"] ?? "text"
+            guard format == "text" || format == "json" else { throw ConfigurationError("--log-format must be text or json, got \(format)") }
+            try configuration.validate()
+        } catch let error as ConfigurationError {
+            FileHandle.standardError.write(Data("taskserver: invalid configuration: \(error)\n".utf8))
+            throw ExitCode(64)
+        }
+        LoggingSystem.bootstrap { label in
+            var handler: any LogHandler = format == "json" ? JSONLogHandler(label: label) : StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "taskserver")
+        let app = Application(configuration: configuration, logger: logger)
+        let port = try await app.start()
+        logger.notice(
+            "taskserver listening",
+            metadata: [
+                "host": "\(configuration.host)", "port": "\(port)", "store": "memory",
+                "executors": "\(configuration.executors.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))",
+            ]
+        )
+        await waitForTermination(logger: logger)
+        logger.notice("taskserver draining")
+        await app.shutdown()
+        logger.notice("taskserver stopped")
+    }
+
+    func configuration(_ environment: [String: String]) throws -> ServerConfiguration {
+        var configuration = ServerConfiguration()
+        if let host = self.host ?? environment["TASKSERVER_HOST"] { configuration.host = host }
+        if let port = try self.port ?? environment["TASKSERVER_PORT"].map({ try Self.integer($0, "TASKSERVER_PORT") }) { configuration.port = port }
+        var executorSpecs = self.executors
+        if executorSpecs.isEmpty, let fromEnvironment = environment["TASKSERVER_EXECUTORS"] {
+            executorSpecs = fromEnvironment.split(separator: ",").map(String.init)
+        }
+        if !executorSpecs.isEmpty {
+            var executors: [String: Int] = ["default": 8]
+            for spec in executorSpecs {
+                let parts = spec.split(separator: "=", maxSplits: 1)
+                guard parts.count == 2, let size = Int(parts[1]) else {
+                    throw ConfigurationError("--executor must be NAME=SIZE, got \"\(spec)\"")
+                }
+                executors[String(parts[0])] = size
+            }
+            configuration.executors = executors
+        }
+        configuration.apiKeys = self.apiKeys
+        if configuration.apiKeys.isEmpty, let keys = environment["TASKSERVER_API_KEYS"] {
+            configuration.apiKeys = keys.split(separator: ",").map(String.init)
+        }
+        if let value = try self.maxBodyBytes ?? environment["TASKSERVER_MAX_BODY_BYTES"].map({ try Self.integer($0, "TASKSERVER_MAX_BODY_BYTES") }) {
+            configuration.maxBodyBytes = value
+        }
+        if let value = try self.maxNodes ?? environment["TASKSERVER_MAX_NODES"].map({ try Self.integer($0, "TASKSERVER_MAX_NODES") }) {
+            configuration.maxNodes = value
+        }
+        return configuration
+    }
+
+    static func integer(_ text: String, _ name: String) throws -> Int {
+        guard let value = Int(text) else { throw ConfigurationError("\(name) must be an integer, got \"\(text)\"") }
+        return value
+    }
+}
+
+/// Returns when SIGTERM or SIGINT arrives; a second signal exits at once.
+func waitForTermination(logger: Logger) async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let resumed = ResumeOnce(continuation)
+        for signalNumber in [SIGTERM, SIGINT] {
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+            source.setEventHandler {
+                if !resumed.resume() {
+                    logger.warning("second signal: exiting now")
+                    exit(1)
+                }
+            }
+            source.resume()
+            SignalSources.keep(source)
+        }
+    }
+}
+
+/// Keeps the signal sources alive for the life of the process.
+enum SignalSources {
+    nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
+    private static let lock = NSLock()
+    static func keep(_ source: any DispatchSourceSignal) {
+        lock.lock()
+        sources.append(source)
+        lock.unlock()
+    }
+}
+
+/// Resumes a continuation the first time only.
+final class ResumeOnce: @unchecked Sendable {
+    // @unchecked Sendable: `continuation` is only read and cleared under `lock`.
+    private let lock = NSLock()
+    private var continuation: CheckedContinuation<Void, Never>?
+
+    init(_ continuation: CheckedContinuation<Void, Never>) { self.continuation = continuation }
+
+    /// Returns false when it had already resumed.
+    func resume() -> Bool {
+        self.lock.lock()
+        let continuation = self.continuation
+        self.continuation = nil
+        self.lock.unlock()
+        guard let continuation else { return false }
+        continuation.resume()
+        return true
+    }
+}
+
+/// One JSON object per line: `{"time","level","label","message", …metadata}`; secrets are never
+/// put in metadata by the server.
+struct JSONLogHandler: LogHandler {
+    let label: String
+    var logLevel: Logger.Level = .info
+    var metadata: Logger.Metadata = [:]
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { self.metadata[key] }
+        set { self.metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        var object: [String: String] = [:]
+        for (key, value) in self.metadata { object[key] = "\(value)" }
+        for (key, value) in event.metadata ?? [:] { object[key] = "\(value)" }
+        object["time"] = ISO8601DateFormatter().string(from: Date())
+        object["level"] = event.level.rawValue
+        object["label"] = self.label
+        object["message"] = "\(event.message)"
+        if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) {
+            FileHandle.standardError.write(data + Data("\n".utf8))
+        }
+    }
+}
