@@ -200,6 +200,7 @@ public final class WorkerPool: Executor, @unchecked Sendable {
     /// If `token` is cancelled while the request waits, it leaves the queue and the future is
     /// cancelled. The holder must call `release()` when its work ends.
     public func acquireSlot(cancellationToken token: CancellationToken? = nil) -> Future<Slot> {
+        if token?.isCancellationRequested == true { return .cancelled() }
         self.lock.lock()
         if self.freeSlots > 0 {
             self.freeSlots -= 1

@@ -35,12 +35,6 @@ final class ThreadContext {
         }
     }
 
-    /// Runs the deferred work queued while this thread was draining, then leaves draining mode.
-    ///
-    /// The completion path of `Future` sets `isDraining` before it runs a callback list; a future
-    /// completed by one of those callbacks queues its own list in `deferred` instead of running it
-    /// recursively. The outermost completion drains the queue here, so a chain of a million
-    /// continuations completes in constant stack space (Bolts-Swift overflows at ~10,000 links).
     /// Callback lists of abandoned pending futures waiting to be released (see `Future.deinit`).
     @exclusivity(unchecked) var graveyard: [ErasedCallbackList] = []
     @exclusivity(unchecked) var isReleasing = false
@@ -55,6 +49,12 @@ final class ThreadContext {
         self.isReleasing = false
     }
 
+    /// Runs the deferred work queued while this thread was draining, then leaves draining mode.
+    ///
+    /// The completion path of `Future` sets `isDraining` before it runs a callback list; a future
+    /// completed by one of those callbacks queues its own list in `deferred` instead of running it
+    /// recursively. The outermost completion drains the queue here, so a chain of a million
+    /// continuations completes in constant stack space (Bolts-Swift overflows at ~10,000 links).
     @inline(__always) func finishDraining() {
         while let (callbacks, outcome, future) = self.deferred.popFirst() {
             // The future rides along so it outlives its callbacks (continuations refer to it unowned).
