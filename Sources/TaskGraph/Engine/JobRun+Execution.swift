@@ -36,7 +36,7 @@ extension JobRun {
             self.state.withLock { $0.timer = timer }
         }
         let context = ExecutionContext(token: self.jobSource.token, suffix: "")
-        self.execute(self.spec.graph, input: self.spec.input, context: context).whenComplete { outcome in
+        self.execute(self.spec.graph, at: 0, input: self.spec.input, context: context).whenComplete { outcome in
             self.finishJob(outcome)
         }
     }
@@ -93,20 +93,18 @@ extension JobRun {
 
 extension JobRun {
     private enum Begin {
-        case missing
         case restored(Outcome<JSONValue>)
         case cancelled(Int)
         case started(Int, CancellationTokenSource, [Promise<Void>])
     }
 
-    /// Looks node `id` up and, unless it already finished before a restart or was cancelled before
-    /// it started, marks it running — all in one critical section.
-    private func begin(_ id: String, token: CancellationToken) -> Begin {
+    /// Unless node `index` already finished before a restart or was cancelled before it started,
+    /// marks it running — in one critical section.
+    private func begin(_ index: Int, token: CancellationToken) -> Begin {
         let source = CancellationTokenSource(linkedTo: [token])
         return self.state.withLock { state -> Begin in
-            guard let index = state.index[id] else { return .missing }
             let record = state.records[index]
-            if state.restored[id] != nil, record.state.isTerminal {
+            if !state.restored.isEmpty, state.restored[record.id] != nil, record.state.isTerminal {
                 switch record.state {
                 case .succeeded: return .restored(.success(record.result ?? .null))
                 case .failed: return .restored(.failure(record.error ?? TaskError(code: "task.failed", message: "failed")))
@@ -124,20 +122,22 @@ extension JobRun {
                 state.progress.add(.running, 1)
             }
             state.nodeSources[index] = source
-            let waiters = Self.appendEvent(.taskStarted, taskId: id, data: nil, time: now, in: &state)
+            let waiters = Self.appendEvent(.taskStarted, taskId: record.id, data: nil, time: now, in: &state)
             return .started(index, source, waiters)
         }
     }
 
-    /// Runs `node` with `input` and returns a future of its outcome; the node's record is final
-    /// before the future completes, so a parent never sees a child's outcome ahead of its record.
-    func execute(_ node: Node, input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
+    /// Runs `node`, whose record is `recordIndex`, with `input` and returns a future of its
+    /// outcome; the record is final before the future completes, so a parent never sees a child's
+    /// outcome ahead of its record.
+    ///
+    /// Records are found by index, not id: registration lays a node's children out in document
+    /// order (`children(of:)`), which saves hashing an id per node.
+    func execute(_ node: Node, at recordIndex: Int, input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
         let id = node.id + context.suffix
         let index: Int
         let source: CancellationTokenSource
-        switch self.begin(id, token: context.token) {
-        case .missing:
-            return Future(error: TaskError(code: "internal", message: "node \(id) has no record", taskId: id))
+        switch self.begin(recordIndex, token: context.token) {
         case .restored(let outcome):
             return Future(outcome: outcome)
         case .cancelled(let index):
@@ -165,9 +165,10 @@ extension JobRun {
         case .task(let spec):
             body = self.runTask(spec, index: index, id: id, input: nodeInput, context: nodeContext)
         case .series(let steps):
-            body = self.runSeries(steps, input: nodeInput, context: nodeContext)
+            body = self.runSeries(steps, at: self.children(of: index), input: nodeInput, context: nodeContext)
         case .parallel(let spec):
             let branches = spec.branches
+            let indices = self.children(of: index)
             body = self.runBranches(
                 count: branches.count,
                 maxConcurrency: spec.maxConcurrency,
@@ -177,14 +178,14 @@ extension JobRun {
             ) { branch, token in
                 var branchContext = nodeContext
                 branchContext.token = token
-                return self.execute(branches[branch], input: nodeInput, context: branchContext)
+                return self.execute(branches[branch], at: indices[branch], input: nodeInput, context: branchContext)
             }
         case .continuation(let spec):
-            body = self.runContinuation(spec, input: nodeInput, context: nodeContext)
+            body = self.runContinuation(spec, at: self.children(of: index), input: nodeInput, context: nodeContext)
         case .map(let spec):
             body = self.runMap(spec, index: index, input: nodeInput, context: nodeContext)
         case .dynamic(let sourceNode):
-            body = self.runDynamic(sourceNode, index: index, id: id, input: nodeInput, context: nodeContext)
+            body = self.runDynamic(sourceNode, index: index, sourceIndex: self.children(of: index)[0], id: id, input: nodeInput, context: nodeContext)
         }
 
         if let outcome = body.outcome {
@@ -199,6 +200,11 @@ extension JobRun {
             promise.tryComplete(with: final)
         }
         return promise.future
+    }
+
+    /// The record indices of node `index`'s children, in document order.
+    func children(of index: Int) -> [Int] {
+        self.state.withLock { $0.children[index] }
     }
 
     private func isTerminal(_ index: Int) -> Bool {
@@ -307,11 +313,11 @@ extension JobRun {
 
     // MARK: series
 
-    private func runSeries(_ steps: [Node], input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
+    private func runSeries(_ steps: [Node], at indices: [Int], input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
         var chain = Future<JSONValue>(value: input)
-        for step in steps {
+        for (step, index) in zip(steps, indices) {
             chain = chain.continueOnSuccessWithTask(on: .immediate) { value in
-                self.execute(step, input: value, context: context)
+                self.execute(step, at: index, input: value, context: context)
             }
         }
         return chain
@@ -391,8 +397,8 @@ extension JobRun {
 
     // MARK: continuation
 
-    private func runContinuation(_ spec: ContinuationSpec, input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
-        self.execute(spec.antecedent, input: input, context: context).continueWithTask(on: .immediate) { antecedent in
+    private func runContinuation(_ spec: ContinuationSpec, at indices: [Int], input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
+        self.execute(spec.antecedent, at: indices[0], input: input, context: context).continueWithTask(on: .immediate) { antecedent in
             let outcome = antecedent.outcome!
             let matches: Bool
             switch (spec.on, outcome) {
@@ -411,7 +417,7 @@ extension JobRun {
                 // Cleanup hooks run even while the job is being cancelled (SPEC §1.1).
                 thenContext.token = self.cleanupSource.token
             }
-            return self.execute(spec.then, input: thenInput, context: thenContext)
+            return self.execute(spec.then, at: indices[1], input: thenInput, context: thenContext)
         }
     }
 
@@ -430,17 +436,16 @@ extension JobRun {
         let template = spec.template
         let perInstance = template.nodeCount
         let limit = self.engine.limits.maxNodes
-        let admitted: Bool = self.state.withLock { state in
-            // Instances already registered (a restart re-runs the map) are not counted twice.
-            let firstID = template.id + context.suffix + "[0]"
-            if items.isEmpty || state.index[firstID] != nil { return true }
-            guard state.records.count + items.count * perInstance <= limit else { return false }
+        let instances: [Int]? = self.state.withLock { state in
+            // Instances already registered (a restart re-runs the map) are not registered twice.
+            if items.isEmpty || !state.children[index].isEmpty { return state.children[index] }
+            guard state.records.count + items.count * perInstance <= limit else { return nil }
             for item in items.indices {
                 Self.register(template, suffix: context.suffix + "[\(item)]", parent: index, in: &state)
             }
-            return true
+            return state.children[index]
         }
-        guard admitted else {
+        guard let instances else {
             return Future(
                 error: TaskError(
                     code: "job.nodeLimit",
@@ -454,14 +459,14 @@ extension JobRun {
         switch spec.mode {
         case .parallel:
             return self.runBranches(count: items.count, maxConcurrency: spec.maxConcurrency, mode: .all, failFast: false, token: context.token) { item, token in
-                self.execute(template, input: items[item], context: instanceContext(item, token))
+                self.execute(template, at: instances[item], input: items[item], context: instanceContext(item, token))
             }
         case .series:
             let results = Mutex<[JSONValue]>([])
             var chain = Future<Void>(value: ())
             for item in items.indices {
                 chain = chain.continueOnSuccessWithTask(on: .immediate) {
-                    self.execute(template, input: items[item], context: instanceContext(item, context.token)).map { value in
+                    self.execute(template, at: instances[item], input: items[item], context: instanceContext(item, context.token)).map { value in
                         results.withLock { $0.append(value) }
                     }
                 }
@@ -472,8 +477,8 @@ extension JobRun {
 
     // MARK: dynamic
 
-    private func runDynamic(_ source: Node, index: Int, id: String, input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
-        self.execute(source, input: input, context: context).continueOnSuccessWithTask(on: .immediate) { value in
+    private func runDynamic(_ source: Node, index: Int, sourceIndex: Int, id: String, input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
+        self.execute(source, at: sourceIndex, input: input, context: context).continueOnSuccessWithTask(on: .immediate) { value in
             guard case .object(let object) = value, let graph = object["graph"] else {
                 throw TaskError(
                     code: "graph.invalid",
@@ -497,13 +502,13 @@ extension JobRun {
                     details: ["errors": .array(problems)]
                 )
             }
-            self.state.withLock { state in
-                if state.index[root.id] == nil { Self.register(root, suffix: "", parent: index, in: &state) }
+            let rootIndex = self.state.withLock { state in
+                state.index[root.id] ?? Self.register(root, suffix: "", parent: index, in: &state)
             }
             var spawned = context
             spawned.suffix = ""
             spawned.scopePrefix = id + "/"
-            return self.execute(root, input: object["input"] ?? input, context: spawned)
+            return self.execute(root, at: rootIndex, input: object["input"] ?? input, context: spawned)
         }
     }
 }
