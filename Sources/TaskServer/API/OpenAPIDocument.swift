@@ -746,7 +746,10 @@ components:
       description: |
         `json.malformed` — the body is not JSON (`detail` gives line and
         column); `query.invalid` — a query parameter does not parse or is out
-        of range (`waitMs=abc`, `limit=0`, a cursor the server did not issue).
+        of range (`waitMs=abc`, `limit=0`, a cursor the server did not issue);
+        `http.malformed` — the request is not valid HTTP/1.1 (the connection
+        is closed after this answer). Requests with a target longer than 8 KiB
+        get `414 uri.tooLong`, with headers too large `431 headers.tooLarge`.
       content:
         application/problem+json:
           schema:
@@ -754,7 +757,7 @@ components:
               - $ref: '#/components/schemas/Problem'
               - properties:
                   status: {const: 400}
-                  code: {enum: [json.malformed, query.invalid]}
+                  code: {enum: [json.malformed, query.invalid, http.malformed]}
           example:
             type: about:blank
             title: Bad Request
@@ -965,6 +968,9 @@ components:
         - graph.invalid
         - idempotency.mismatch
         - server.draining
+        - http.malformed
+        - uri.tooLong
+        - headers.tooLarge
         - internal
     ProblemError:
       type: object
