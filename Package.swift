@@ -22,6 +22,7 @@ let package = Package(
         .executable(name: "taskserver", targets: ["taskserver"]),
         .executable(name: "taskcore-bench", targets: ["taskcore-bench"]),
         .executable(name: "taskgraph-bench", targets: ["taskgraph-bench"]),
+        .executable(name: "bare-nio", targets: ["bare-nio"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -52,6 +53,15 @@ let package = Package(
         ),
         .executableTarget(name: "taskcore-bench", dependencies: ["TaskCore"], path: "Benchmarks/taskcore-bench"),
         .executableTarget(name: "taskgraph-bench", dependencies: ["TaskGraph"], path: "Benchmarks/taskgraph-bench"),
+        .executableTarget(
+            name: "bare-nio",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Benchmarks/bare-nio"
+        ),
         .testTarget(name: "TaskCoreTests", dependencies: ["TaskCore"]),
         .testTarget(name: "TaskGraphTests", dependencies: ["TaskGraph"]),
         .testTarget(
