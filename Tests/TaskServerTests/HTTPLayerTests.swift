@@ -98,6 +98,15 @@ struct HTTPLayerTests {
         }
     }
 
+    @Test func anAbsoluteFormTargetIsRoutedByItsPath() async throws {
+        try await withServer { server in
+            let (response, _) = try await Self.exchange(server, "GET http://127.0.0.1/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            let answer = try #require(response)
+            #expect(answer.status == 200)
+            #expect(answer.json == ["status": "ok"])
+        }
+    }
+
     // MARK: - Limits
 
     @Test func aTargetOverTheLimitIs414() async throws {

@@ -142,7 +142,13 @@ private func hexValue(_ byte: UInt8) -> UInt8? {
 
 /// Splits `/a/b?x=1&y=2` into decoded path segments and query parameters (every value, in order).
 func parseTarget(_ uri: String) -> (segments: [String], query: [String: [String]])? {
-    let parts = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+    var target = Substring(uri)
+    // The absolute form (`GET http://host/path`) must be accepted too (RFC 9112 §3.2.2).
+    for scheme in ["http://", "https://"] where target.prefix(8).lowercased().hasPrefix(scheme) {
+        target = target.dropFirst(scheme.count)
+        target = target.firstIndex(of: "/").map { target[$0...] } ?? "/"
+    }
+    let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
     let rawPath = parts[0]
     var segments: [String] = []
     for raw in rawPath.split(separator: "/", omittingEmptySubsequences: true) {
