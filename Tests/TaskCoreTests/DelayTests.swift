@@ -60,7 +60,9 @@ struct DelayTests {
     @Test(.timeLimit(.minutes(1)))
     func delayDisposesItsTokenRegistrationWhenItEnds() async throws {
         let source = CancellationTokenSource()
-        let delay = Future.delay(.milliseconds(1), token: source.token)
+        // Long enough that the delay cannot end before the first check, even on a loaded machine
+        // (1 ms once did, in CI).
+        let delay = Future.delay(.milliseconds(500), token: source.token)
         #expect(source.token.registeredHandlerCount == 1)
         try await delay.value
         #expect(source.token.registeredHandlerCount == 0)
