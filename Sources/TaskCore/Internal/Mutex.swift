@@ -28,21 +28,27 @@ import Darwin
 /// Cost: about 10 ns per uncontended lock/unlock pair instead of 6 ns, and 40 bytes of
 /// `pthread_mutex_t` instead of a 4-byte futex word — which is why it exists in debug builds only.
 ///
-/// The lock and the value live in `_Cell`s (raw storage with a stable address, as in the standard
-/// `Mutex`): a pthread mutex must not move once in use. Like the standard one, keep it in a `let`
-/// of a class (or a global), never in a `var` that could be moved.
+/// The lock and the value live on the heap (stable addresses: a pthread mutex must not move once
+/// in use). Not in `Synchronization._Cell`s: a struct with its own `deinit` around a `_Cell` did not
+/// always destroy the cell's value in debug builds (seen with Swift 6.3.1: a fresh build leaked every
+/// future's value, an incremental one did not), so this type owns and frees both explicitly.
 struct Mutex<Value: ~Copyable>: ~Copyable {
-    private let lock: Synchronization._Cell<pthread_mutex_t>
-    private let cell: Synchronization._Cell<Value>
+    private let lock: UnsafeMutablePointer<pthread_mutex_t>
+    private let value: UnsafeMutablePointer<Value>
 
     init(_ initialValue: consuming sending Value) {
-        self.lock = Synchronization._Cell(pthread_mutex_t())
-        pthread_mutex_init(self.lock._address, nil)
-        self.cell = Synchronization._Cell(initialValue)
+        self.lock = .allocate(capacity: 1)
+        self.lock.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(self.lock, nil)
+        self.value = .allocate(capacity: 1)
+        self.value.initialize(to: initialValue)
     }
 
     deinit {
-        pthread_mutex_destroy(self.lock._address)
+        pthread_mutex_destroy(self.lock)
+        self.lock.deallocate()
+        self.value.deinitialize(count: 1)
+        self.value.deallocate()
     }
 
     /// Runs `body` with exclusive access to the value.
@@ -50,9 +56,9 @@ struct Mutex<Value: ~Copyable>: ~Copyable {
     borrowing func withLock<Result: ~Copyable, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
-        pthread_mutex_lock(self.lock._address)
-        defer { pthread_mutex_unlock(self.lock._address) }
-        return try body(&self.cell._address.pointee)
+        pthread_mutex_lock(self.lock)
+        defer { pthread_mutex_unlock(self.lock) }
+        return try body(&self.value.pointee)
     }
 }
 
