@@ -30,8 +30,6 @@ struct RingBuffer<Element> {
         return element
     }
 
-    var first: Element? { self.count > 0 ? self.storage[self.head] : nil }
-
     /// Removes every element for which `shouldRemove` is true, keeping the order of the rest.
     mutating func removeAll(where shouldRemove: (Element) -> Bool) {
         var kept = RingBuffer(capacity: self.storage.count)

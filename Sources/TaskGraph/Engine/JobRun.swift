@@ -30,7 +30,6 @@ public final class JobRun: Sendable {
         var finishedAt: Timestamp?
         var records: [NodeRecord] = []
         var children: [[Int]] = []
-        var parents: [Int] = []
         var index: [String: Int] = [:]
         var restored: [String: NodeRecord] = [:]
         var progress = JobProgress()
@@ -177,7 +176,6 @@ public final class JobRun: Sendable {
             }
             state.records.append(record)
             state.children.append([])
-            state.parents.append(parentIndex ?? -1)
             if let parentIndex { state.children[parentIndex].append(index) }
             state.index[id] = index
             if current.isTask {

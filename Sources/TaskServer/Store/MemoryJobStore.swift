@@ -63,24 +63,16 @@ public final class MemoryJobStore: JobStore {
             return found
         }
         var items: [JobSnapshot] = []
-        var next: UInt64?
+        var lastPosition: UInt64 = 0
         for (position, run) in candidates {
             let snapshot = run.snapshot
             if let state = query.state, snapshot.state != state { continue }
-            if items.count == query.limit {
-                next = items.isEmpty ? nil : position + 1
-                break
-            }
+            // One more match than the page holds: there is a next page, starting below the last item.
+            if items.count == query.limit { return JobPage(items: items, next: lastPosition) }
             items.append(snapshot)
-            next = nil
-            _ = position
+            lastPosition = position
         }
-        if next != nil, let last = items.last, let position = self.position(of: last.id) { next = position }
-        return JobPage(items: items, next: next)
-    }
-
-    private func position(of id: String) -> UInt64? {
-        self.state.withLock { $0.runs[id]?.position }
+        return JobPage(items: items, next: nil)
     }
 
     public func delete(_ id: String) -> DeleteResult {
