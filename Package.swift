@@ -31,12 +31,17 @@ let package = Package(
     ],
     targets: [
         .target(name: "TaskCore"),
+        // System libraries from Debian: libcurl4-openssl-dev (+ libssl-dev) and libsqlite3-dev.
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev", "libssl-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "TaskGraph", dependencies: ["TaskCore"]),
         .target(
             name: "TaskServer",
             dependencies: [
                 "TaskCore",
                 "TaskGraph",
+                "CCurl",
+                "CSQLite",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -75,6 +80,6 @@ let package = Package(
     ]
 )
 
-for target in package.targets {
+for target in package.targets where target.type != .system {
     target.swiftSettings = (target.swiftSettings ?? []) + swiftSettings
 }

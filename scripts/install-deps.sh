@@ -4,8 +4,8 @@
 set -euo pipefail
 
 need_apt=()
-# Add Debian packages here as the project grows (libcurl4-openssl-dev, libsqlite3-dev, …).
-for pkg in "$@"; do
+# Always: the C libraries the package links (libcurl with OpenSSL, SQLite); plus any named.
+for pkg in libcurl4-openssl-dev libssl-dev libsqlite3-dev pkg-config "$@"; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
