@@ -22,7 +22,9 @@ public final class Application: Sendable {
     private let draining = Atomic<Bool>(false)
     private let server = Mutex<HTTPServer?>(nil)
 
-    public init(configuration: ServerConfiguration, store: (any JobStore)? = nil, actions: ActionRegistry = .builtins, logger: Logger) {
+    /// Assembles the server; with `configuration.dataPath` set, opens (and migrates) the SQLite
+    /// store, which throws when the file cannot be used.
+    public init(configuration: ServerConfiguration, actions: ActionRegistry = .builtins, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
         self.engine = Engine(
@@ -32,9 +34,17 @@ public final class Application: Sendable {
                 limits: GraphLimits(maxNodes: configuration.maxNodes, maxDepth: configuration.maxDepth)
             )
         )
-        self.store = store ?? MemoryJobStore()
         self.metrics = Metrics()
         self.engine.addObserver(self.metrics)
+        if let path = configuration.dataPath {
+            var options = SQLiteJobStore.Options()
+            options.synchronousFull = configuration.syncFull
+            options.checkIntegrity = configuration.checkIntegrity
+            options.retention = configuration.retention
+            self.store = try SQLiteJobStore(path: path, engine: self.engine, options: options, logger: logger)
+        } else {
+            self.store = MemoryJobStore()
+        }
     }
 
     /// The routes of the API (the test that compares them with openapi.yaml reads this too).
@@ -47,8 +57,12 @@ public final class Application: Sendable {
         return router
     }
 
-    /// Starts serving; returns the bound port.
+    /// Resumes the jobs that were unfinished when the server last stopped, then starts serving;
+    /// returns the bound port.
     public func start() async throws -> Int {
+        let recovered = try self.store.recoverUnfinished()
+        for run in recovered { run.start() }
+        if !recovered.isEmpty { self.logger.notice("resumed unfinished jobs", metadata: ["count": "\(recovered.count)"]) }
         var limits = HTTPLimits()
         limits.maxBodyBytes = self.configuration.maxBodyBytes
         limits.maxConnections = self.configuration.maxConnections
@@ -79,6 +93,9 @@ public final class Application: Sendable {
         self.beginDraining()
         let server = self.server.withLock { $0 }
         await server?.shutdown()
+        // Everything journalled so far reaches the file before the process exits.
+        _ = try? await self.store.flush().value
+        self.store.close()
         self.engine.shutdown()
     }
 
@@ -90,10 +107,18 @@ public final class Application: Sendable {
 
     // MARK: - Helpers for the API
 
-    /// The job `id`, or a 404 problem.
-    func run(_ id: String) throws(HTTPProblem) -> JobRun {
-        guard let run = self.store.run(id) else { throw HTTPProblem.notFound("job.notFound", "no job \(id)") }
-        return run
+    /// The response `body` makes for the job named by the request's `{id}`, or a 404 problem.
+    func withRun(_ request: Request, _ body: @escaping @Sendable (JobRun) throws -> Future<Response>) -> Future<Response> {
+        let id = request.parameter("id")
+        return self.store.run(id).flatMap { run in
+            guard let run else { throw HTTPProblem.notFound("job.notFound", "no job \(id)") }
+            return try body(run)
+        }
+    }
+
+    /// `withRun` for a body that answers at once.
+    func withRun(_ request: Request, _ body: @escaping @Sendable (JobRun) throws -> Response) -> Future<Response> {
+        self.withRun(request) { run -> Future<Response> in Future(value: try body(run)) }
     }
 
     /// The request body parsed as JSON: 415 unless `application/json`, 400 with line and column

@@ -28,8 +28,20 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Most nodes per job (env TASKSERVER_MAX_NODES; default 10000).")
     var maxNodes: Int?
 
-    @Flag(help: "Keep jobs in memory only (env TASKSERVER_MEMORY=1). This build has only the in-memory store.")
+    @Option(help: "The SQLite file of the durable store (env TASKSERVER_DATA; default ./data/taskserver.sqlite).")
+    var data: String?
+
+    @Flag(help: "Keep jobs in memory only, nothing on disk (env TASKSERVER_MEMORY=1).")
     var memory = false
+
+    @Option(help: "Delete finished jobs older than this, e.g. 7d, 24h, 30m (env TASKSERVER_RETENTION; default: keep).")
+    var retention: String?
+
+    @Option(help: "full (fsync every commit, default) or normal (survives a crash of the process, not of the machine) (env TASKSERVER_SYNC).")
+    var sync: String?
+
+    @Flag(help: "Check the data file's integrity at start-up (env TASKSERVER_CHECK_INTEGRITY=1).")
+    var checkIntegrity = false
 
     @Option(help: "trace, debug, info, notice, warning, error or critical (env TASKSERVER_LOG_LEVEL; default info).")
     var logLevel: String?
@@ -62,12 +74,18 @@ struct Serve: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "taskserver")
-        let app = Application(configuration: configuration, logger: logger)
+        let app: Application
+        do {
+            app = try Application(configuration: configuration, logger: logger)
+        } catch {
+            FileHandle.standardError.write(Data("taskserver: cannot open the store at \(configuration.dataPath ?? "?"): \(error)\n".utf8))
+            throw ExitCode(66)
+        }
         let port = try await app.start()
         logger.notice(
             "taskserver listening",
             metadata: [
-                "host": "\(configuration.host)", "port": "\(port)", "store": "memory",
+                "host": "\(configuration.host)", "port": "\(port)", "store": "\(configuration.dataPath ?? "memory")",
                 "executors": "\(configuration.executors.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))",
             ]
         )
@@ -106,7 +124,23 @@ struct Serve: AsyncParsableCommand {
         if let value = try self.maxNodes ?? environment["TASKSERVER_MAX_NODES"].map({ try Self.integer($0, "TASKSERVER_MAX_NODES") }) {
             configuration.maxNodes = value
         }
+        let memory = self.memory || Self.flag(environment["TASKSERVER_MEMORY"])
+        if !memory { configuration.dataPath = self.data ?? environment["TASKSERVER_DATA"] ?? "./data/taskserver.sqlite" }
+        if let text = self.retention ?? environment["TASKSERVER_RETENTION"] {
+            guard let duration = parseDuration(text) else { throw ConfigurationError("--retention must be a duration like 7d, 24h, 30m or 90s, got \"\(text)\"") }
+            configuration.retention = duration
+        }
+        if let text = self.sync ?? environment["TASKSERVER_SYNC"] {
+            guard text == "full" || text == "normal" else { throw ConfigurationError("--sync must be full or normal, got \"\(text)\"") }
+            configuration.syncFull = text == "full"
+        }
+        configuration.checkIntegrity = self.checkIntegrity || Self.flag(environment["TASKSERVER_CHECK_INTEGRITY"])
         return configuration
+    }
+
+    static func flag(_ value: String?) -> Bool {
+        guard let value else { return false }
+        return ["1", "true", "yes", "on"].contains(value.lowercased())
     }
 
     static func integer(_ text: String, _ name: String) throws -> Int {

@@ -410,7 +410,7 @@ struct HTTPLayerTests {
     }
 
     @Test func slowHeadersAndIdleConnectionsAreClosedAfterTheirTimeouts() async throws {
-        let app = Application(configuration: ServerConfiguration(), logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        let app = try Application(configuration: ServerConfiguration(), logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
         var limits = HTTPLimits()
         limits.requestHeadTimeout = .milliseconds(200)
         limits.idleTimeout = .milliseconds(200)

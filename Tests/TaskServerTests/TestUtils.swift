@@ -31,7 +31,7 @@ final class TestServer: Sendable {
         configuration.host = "127.0.0.1"
         configuration.port = 0
         configure(&configuration)
-        let app = Application(configuration: configuration, logger: Logger(label: "taskserver-tests") { _ in SwiftLogNoOpLogHandler() })
+        let app = try Application(configuration: configuration, logger: Logger(label: "taskserver-tests") { _ in SwiftLogNoOpLogHandler() })
         let port = try await app.start()
         return TestServer(app: app, port: port)
     }

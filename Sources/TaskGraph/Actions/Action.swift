@@ -35,6 +35,10 @@ public struct ActionContext: Sendable {
     public var attempt: Int
     /// The worker pool the task runs on (its `executor`).
     public var pool: WorkerPool?
+    /// When this attempt resumes one that was in flight before a restart: the time it began.
+    /// Waits (`delay`, `await` timeouts) count their time from it, so a timer resumes with its
+    /// remaining time rather than starting over.
+    public var resumedFrom: Timestamp?
     /// For `await`-like actions: registers the promise that `complete` requests resolve.
     let registerCompletion: @Sendable (Promise<JSONValue>) -> Void
 
@@ -46,6 +50,7 @@ public struct ActionContext: Sendable {
         taskID: String,
         attempt: Int,
         pool: WorkerPool?,
+        resumedFrom: Timestamp? = nil,
         registerCompletion: @escaping @Sendable (Promise<JSONValue>) -> Void = { _ in }
     ) {
         self.input = input
@@ -55,10 +60,18 @@ public struct ActionContext: Sendable {
         self.taskID = taskID
         self.attempt = attempt
         self.pool = pool
+        self.resumedFrom = resumedFrom
         self.registerCompletion = registerCompletion
     }
 
     /// Makes `promise` the target of `POST …/tasks/{id}/complete` for this task while it runs.
+    /// `milliseconds` less the time already waited before a restart (see `resumedFrom`).
+    public func remaining(_ milliseconds: Int) -> Int {
+        guard let resumedFrom else { return milliseconds }
+        let waited = Timestamp.now().milliseconds - resumedFrom.milliseconds
+        return Int(max(0, Int64(milliseconds) - max(0, waited)))
+    }
+
     public func acceptCompletion(_ promise: Promise<JSONValue>) {
         self.registerCompletion(promise)
     }

@@ -135,7 +135,7 @@ public struct DelayAction: Action {
         let ms: Int
         do { ms = try context.params.integerParam("ms", in: 0...Self.maxMilliseconds) ?? 0 } catch { return Future(error: error) }
         let input = context.input
-        return Future<Void>.delay(.milliseconds(ms), token: context.cancellationToken).map { input }
+        return Future<Void>.delay(.milliseconds(context.remaining(ms)), token: context.cancellationToken).map { input }
     }
 }
 
@@ -165,7 +165,7 @@ public struct AwaitAction: Action {
         let registration = context.cancellationToken.register { promise.tryCancel() }
         var timer: TimerQueue.ID?
         if let timeoutMs {
-            timer = TimerQueue.shared.schedule(after: .milliseconds(timeoutMs)) {
+            timer = TimerQueue.shared.schedule(after: .milliseconds(context.remaining(timeoutMs))) {
                 promise.tryFail(TaskError(code: "task.timeout", message: "no completion arrived within \(timeoutMs) ms"))
             }
         }

@@ -93,11 +93,31 @@ public struct RestoredJob: Sendable {
     public var startedAt: Timestamp?
     /// Whether a cancellation had been requested.
     public var cancelRequested: Bool
+    /// Set for a job that had finished: it is shown as stored and never runs.
+    public var finished: FinishedJob?
 
-    public init(nodes: [String: NodeRecord], events: [JobEvent], startedAt: Timestamp?, cancelRequested: Bool = false) {
+    public init(nodes: [String: NodeRecord], events: [JobEvent], startedAt: Timestamp?, cancelRequested: Bool = false, finished: FinishedJob? = nil) {
         self.nodes = nodes
         self.events = events
         self.startedAt = startedAt
         self.cancelRequested = cancelRequested
+        self.finished = finished
+    }
+}
+
+/// How a stored job ended, with its node records in registration order.
+public struct FinishedJob: Sendable {
+    public var state: JobState
+    public var result: JSONValue?
+    public var error: TaskError?
+    public var finishedAt: Timestamp
+    public var records: [NodeRecord]
+
+    public init(state: JobState, result: JSONValue?, error: TaskError?, finishedAt: Timestamp, records: [NodeRecord]) {
+        self.state = state
+        self.result = result
+        self.error = error
+        self.finishedAt = finishedAt
+        self.records = records
     }
 }

@@ -218,7 +218,12 @@ extension JobRun {
             return Future(error: TaskError(code: "internal", message: "unknown action \(spec.action)"))
         }
         let pool = self.engine.pools[spec.executor]
-        let previousAttempts = self.state.withLock { $0.records[index].attempts }
+        // The first attempt after a restart of one that was in flight resumes its waits.
+        let (previousAttempts, resumedFrom): (Int, Timestamp?) = self.state.withLock { state in
+            let attempts = state.records[index].attempts
+            guard !state.restored.isEmpty, let stored = state.restored[id], stored.state == .running else { return (attempts, nil) }
+            return (attempts, stored.startedAt)
+        }
         let retry = spec.retry
         let policy = RetryPolicy(
             maxAttempts: retry?.maxAttempts ?? 1,
@@ -230,7 +235,10 @@ extension JobRun {
         let attempt: @Sendable (Int) -> Future<JSONValue> = { number in
             let attempt = previousAttempts + number
             self.markAttempt(index, attempt: attempt)
-            return self.runAttempt(action, spec, index: index, id: id, input: input, attempt: attempt, pool: pool, context: context)
+            return self.runAttempt(
+                action, spec, index: index, id: id, input: input, attempt: attempt, pool: pool,
+                resumedFrom: number == 1 ? resumedFrom : nil, context: context
+            )
         }
         if policy.maxAttempts == 1 { return attempt(1) }
         return Future.retrying(
@@ -252,6 +260,7 @@ extension JobRun {
         input: JSONValue,
         attempt: Int,
         pool: WorkerPool?,
+        resumedFrom: Timestamp?,
         context: ExecutionContext
     ) -> Future<JSONValue> {
         let params: JSONValue
@@ -287,6 +296,7 @@ extension JobRun {
             taskID: id,
             attempt: attempt,
             pool: pool,
+            resumedFrom: resumedFrom,
             registerCompletion: { promise in self.state.withLock { $0.awaits[index] = promise } }
         )
         let result: Future<JSONValue>

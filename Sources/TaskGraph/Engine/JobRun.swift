@@ -60,9 +60,12 @@ public final class JobRun: Sendable {
             state.startedAt = restored.startedAt
             state.cancelRequested = restored.cancelRequested
         }
+        if let finished = restored?.finished {
+            Self.restore(finished, in: &state)
+        }
         self.state = Mutex(state)
         self.state.withLock { state in
-            Self.register(spec.graph, suffix: "", parent: nil, in: &state)
+            if restored?.finished == nil { Self.register(spec.graph, suffix: "", parent: nil, in: &state) }
             if state.events.isEmpty { Self.appendEvent(.jobCreated, taskId: nil, data: nil, time: createdAt, in: &state) }
         }
         if restored?.cancelRequested == true { self.jobSource.cancel() }
@@ -101,6 +104,14 @@ public final class JobRun: Sendable {
     public func node(_ id: String) -> NodeRecord? {
         self.state.withLock { state in state.index[id].map { state.records[$0] } }
     }
+
+    /// The record of node `id` with its place in `nodes` (registration order).
+    public func indexedNode(_ id: String) -> (ordinal: Int, record: NodeRecord)? {
+        self.state.withLock { state in state.index[id].map { ($0, state.records[$0]) } }
+    }
+
+    /// Whether a cancellation of the whole job has been requested.
+    public var isCancelRequested: Bool { self.state.withLock { $0.cancelRequested } }
 
     /// The events with `seq > after`, at most `limit` of them.
     public func events(after: Int, limit: Int = .max) -> [JobEvent] {
@@ -143,6 +154,25 @@ public final class JobRun: Sendable {
     private static func expire(_ promise: Promise<Void>, after timeout: Duration) {
         let timer = TimerQueue.shared.schedule(after: timeout) { promise.trySucceed(()) }
         promise.future.whenComplete { _ in TimerQueue.shared.cancel(timer) }
+    }
+
+    /// Lays out a finished job's stored records as they were; it never runs (`start` finds it
+    /// terminal).
+    private static func restore(_ finished: FinishedJob, in state: inout State) {
+        state.jobState = finished.state
+        state.result = finished.result
+        state.error = finished.error
+        state.finishedAt = finished.finishedAt
+        state.records = finished.records
+        state.children = Array(repeating: [], count: finished.records.count)
+        for (index, record) in finished.records.enumerated() {
+            state.index[record.id] = index
+            if let parent = record.parent, let parentIndex = state.index[parent] { state.children[parentIndex].append(index) }
+            if record.isTask {
+                state.progress.total += 1
+                state.progress.add(record.state, 1)
+            }
+        }
     }
 
     // MARK: - Registration

@@ -144,6 +144,34 @@ public struct JobSnapshot: Sendable, Equatable {
     /// The seq of the job's latest event.
     public var lastEventSeq: Int
 
+    public init(
+        id: String,
+        name: String? = nil,
+        state: JobState,
+        input: JSONValue,
+        result: JSONValue? = nil,
+        error: TaskError? = nil,
+        labels: [String: String],
+        createdAt: Timestamp,
+        startedAt: Timestamp? = nil,
+        finishedAt: Timestamp? = nil,
+        progress: JobProgress,
+        lastEventSeq: Int
+    ) {
+        self.id = id
+        self.name = name
+        self.state = state
+        self.input = input
+        self.result = result
+        self.error = error
+        self.labels = labels
+        self.createdAt = createdAt
+        self.startedAt = startedAt
+        self.finishedAt = finishedAt
+        self.progress = progress
+        self.lastEventSeq = lastEventSeq
+    }
+
     /// The job as its JSON object; `includePayloads: false` omits input and result (list views).
     public func json(includePayloads: Bool = true) -> JSONValue {
         var object = JSONObject()

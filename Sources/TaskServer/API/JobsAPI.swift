@@ -1,3 +1,4 @@
+import NIOCore
 import NIOHTTP1
 import TaskCore
 import TaskGraph
@@ -37,7 +38,7 @@ struct JobsAPI: Sendable {
         }
         let run = self.app.engine.makeRun(id: JobID.make(), spec: spec)
         let app = self.app
-        return self.app.store.insert(run, idempotency: idempotency).flatMap { result -> Future<Response> in
+        return self.app.store.insert(run, document: request.body ?? ByteBuffer(), idempotency: idempotency).flatMap { result -> Future<Response> in
             switch result {
             case .mismatch:
                 throw HTTPProblem(
@@ -59,8 +60,8 @@ struct JobsAPI: Sendable {
 
     @Sendable func get(_ request: Request) throws -> Future<Response> {
         let waitMs = try request.integerQuery("waitMs", in: 0...self.app.configuration.maxWaitMs)
-        let run = try self.app.run(request.parameter("id"))
-        return self.app.respond(with: run, status: .ok, waitMs: waitMs, location: false)
+        let app = self.app
+        return self.app.withRun(request) { run in app.respond(with: run, status: .ok, waitMs: waitMs, location: false) }
     }
 
     @Sendable func list(_ request: Request) throws -> Future<Response> {
@@ -81,34 +82,39 @@ struct JobsAPI: Sendable {
             guard let position = Cursor.decode(cursor) else { throw HTTPProblem.badQuery("cursor is not one this server issued") }
             query.before = position
         }
-        let page = self.app.store.list(query)
-        let body: JSONValue = [
-            "items": .array(page.items.map { $0.json(includePayloads: false) }),
-            "nextCursor": page.next.map { .string(Cursor.encode($0)) } ?? .null,
-        ]
-        return Future(value: .json(body))
+        return self.app.store.list(query).map { page in
+            .json([
+                "items": .array(page.items.map { $0.json(includePayloads: false) }),
+                "nextCursor": page.next.map { .string(Cursor.encode($0)) } ?? .null,
+            ])
+        }
     }
 
     // MARK: change
 
     @Sendable func cancel(_ request: Request) throws -> Future<Response> {
-        let run = try self.app.run(request.parameter("id"))
-        switch run.cancel() {
-        case .cancelling:
-            return Future(value: .json(run.snapshot.json(), status: .accepted))
-        case .alreadyCancelled:
-            return Future(value: .json(run.snapshot.json(), status: .ok))
-        case .terminal(let state):
-            throw HTTPProblem.conflict("job.terminal", "the job already \(state.rawValue)")
+        let store = self.app.store
+        return self.app.withRun(request) { run -> Future<Response> in
+            switch run.cancel() {
+            case .cancelling:
+                store.noteCancelRequested(run)
+                return store.flush().map { .json(run.snapshot.json(), status: .accepted) }
+            case .alreadyCancelled:
+                return Future(value: .json(run.snapshot.json(), status: .ok))
+            case .terminal(let state):
+                throw HTTPProblem.conflict("job.terminal", "the job already \(state.rawValue)")
+            }
         }
     }
 
     @Sendable func delete(_ request: Request) throws -> Future<Response> {
         let id = request.parameter("id")
-        switch self.app.store.delete(id) {
-        case .deleted: return Future(value: Response(status: .noContent))
-        case .notFound: throw HTTPProblem.notFound("job.notFound", "no job \(id)")
-        case .notTerminal: throw HTTPProblem.conflict("job.notTerminal", "the job is still running; cancel it first")
+        return self.app.store.delete(id).map { result -> Response in
+            switch result {
+            case .deleted: return Response(status: .noContent)
+            case .notFound: throw HTTPProblem.notFound("job.notFound", "no job \(id)")
+            case .notTerminal: throw HTTPProblem.conflict("job.notTerminal", "the job is still running; cancel it first")
+            }
         }
     }
 
@@ -121,12 +127,10 @@ struct JobsAPI: Sendable {
     }
 
     @Sendable func graph(_ request: Request) throws -> Future<Response> {
-        let run = try self.app.run(request.parameter("id"))
         let format = request.query["format"] ?? "mermaid"
-        switch format {
-        case "mermaid": return Future(value: .text(GraphPicture.mermaid(run.nodes)))
-        case "dot": return Future(value: .text(GraphPicture.dot(run.nodes, name: run.id)))
-        default: throw HTTPProblem.badQuery("format must be mermaid or dot")
+        guard format == "mermaid" || format == "dot" else { throw HTTPProblem.badQuery("format must be mermaid or dot") }
+        return self.app.withRun(request) { run in
+            format == "dot" ? .text(GraphPicture.dot(run.nodes, name: run.id)) : .text(GraphPicture.mermaid(run.nodes))
         }
     }
 }

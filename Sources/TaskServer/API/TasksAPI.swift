@@ -15,46 +15,51 @@ struct TasksAPI: Sendable {
     }
 
     @Sendable func list(_ request: Request) throws -> Future<Response> {
-        let run = try self.app.run(request.parameter("id"))
-        return Future(value: .json(["items": .array(run.nodes.map(\.json))]))
+        self.app.withRun(request) { run in .json(["items": .array(run.nodes.map(\.json))]) }
     }
 
     @Sendable func get(_ request: Request) throws -> Future<Response> {
-        let run = try self.app.run(request.parameter("id"))
         let taskID = request.parameter("taskId")
-        guard let node = run.node(taskID) else { throw HTTPProblem.notFound("task.notFound", "job \(run.id) has no task \(taskID)") }
-        return Future(value: .json(node.json))
+        return self.app.withRun(request) { run in
+            guard let node = run.node(taskID) else { throw HTTPProblem.notFound("task.notFound", "job \(run.id) has no task \(taskID)") }
+            return .json(node.json)
+        }
     }
 
     @Sendable func cancel(_ request: Request) throws -> Future<Response> {
-        let run = try self.app.run(request.parameter("id"))
         let taskID = request.parameter("taskId")
-        switch run.cancel(node: taskID) {
-        case .done(let node):
-            // 202: this request started the cancellation (even when it took effect at once); a node
-            // that was already cancelled is answered 200 below, as openapi.yaml documents.
-            return Future(value: .json(node.json, status: .accepted))
-        case .notFound:
-            throw HTTPProblem.notFound("task.notFound", "job \(run.id) has no task \(taskID)")
-        case .terminal:
-            if run.node(taskID)?.state == .cancelled { return Future(value: .json(run.node(taskID)!.json, status: .ok)) }
-            throw HTTPProblem.conflict("task.terminal", "task \(taskID) already ended")
-        case .notAwait, .notRunning:
-            throw HTTPProblem.conflict("task.notRunning", "task \(taskID) is not running")
+        let app = self.app
+        return self.app.withRun(request) { run -> Future<Response> in
+            switch run.cancel(node: taskID) {
+            case .done(let node):
+                // 202: this request started the cancellation (even when it took effect at once); a
+                // node that was already cancelled is answered 200 below, as openapi.yaml documents.
+                return app.store.flush().map { .json(node.json, status: .accepted) }
+            case .notFound:
+                throw HTTPProblem.notFound("task.notFound", "job \(run.id) has no task \(taskID)")
+            case .terminal:
+                if let node = run.node(taskID), node.state == .cancelled { return Future(value: .json(node.json, status: .ok)) }
+                throw HTTPProblem.conflict("task.terminal", "task \(taskID) already ended")
+            case .notAwait, .notRunning:
+                throw HTTPProblem.conflict("task.notRunning", "task \(taskID) is not running")
+            }
         }
     }
 
     @Sendable func complete(_ request: Request) throws -> Future<Response> {
-        let run = try self.app.run(request.parameter("id"))
         let taskID = request.parameter("taskId")
         let body = try self.app.jsonBody(request)
         let outcome = try Self.completion(body)
-        switch run.complete(node: taskID, with: outcome) {
-        case .done(let node): return Future(value: .json(node.json))
-        case .notFound: throw HTTPProblem.notFound("task.notFound", "job \(run.id) has no task \(taskID)")
-        case .notAwait: throw HTTPProblem.conflict("task.notAwait", "task \(taskID) is not an await task")
-        case .notRunning: throw HTTPProblem.conflict("task.notRunning", "task \(taskID) has not started waiting yet")
-        case .terminal: throw HTTPProblem.conflict("task.terminal", "task \(taskID) already ended")
+        let app = self.app
+        return self.app.withRun(request) { run -> Future<Response> in
+            switch run.complete(node: taskID, with: outcome) {
+            // Answered once the completion is durable: a restart never forgets an acknowledged one.
+            case .done(let node): return app.store.flush().map { .json(node.json) }
+            case .notFound: throw HTTPProblem.notFound("task.notFound", "job \(run.id) has no task \(taskID)")
+            case .notAwait: throw HTTPProblem.conflict("task.notAwait", "task \(taskID) is not an await task")
+            case .notRunning: throw HTTPProblem.conflict("task.notRunning", "task \(taskID) has not started waiting yet")
+            case .terminal: throw HTTPProblem.conflict("task.terminal", "task \(taskID) already ended")
+            }
         }
     }
 
@@ -96,11 +101,12 @@ struct TasksAPI: Sendable {
         let after = try request.integerQuery("after", in: 0...9_007_199_254_740_991) ?? 0
         let waitMs = try request.integerQuery("waitMs", in: 0...self.app.configuration.maxWaitMs)
         let limit = try request.integerQuery("limit", in: 1...10_000) ?? 1000
-        let run = try self.app.run(request.parameter("id"))
-        let respond: @Sendable () -> Response = {
-            .json(["items": .array(run.events(after: after, limit: limit).map(\.json))])
+        return self.app.withRun(request) { run -> Future<Response> in
+            let respond: @Sendable () -> Response = {
+                .json(["items": .array(run.events(after: after, limit: limit).map(\.json))])
+            }
+            guard let waitMs, waitMs > 0 else { return Future(value: respond()) }
+            return run.waitForEvents(after: after, timeout: .milliseconds(waitMs)).map { respond() }
         }
-        guard let waitMs, waitMs > 0 else { return Future(value: respond()) }
-        return run.waitForEvents(after: after, timeout: .milliseconds(waitMs)).map { respond() }
     }
 }

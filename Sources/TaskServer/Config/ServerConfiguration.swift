@@ -22,6 +22,15 @@ public struct ServerConfiguration: Sendable {
     public var maxListLimit: Int = 1000
     /// Most concurrent connections (default 4,096).
     public var maxConnections: Int = 4096
+    /// The SQLite file of the durable store (`--data`); nil keeps jobs in memory (`--memory`).
+    /// `taskserver serve` defaults to `./data/taskserver.sqlite`; tests default to memory.
+    public var dataPath: String?
+    /// Finished jobs older than this are deleted in the background (`--retention`; nil keeps them).
+    public var retention: Duration?
+    /// `true`: every store commit is fsynced (`--sync full`, default); `false`: `--sync normal`.
+    public var syncFull = true
+    /// Check the data file's integrity when opening it (`--check-integrity`).
+    public var checkIntegrity = false
 
     public init() {}
 
@@ -38,6 +47,8 @@ public struct ServerConfiguration: Sendable {
         }
         guard (1024...(1 << 30)).contains(self.maxBodyBytes) else { throw ConfigurationError("--max-body-bytes must be from 1024 to 1073741824") }
         guard (1...10_000_000).contains(self.maxNodes) else { throw ConfigurationError("--max-nodes must be from 1 to 10000000") }
+        if let dataPath, dataPath.isEmpty { throw ConfigurationError("--data must name a file") }
+        if let retention, retention < .seconds(1) { throw ConfigurationError("--retention must be at least 1s") }
         for key in self.apiKeys where key.utf8.count < 16 {
             throw ConfigurationError("--api-key: keys must be at least 16 characters long")
         }
@@ -48,4 +59,16 @@ public struct ServerConfiguration: Sendable {
 public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
+}
+
+/// Parses durations such as `90s`, `15m`, `24h`, `7d` or `500ms` (`--retention`, `--shutdown-grace`).
+public func parseDuration(_ text: String) -> Duration? {
+    let units: [(String, Int64)] = [("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000), ("d", 86_400_000)]
+    for (suffix, factor) in units where text.hasSuffix(suffix) {
+        let number = text.dropLast(suffix.count)
+        // "ms" must not be read as "m" + "s": try the longer suffix first (it comes first above).
+        guard let value = Int64(number), value >= 0, value <= Int64.max / factor / 1000 else { continue }
+        return .milliseconds(value * factor)
+    }
+    return nil
 }

@@ -1,23 +1,35 @@
+import NIOCore
 import TaskCore
 import TaskGraph
 
 /// Where jobs live: the seam between the API and persistence.
 ///
-/// The in-memory store keeps every `JobRun`; a durable store (SQLite, later PostgreSQL) records
-/// each job before `insert` completes (so a `201` is only sent for a durable job) and journals
-/// events through a `JobObserver`.
+/// `MemoryJobStore` (`--memory`) keeps every `JobRun` in memory; `SQLiteJobStore` (the default)
+/// records each job before `insert` completes — so a `201` is only sent for a durable job — and
+/// journals every event as the job runs. Reads that may touch the disk return futures: the API
+/// calls them on event loops, which never wait for a disk.
 public protocol JobStore: Sendable {
-    /// Records a new job. With an idempotency key already seen, it returns the earlier job
-    /// (`.existing`) when the body hash matches and `.mismatch` when it does not.
-    func insert(_ run: JobRun, idempotency: IdempotencyKey?) -> Future<InsertResult>
-    /// The job with `id`.
-    func run(_ id: String) -> JobRun?
+    /// Records a new job (`document` is the request body as submitted, kept to rebuild the job after
+    /// a restart). With an idempotency key already seen, it returns the earlier job (`.existing`)
+    /// when the body hash matches and `.mismatch` when it does not.
+    func insert(_ run: JobRun, document: ByteBuffer, idempotency: IdempotencyKey?) -> Future<InsertResult>
+    /// The job with `id`, or nil.
+    func run(_ id: String) -> Future<JobRun?>
     /// Jobs newest first, filtered, one page at a time.
-    func list(_ query: JobQuery) -> JobPage
-    /// Removes a finished job.
-    func delete(_ id: String) -> DeleteResult
+    func list(_ query: JobQuery) -> Future<JobPage>
+    /// Removes a finished job with everything recorded about it.
+    func delete(_ id: String) -> Future<DeleteResult>
+    /// Completes when every change observed so far is durable (after a cancel or a completion,
+    /// before answering it).
+    func flush() -> Future<Void>
+    /// Records that a cancellation of `run` was requested, so a restart carries it on.
+    func noteCancelRequested(_ run: JobRun)
+    /// Jobs that were unfinished when the process last stopped, rebuilt and ready to `start()`.
+    func recoverUnfinished() throws -> [JobRun]
     /// The number of jobs held.
     var count: Int { get }
+    /// Writes what is queued and closes files.
+    func close()
 }
 
 /// An `Idempotency-Key` header with a hash of the request body it came with.

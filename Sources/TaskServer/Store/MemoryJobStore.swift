@@ -1,3 +1,4 @@
+import NIOCore
 import Synchronization
 import TaskCore
 import TaskGraph
@@ -16,7 +17,7 @@ public final class MemoryJobStore: JobStore {
 
     public init() {}
 
-    public func insert(_ run: JobRun, idempotency: IdempotencyKey?) -> Future<InsertResult> {
+    public func insert(_ run: JobRun, document: ByteBuffer, idempotency: IdempotencyKey?) -> Future<InsertResult> {
         let result: InsertResult = self.state.withLock { state in
             if let idempotency, let seen = state.idempotency[idempotency.key] {
                 guard seen.bodyHash == idempotency.bodyHash else { return .mismatch }
@@ -32,11 +33,15 @@ public final class MemoryJobStore: JobStore {
         return Future(value: result)
     }
 
-    public func run(_ id: String) -> JobRun? {
-        self.state.withLock { $0.runs[id]?.run }
+    public func run(_ id: String) -> Future<JobRun?> {
+        Future(value: self.state.withLock { $0.runs[id]?.run })
     }
 
-    public func list(_ query: JobQuery) -> JobPage {
+    public func list(_ query: JobQuery) -> Future<JobPage> {
+        Future(value: self.page(query))
+    }
+
+    private func page(_ query: JobQuery) -> JobPage {
         let candidates: [(UInt64, JobRun)] = self.state.withLock { state in
             var found: [(UInt64, JobRun)] = []
             // Binary search for the first position at or after the cursor, then walk back.
@@ -75,14 +80,19 @@ public final class MemoryJobStore: JobStore {
         return JobPage(items: items, next: nil)
     }
 
-    public func delete(_ id: String) -> DeleteResult {
-        self.state.withLock { state in
+    public func delete(_ id: String) -> Future<DeleteResult> {
+        Future(value: self.state.withLock { state -> DeleteResult in
             guard let entry = state.runs[id] else { return .notFound }
             guard entry.run.snapshot.state.isTerminal else { return .notTerminal }
             state.runs[id] = nil
             return .deleted
-        }
+        })
     }
+
+    public func flush() -> Future<Void> { Future(value: ()) }
+    public func noteCancelRequested(_ run: JobRun) {}
+    public func recoverUnfinished() -> [JobRun] { [] }
+    public func close() {}
 
     public var count: Int { self.state.withLock { $0.runs.count } }
 }

@@ -1,0 +1,79 @@
+/// The store's tables, as numbered migrations applied in order at start-up.
+///
+/// `PRAGMA user_version` holds the number of migrations applied; each runs in its own transaction
+/// with the version bump, so a crash mid-migration leaves the file at the previous version. A file
+/// from a newer server (a higher version than this one knows) is refused rather than guessed at.
+enum SQLiteSchema {
+    static let migrations: [String] = [
+        // 1: jobs, their labels, node outcomes and the event log.
+        """
+        CREATE TABLE jobs (
+            position INTEGER PRIMARY KEY,          -- insertion order: list order and cursors
+            id TEXT NOT NULL UNIQUE,
+            name TEXT,
+            document TEXT NOT NULL,                -- the job as submitted, to rebuild it on restart
+            labels TEXT NOT NULL,                  -- JSON object, for list views
+            state TEXT NOT NULL,
+            result TEXT,
+            error TEXT,
+            progress TEXT,                         -- JSON, written when the job ends
+            idempotency_key TEXT UNIQUE,
+            body_hash INTEGER,
+            cancel_requested INTEGER NOT NULL DEFAULT 0,
+            created_at INTEGER NOT NULL,           -- Unix milliseconds
+            started_at INTEGER,
+            finished_at INTEGER
+        );
+        CREATE INDEX jobs_by_state ON jobs(state, position);
+        CREATE INDEX jobs_by_finish ON jobs(finished_at) WHERE finished_at IS NOT NULL;
+        CREATE TABLE labels (
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            PRIMARY KEY (key, value, position)
+        ) WITHOUT ROWID;
+        CREATE TABLE nodes (
+            job_id TEXT NOT NULL,
+            node_id TEXT NOT NULL,
+            ordinal INTEGER NOT NULL,              -- registration order (document order, then expansions)
+            type TEXT NOT NULL,
+            action TEXT,
+            executor TEXT,
+            parent TEXT,
+            state TEXT NOT NULL,
+            attempts INTEGER NOT NULL,
+            result TEXT,
+            error TEXT,
+            started_at INTEGER,
+            finished_at INTEGER,
+            PRIMARY KEY (job_id, node_id)
+        ) WITHOUT ROWID;
+        CREATE TABLE events (
+            job_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            type TEXT NOT NULL,
+            time INTEGER NOT NULL,
+            task_id TEXT,
+            data TEXT,
+            PRIMARY KEY (job_id, seq)
+        ) WITHOUT ROWID;
+        """,
+    ]
+
+    /// Brings the file up to the latest version.
+    static func migrate(_ db: SQLiteConnection) throws {
+        let version = Int(try db.scalar("PRAGMA user_version") ?? 0)
+        guard version <= self.migrations.count else {
+            throw SQLiteError(
+                code: 0,
+                message: "the data file is at schema version \(version), newer than this server knows (\(self.migrations.count)); use a newer taskserver"
+            )
+        }
+        for index in version..<self.migrations.count {
+            try db.transaction {
+                try db.execute(self.migrations[index])
+                try db.execute("PRAGMA user_version = \(index + 1)")
+            }
+        }
+    }
+}

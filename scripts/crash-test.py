@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""Crash test of the durable store: the real server binary, killed with SIGKILL, restarted.
+
+    python3 scripts/crash-test.py PATH/TO/taskserver
+
+Three rounds on one data directory (so later rounds also recover jobs recovered before):
+  1. 200 jobs (delays, awaits, parallel failures) submitted at once; some awaits completed; the
+     server is killed mid-flight.
+  2. the same, killed sooner (while most jobs are in their first steps).
+  3. a burst of small submissions from 8 threads, killed in the middle of it.
+After each restart the script completes the awaits still open and checks that every job that got
+a 201 exists and reaches its expected terminal state with the expected result, that no finished
+node ran twice (a leaf's `attempts` equals its `task.started` events and it has at most one
+terminal event), and that awaits completed before the kill stay completed with their result.
+Exit status 0 when every check passes.
+"""
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+BIN = sys.argv[1]
+random.seed(7)
+failures = []
+
+
+def check(condition, message):
+    if not condition:
+        failures.append(message)
+        print("FAIL:", message, flush=True)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Server:
+    def __init__(self, data):
+        self.data = data
+        self.log = open(os.path.join(os.path.dirname(os.path.dirname(data)), "server.log"), "a")
+        for _ in range(5):  # a free port can be taken by someone else before the server binds it
+            self.port = free_port()
+            self.proc = subprocess.Popen(
+                [BIN, "serve", "--port", str(self.port), "--data", data, "--executor", "default=8"],
+                stdout=self.log, stderr=self.log,
+            )
+            deadline = time.time() + 20
+            while time.time() < deadline and self.proc.poll() is None:
+                try:
+                    if self.request("GET", "/healthz")[0] == 200:
+                        return
+                except OSError:
+                    pass
+                time.sleep(0.05)
+            if self.proc.poll() is None:
+                break
+        raise SystemExit("server did not start; see " + self.log.name)
+
+    def request(self, method, path, body=None, headers=None, timeout=70):
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=data, method=method)
+        if data is not None:
+            request.add_header("content-type", "application/json")
+        for key, value in (headers or {}).items():
+            request.add_header(key, value)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status, json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read() or b"null")
+
+    def kill(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        status = self.proc.wait(timeout=30)
+        check(status == 0, f"server exited with {status} on SIGTERM")
+
+
+def make_job(kind, n):
+    """A job and what it must end as: (job, state, result or error code)."""
+    if kind == "delay":
+        ms = random.randint(200, 1500)
+        job = {"labels": {"kind": kind}, "input": n, "graph": {"type": "series", "id": "s", "steps": [
+            {"type": "task", "id": "a", "action": "value", "params": {"value": n}},
+            {"type": "task", "id": "wait", "action": "delay", "params": {"ms": ms}},
+            {"type": "task", "id": "b", "action": "value", "params": {"value": "${tasks.a.result}"}},
+        ]}}
+        return job, "succeeded", n
+    if kind == "await":
+        job = {"labels": {"kind": kind}, "graph": {"type": "series", "id": "s", "steps": [
+            {"type": "task", "id": "a", "action": "value", "params": {"value": n}},
+            {"type": "task", "id": "gate", "action": "await"},
+        ]}}
+        return job, "succeeded", {"approved": n}
+    if kind == "fail":
+        job = {"labels": {"kind": kind}, "graph": {"type": "parallel", "id": "p", "branches": [
+            {"type": "task", "id": "slow", "action": "delay", "params": {"ms": random.randint(100, 800)}},
+            {"type": "series", "id": "s", "steps": [
+                {"type": "task", "id": "d", "action": "delay", "params": {"ms": random.randint(100, 800)}},
+                {"type": "task", "id": "boom", "action": "fail", "params": {"code": "demo.boom", "message": "no"}},
+            ]},
+        ]}}
+        return job, "failed", "demo.boom"
+    job = {"labels": {"kind": "value"}, "graph": {"type": "task", "id": "t", "action": "value", "params": {"value": n}}}
+    return job, "succeeded", n
+
+
+accepted = {}      # id -> (kind, state, expected)
+completed = {}     # id -> result given to its await (before a kill, or after a restart)
+lock = threading.Lock()
+
+
+def submit(server, kind, n):
+    job, state, expected = make_job(kind, n)
+    try:
+        status, body = server.request("POST", "/v1/jobs", job, timeout=10)
+    except OSError:
+        return False  # the server died mid-request: no 201, no promise
+    if status == 201:
+        with lock:
+            accepted[body["id"]] = (kind, state, expected)
+    return True
+
+
+def round_in_flight(server, kill_after):
+    kinds = ["delay"] * 80 + ["await"] * 60 + ["fail"] * 40 + ["value"] * 20
+    random.shuffle(kinds)
+    threads = [threading.Thread(target=lambda chunk: [submit(server, k, n) for k, n in chunk],
+                                args=([(k, random.randint(1, 10**6)) for k in kinds[i::8]],)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # Complete about half of the open awaits before the kill.
+    time.sleep(0.1)
+    for job_id, (kind, _, expected) in list(accepted.items()):
+        if kind == "await" and job_id not in completed and random.random() < 0.5:
+            status, _ = server.request("POST", f"/v1/jobs/{job_id}/tasks/gate/complete", {"result": expected})
+            if status == 200:
+                completed[job_id] = expected
+    time.sleep(kill_after)
+    server.kill()
+
+
+def round_burst(server, duration):
+    stop = threading.Event()
+
+    def loop(seed):
+        n = seed
+        while not stop.is_set():
+            if not submit(server, "value", n):
+                return
+            n += 8
+
+    threads = [threading.Thread(target=loop, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    time.sleep(duration)
+    server.kill()
+    stop.set()
+    for t in threads:
+        t.join()
+
+
+def verify(server):
+    # Open awaits are completed now; every accepted job must then finish as expected.
+    for job_id, (kind, _, expected) in accepted.items():
+        if kind == "await" and job_id not in completed:
+            status, body = server.request("POST", f"/v1/jobs/{job_id}/tasks/gate/complete", {"result": expected})
+            if status == 409 and body.get("code") == "task.notRunning":
+                time.sleep(0.2)
+                status, body = server.request("POST", f"/v1/jobs/{job_id}/tasks/gate/complete", {"result": expected})
+            check(status == 200, f"{job_id}: completing its await after restart gave {status} {body}")
+            if status == 200:
+                completed[job_id] = expected
+    for job_id, (kind, state, expected) in accepted.items():
+        status, job = server.request("GET", f"/v1/jobs/{job_id}?waitMs=20000")
+        check(status == 200, f"{job_id} ({kind}) got a 201 but is {status} after restart")
+        if status != 200:
+            continue
+        check(job["state"] == state, f"{job_id} ({kind}) ended {job['state']}, expected {state}")
+        if state == "succeeded":
+            check(job.get("result") == expected, f"{job_id} ({kind}) result {job.get('result')!r}, expected {expected!r}")
+        else:
+            # A parallel node reports its branches' failures as one `aggregate` error.
+            error = job.get("error", {})
+            codes = [error.get("code")] + [e.get("code") for e in error.get("details", {}).get("errors", [])]
+            check(expected in codes, f"{job_id} ({kind}) error {error}, expected {expected}")
+        _, tasks = server.request("GET", f"/v1/jobs/{job_id}/tasks")
+        _, events = server.request("GET", f"/v1/jobs/{job_id}/events?limit=10000")
+        seqs = [e["seq"] for e in events["items"]]
+        check(seqs == list(range(1, len(seqs) + 1)), f"{job_id}: event seqs have gaps: {seqs}")
+        for node in tasks["items"]:
+            if node["type"] != "task":
+                continue
+            started = sum(1 for e in events["items"] if e["type"] == "task.started" and e.get("taskId") == node["id"])
+            ended = sum(1 for e in events["items"] if e["type"] in ("task.succeeded", "task.failed", "task.cancelled", "task.skipped")
+                        and e.get("taskId") == node["id"])
+            check(ended <= 1, f"{job_id}/{node['id']}: {ended} terminal events (ran twice)")
+            check(node["attempts"] == started, f"{job_id}/{node['id']}: attempts {node['attempts']} but {started} task.started events")
+        if job_id in completed:
+            gate = next(n for n in tasks["items"] if n["id"] == "gate")
+            check(gate["state"] == "succeeded" and gate.get("result") == completed[job_id],
+                  f"{job_id}: await completed before the kill is now {gate}")
+            status, _ = server.request("POST", f"/v1/jobs/{job_id}/tasks/gate/complete", {"result": "again"})
+            check(status == 409, f"{job_id}: completing a completed await again gave {status}")
+
+
+def main():
+    workdir = tempfile.mkdtemp(prefix="taskserver-crash-")
+    data = os.path.join(workdir, "data", "taskserver.sqlite")
+    started = time.time()
+    for name, action in [
+        ("in flight, kill after 0.6 s", lambda s: round_in_flight(s, 0.6)),
+        ("in flight, kill after 0.05 s", lambda s: round_in_flight(s, 0.05)),
+        ("burst of submissions, kill after 1.0 s", lambda s: round_burst(s, 1.0)),
+    ]:
+        before = len(accepted)
+        server = Server(data)
+        action(server)
+        print(f"round '{name}': {len(accepted) - before} jobs accepted before SIGKILL", flush=True)
+        restart = time.time()
+        server = Server(data)
+        print(f"  restarted and healthy in {time.time() - restart:.2f} s", flush=True)
+        verify(server)
+        server.stop()
+    print(f"crash test: {len(accepted)} accepted jobs checked, {len(completed)} awaits completed before a kill, "
+          f"{len(failures)} failures, {time.time() - started:.1f} s")
+    if failures:
+        print("server log:", os.path.join(workdir, "server.log"))
+        sys.exit(1)
+
+
+main()
