@@ -15,7 +15,7 @@ release: deps
 	$(SWIFT) build -c release --product taskserver
 
 run: release
-	$$($(SWIFT) build -c release --show-bin-path)/taskserver serve --memory $(ARGS)
+	$$($(SWIFT) build -c release --show-bin-path)/taskserver serve $(ARGS)
 
 test: deps
 	bash scripts/test.sh

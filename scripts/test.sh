@@ -3,7 +3,8 @@
 #   1. the Swift test suites (TaskCore, TaskGraph, TaskServer) — `swift test`;
 #   2. TaskCore again under ThreadSanitizer;
 #   3. the built server, started on a free port, against its OpenAPI contract (schemathesis)
-#      and the examples/ scripts.
+#      and the examples/ scripts;
+#   4. the crash test: the server killed with SIGKILL and restarted, three times.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,7 +25,9 @@ echo "== contract and examples against a live server"
 bin=$(swift build --show-bin-path)/taskserver
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 log=$(mktemp)
-"$bin" serve --memory --port "$port" --executor default=8 --executor io=16 >"$log" 2>&1 &
+# The live server runs on the embedded SQLite store, the default users get.
+datadir=$(mktemp -d)
+"$bin" serve --data "$datadir/taskserver.sqlite" --port "$port" --executor default=8 --executor io=16 >"$log" 2>&1 &
 server=$!
 trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do
@@ -47,3 +50,6 @@ wait "$server" || status=$?
 trap - EXIT
 if [ "$status" -ne 0 ]; then echo "server exited with status $status on SIGTERM"; cat "$log"; exit 1; fi
 echo "server stopped cleanly on SIGTERM"
+
+echo "== crash test (SIGKILL and restart)"
+python3 scripts/crash-test.py "$bin"

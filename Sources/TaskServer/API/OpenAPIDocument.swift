@@ -35,6 +35,9 @@ info:
       declared ones that do not parse or are out of range are `400 query.invalid`.
     - Unknown fields in request bodies are rejected with `422`, so typos never
       pass silently.
+    - Durability: with the default SQLite store a `201` from `POST /v1/jobs`,
+      a `202` from a cancel and a `200` from a completion are sent only once the
+      change is committed to disk; after a restart unfinished jobs resume.
 
     ## Errors
     Every error is an RFC 9457 `application/problem+json` body (`Problem`) with
@@ -886,7 +889,11 @@ components:
               - pointer: /graph/steps/0/executor
                 message: unknown executor "gpu"
     Draining:
-      description: The server is shutting down and accepts no new jobs; retry on another instance.
+      description: |
+        The server accepts no new jobs at the moment: it is shutting down
+        (`server.draining`; retry on another instance), its store is behind on
+        writes (`store.busy`) or could not commit the job (`store.unavailable`);
+        nothing was created, so the request can be retried as is.
       headers:
         Retry-After:
           description: Seconds after which a retry may succeed, when known.
@@ -899,7 +906,7 @@ components:
               - $ref: '#/components/schemas/Problem'
               - properties:
                   status: {const: 503}
-                  code: {const: server.draining}
+                  code: {enum: [server.draining, store.busy, store.unavailable]}
     InternalError:
       description: |
         Never sent on purpose: the generic answer of a bug, with no internal
@@ -968,6 +975,8 @@ components:
         - graph.invalid
         - idempotency.mismatch
         - server.draining
+        - store.busy
+        - store.unavailable
         - http.malformed
         - uri.tooLong
         - headers.tooLarge

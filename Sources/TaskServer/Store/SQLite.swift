@@ -37,6 +37,7 @@ final class SQLiteConnection: @unchecked Sendable {
 
     deinit {
         self.statements.removeAll()
+        self.prepared.removeAll()
         sqlite3_close_v2(self.handle)
     }
 
@@ -65,6 +66,22 @@ final class SQLiteConnection: @unchecked Sendable {
         guard status == SQLITE_OK, let raw else { throw SQLiteError(code: status, message: "\(self.errorMessage) in: \(sql)") }
         let statement = SQLiteStatement(raw, connection: self)
         if cached { self.statements[sql] = statement }
+        return statement
+    }
+
+    private var prepared: [UInt: SQLiteStatement] = [:]
+
+    /// A prepared statement for a literal `sql`, cached by the literal's address (no hashing of
+    /// the text on the hot path).
+    func prepared(_ sql: StaticString) throws(SQLiteError) -> SQLiteStatement {
+        let key = UInt(bitPattern: sql.utf8Start)
+        if let statement = self.prepared[key] {
+            statement.reset()
+            return statement
+        }
+        let text = sql.withUTF8Buffer { String(decoding: $0, as: UTF8.self) }
+        let statement = try self.statement(text, cached: false)
+        self.prepared[key] = statement
         return statement
     }
 

@@ -87,14 +87,14 @@ public final class SQLiteJobStore: JobStore, JobObserver {
         self.logger = logger
         try Self.createDirectory(of: path)
         let writer = try SQLiteConnection(path: path)
-        let mode = try writer.statement("PRAGMA journal_mode=WAL")
+        let mode = try writer.prepared("PRAGMA journal_mode=WAL")
         guard try mode.step(), mode.text(0).lowercased() == "wal" else {
             throw SQLiteError(code: 0, message: "\(path): cannot switch to WAL mode")
         }
         mode.reset()
         try writer.execute("PRAGMA synchronous=\(options.synchronousFull ? "FULL" : "NORMAL")")
         if options.checkIntegrity {
-            let check = try writer.statement("PRAGMA quick_check")
+            let check = try writer.prepared("PRAGMA quick_check")
             var problems: [String] = []
             while try check.step() { problems.append(check.text(0)) }
             check.reset()
@@ -192,7 +192,7 @@ public final class SQLiteJobStore: JobStore, JobObserver {
 
     public func recoverUnfinished() throws -> [JobRun] {
         // Start-up, before the server listens: the writer connection is not in use yet.
-        let statement = try self.writer.statement("SELECT id FROM jobs WHERE state IN ('pending', 'running') ORDER BY position")
+        let statement = try self.writer.prepared("SELECT id FROM jobs WHERE state IN ('pending', 'running') ORDER BY position")
         var ids: [String] = []
         while try statement.step() { ids.append(statement.text(0)) }
         statement.reset()
@@ -290,7 +290,7 @@ public final class SQLiteJobStore: JobStore, JobObserver {
                     case .events(let run, let events):
                         try self.writeEvents(run, events)
                     case .cancelRequested(let id):
-                        try self.writer.statement("UPDATE jobs SET cancel_requested = 1 WHERE id = ?").bind(.text(id)).run()
+                        try self.writer.prepared("UPDATE jobs SET cancel_requested = 1 WHERE id = ?").bind(.text(id)).run()
                     case .delete(let id, let promise):
                         let result = try self.writeDelete(id)
                         completions.append { promise.succeed(result) }
@@ -327,7 +327,7 @@ public final class SQLiteJobStore: JobStore, JobObserver {
     private func writeInsert(_ run: JobRun, document: ByteBuffer, idempotency: IdempotencyKey?) throws -> InsertResult {
         let db = self.writer
         if let idempotency {
-            let seen = try db.statement("SELECT id, body_hash FROM jobs WHERE idempotency_key = ?").bind(.text(idempotency.key))
+            let seen = try db.prepared("SELECT id, body_hash FROM jobs WHERE idempotency_key = ?").bind(.text(idempotency.key))
             if try seen.step() {
                 let id = seen.text(0)
                 let hash = UInt64(bitPattern: seen.int(1))
@@ -341,8 +341,7 @@ public final class SQLiteJobStore: JobStore, JobObserver {
         var labels = JSONObject()
         for key in spec.labels.keys.sorted() { labels[key] = .string(spec.labels[key]!) }
         let snapshot = run.snapshot
-        try db.statement(
-            "INSERT INTO jobs (id, name, document, labels, state, idempotency_key, body_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        try db.prepared("INSERT INTO jobs (id, name, document, labels, state, idempotency_key, body_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
         ).bind(
             .text(run.id),
             spec.name.map(SQLiteValue.text),
@@ -355,7 +354,7 @@ public final class SQLiteJobStore: JobStore, JobObserver {
         ).run()
         if !spec.labels.isEmpty {
             let position = db.lastInsertRowID
-            let statement = try db.statement("INSERT INTO labels (key, value, position) VALUES (?, ?, ?)")
+            let statement = try db.prepared("INSERT INTO labels (key, value, position) VALUES (?, ?, ?)")
             for (key, value) in spec.labels {
                 try statement.bind(.text(key), .text(value), .int(position)).run()
                 statement.reset()
@@ -373,13 +372,17 @@ public final class SQLiteJobStore: JobStore, JobObserver {
         let cached = self.cache.withLock { $0.runs[run.id] === run }
         if !cached {
             // Deleted meanwhile (or evicted): journal only for a job that still exists.
-            let exists = try db.statement("SELECT 1 FROM jobs WHERE id = ?").bind(.text(run.id))
+            let exists = try db.prepared("SELECT 1 FROM jobs WHERE id = ?").bind(.text(run.id))
             let found = try exists.step()
             exists.reset()
             guard found else { return }
         }
-        let insert = try db.statement("INSERT OR IGNORE INTO events (job_id, seq, type, time, task_id, data) VALUES (?, ?, ?, ?, ?, ?)")
-        var finished = false
+        let insert = try db.prepared("INSERT OR IGNORE INTO events (job_id, seq, type, time, task_id, data) VALUES (?, ?, ?, ?, ?, ?)")
+        // One row write per node and per job for the whole batch: the state its last event says.
+        var nodeOrder: [String] = []
+        var lastNodeEvent: [String: JobEventType] = [:]
+        var startedAt: Timestamp?
+        var ended = false
         for event in events {
             try insert.bind(
                 .text(run.id),
@@ -391,47 +394,52 @@ public final class SQLiteJobStore: JobStore, JobObserver {
             ).run()
             insert.reset()
             switch event.type {
-            case .jobCreated:
-                break
-            case .jobStarted:
-                try db.statement("UPDATE jobs SET state = 'running', started_at = ? WHERE id = ?")
-                    .bind(.int(event.time.milliseconds), .text(run.id)).run()
-            case .jobSucceeded, .jobFailed, .jobCancelled:
-                let snapshot = run.snapshot
-                try db.statement("UPDATE jobs SET state = ?, result = ?, error = ?, progress = ?, started_at = ?, finished_at = ? WHERE id = ?").bind(
-                    .text(snapshot.state.rawValue),
-                    snapshot.result.map { .text($0.jsonString) },
-                    snapshot.error.map { .text($0.json.jsonString) },
-                    .text(snapshot.progress.json.jsonString),
-                    snapshot.startedAt.map { .int($0.milliseconds) },
-                    .int((snapshot.finishedAt ?? event.time).milliseconds),
-                    .text(run.id)
-                ).run()
-                // Every node as it ends (pending ones included), so the job reads back as it was.
-                for (ordinal, record) in run.nodes.enumerated() { try self.writeNode(run.id, ordinal: ordinal, record) }
-                finished = true
+            case .jobCreated: break
+            case .jobStarted: startedAt = event.time
+            case .jobSucceeded, .jobFailed, .jobCancelled: ended = true
             case .taskStarted, .taskRetrying, .taskSucceeded, .taskFailed, .taskCancelled, .taskSkipped:
-                guard let taskId = event.taskId, let (ordinal, record) = run.indexedNode(taskId) else { continue }
-                var row = record
-                if event.type == .taskStarted || event.type == .taskRetrying {
-                    // The row says what this event says, even when the node has moved on since:
-                    // its outcome is written with the event that announces it.
-                    row.state = .running
-                    row.result = nil
-                    row.error = nil
-                    row.finishedAt = nil
-                } else if !record.state.isTerminal {
-                    continue
-                }
-                try self.writeNode(run.id, ordinal: ordinal, row)
+                guard let taskId = event.taskId else { continue }
+                if lastNodeEvent.updateValue(event.type, forKey: taskId) == nil { nodeOrder.append(taskId) }
             }
         }
-        if finished { _ = self.cacheFinished(run) }
+        for taskId in nodeOrder {
+            guard let type = lastNodeEvent[taskId], let (ordinal, record) = run.indexedNode(taskId) else { continue }
+            var row = record
+            if type == .taskStarted || type == .taskRetrying {
+                // The row says what the event says, even when the node has moved on since: its
+                // outcome is written with the event that announces it, in a later batch.
+                row.state = .running
+                row.result = nil
+                row.error = nil
+                row.finishedAt = nil
+            } else if !record.state.isTerminal {
+                continue
+            }
+            try self.writeNode(run.id, ordinal: ordinal, row)
+        }
+        if ended {
+            let snapshot = run.snapshot
+            try db.prepared("UPDATE jobs SET state = ?, result = ?, error = ?, progress = ?, started_at = ?, finished_at = ? WHERE id = ?").bind(
+                .text(snapshot.state.rawValue),
+                snapshot.result.map { .text($0.jsonString) },
+                snapshot.error.map { .text($0.json.jsonString) },
+                .text(snapshot.progress.json.jsonString),
+                snapshot.startedAt.map { .int($0.milliseconds) },
+                .int((snapshot.finishedAt ?? .now()).milliseconds),
+                .text(run.id)
+            ).run()
+            // Nodes that never ran have no events: store them too, so the job reads back whole.
+            for (ordinal, record) in run.nodes.enumerated() where record.state == .pending {
+                try self.writeNode(run.id, ordinal: ordinal, record)
+            }
+            _ = self.cacheFinished(run)
+        } else if let startedAt {
+            try db.prepared("UPDATE jobs SET state = 'running', started_at = ? WHERE id = ?").bind(.int(startedAt.milliseconds), .text(run.id)).run()
+        }
     }
 
     private func writeNode(_ jobID: String, ordinal: Int, _ record: NodeRecord) throws {
-        try self.writer.statement(
-            """
+        try self.writer.prepared("""
             INSERT INTO nodes (job_id, node_id, ordinal, type, action, executor, parent, state, attempts, result, error, started_at, finished_at)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (job_id, node_id) DO UPDATE SET state = excluded.state, attempts = excluded.attempts,
@@ -456,7 +464,7 @@ public final class SQLiteJobStore: JobStore, JobObserver {
 
     private func writeDelete(_ id: String) throws -> DeleteResult {
         let db = self.writer
-        let row = try db.statement("SELECT state, position FROM jobs WHERE id = ?").bind(.text(id))
+        let row = try db.prepared("SELECT state, position FROM jobs WHERE id = ?").bind(.text(id))
         guard try row.step() else { return .notFound }
         let stored = JobState(rawValue: row.text(0)) ?? .running
         let position = row.int(1)
@@ -471,10 +479,10 @@ public final class SQLiteJobStore: JobStore, JobObserver {
 
     private func deleteRows(_ id: String, position: Int64) throws {
         let db = self.writer
-        try db.statement("DELETE FROM events WHERE job_id = ?").bind(.text(id)).run()
-        try db.statement("DELETE FROM nodes WHERE job_id = ?").bind(.text(id)).run()
-        try db.statement("DELETE FROM labels WHERE position IN (SELECT position FROM jobs WHERE id = ?)").bind(.text(id)).run()
-        try db.statement("DELETE FROM jobs WHERE id = ?").bind(.text(id)).run()
+        try db.prepared("DELETE FROM events WHERE job_id = ?").bind(.text(id)).run()
+        try db.prepared("DELETE FROM nodes WHERE job_id = ?").bind(.text(id)).run()
+        try db.prepared("DELETE FROM labels WHERE position IN (SELECT position FROM jobs WHERE id = ?)").bind(.text(id)).run()
+        try db.prepared("DELETE FROM jobs WHERE id = ?").bind(.text(id)).run()
         self.cache.withLock { cache in
             cache.runs[id] = nil
             cache.count -= 1
@@ -484,7 +492,7 @@ public final class SQLiteJobStore: JobStore, JobObserver {
 
     /// Deletes up to 500 jobs that finished before `before`; `true` when there may be more.
     private func writeExpire(before: Timestamp) throws -> Bool {
-        let select = try self.writer.statement("SELECT id, position FROM jobs WHERE finished_at < ? ORDER BY finished_at LIMIT 500")
+        let select = try self.writer.prepared("SELECT id, position FROM jobs WHERE finished_at < ? ORDER BY finished_at LIMIT 500")
             .bind(.int(before.milliseconds))
         var doomed: [(String, Int64)] = []
         while try select.step() { doomed.append((select.text(0), select.int(1))) }
@@ -545,8 +553,7 @@ public final class SQLiteJobStore: JobStore, JobObserver {
     /// Rebuilds job `id` from the file: a finished job as it ended, an unfinished one ready to
     /// resume (nodes with a stored outcome keep it).
     private func load(_ id: String, _ db: SQLiteConnection) throws -> JobRun? {
-        let row = try db.statement(
-            "SELECT document, state, result, error, created_at, started_at, finished_at, cancel_requested FROM jobs WHERE id = ?"
+        let row = try db.prepared("SELECT document, state, result, error, created_at, started_at, finished_at, cancel_requested FROM jobs WHERE id = ?"
         ).bind(.text(id))
         guard try row.step() else { return nil }
         let document = try row.withBytes(0) { bytes in try JSONParser.parse(bytes, limits: Self.storedLimits) }
@@ -560,8 +567,7 @@ public final class SQLiteJobStore: JobStore, JobObserver {
         row.reset()
         let spec = try self.engine.decoder.decodeJob(document)
 
-        let nodes = try db.statement(
-            "SELECT node_id, type, action, executor, parent, state, attempts, result, error, started_at, finished_at FROM nodes WHERE job_id = ? ORDER BY ordinal"
+        let nodes = try db.prepared("SELECT node_id, type, action, executor, parent, state, attempts, result, error, started_at, finished_at FROM nodes WHERE job_id = ? ORDER BY ordinal"
         ).bind(.text(id))
         var records: [NodeRecord] = []
         while try nodes.step() {
@@ -583,7 +589,7 @@ public final class SQLiteJobStore: JobStore, JobObserver {
         }
         nodes.reset()
 
-        let eventRows = try db.statement("SELECT seq, type, time, task_id, data FROM events WHERE job_id = ? ORDER BY seq").bind(.text(id))
+        let eventRows = try db.prepared("SELECT seq, type, time, task_id, data FROM events WHERE job_id = ? ORDER BY seq").bind(.text(id))
         var events: [JobEvent] = []
         while try eventRows.step() {
             guard let type = JobEventType(rawValue: eventRows.text(1)) else { continue }

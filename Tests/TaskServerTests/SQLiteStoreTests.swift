@@ -1,0 +1,304 @@
+import Foundation
+import Logging
+import Testing
+
+@testable import TaskCore
+@testable import TaskGraph
+@testable import TaskServer
+
+/// The embedded SQLite store: schema, durability before `201`, reading back after a restart,
+/// resuming unfinished jobs from a crash image, list/delete/retention from the file.
+///
+/// A "crash image" is the data file and its WAL copied while the first server still runs, right
+/// after a flush: exactly what `kill -9` leaves on disk. (scripts/crash-test.py does the same with
+/// the real binary and SIGKILL.)
+@Suite(.timeLimit(.minutes(2)))
+struct SQLiteStoreTests {
+    static func temporaryDirectory() throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("taskserver-store-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    /// A server on `path`.
+    static func server(_ path: String, _ configure: @escaping (inout ServerConfiguration) -> Void = { _ in }) async throws -> TestServer {
+        try await TestServer.start { configuration in
+            configuration.dataPath = path
+            configure(&configuration)
+        }
+    }
+
+    /// Copies the store's file and WAL to a new directory after flushing: what a SIGKILL leaves.
+    static func crashImage(of server: TestServer, path: String) async throws -> String {
+        try await server.app.store.flush().value
+        let copy = try Self.temporaryDirectory() + "/taskserver.sqlite"
+        try FileManager.default.copyItem(atPath: path, toPath: copy)
+        if FileManager.default.fileExists(atPath: path + "-wal") {
+            try FileManager.default.copyItem(atPath: path + "-wal", toPath: copy + "-wal")
+        }
+        return copy
+    }
+
+    static let approval = jsonValue(
+        #"""
+        {"name": "approval", "labels": {"team": "data"}, "graph": {"type": "series", "id": "s", "steps": [
+            {"type": "task", "id": "a", "action": "value", "params": {"value": 42}},
+            {"type": "task", "id": "gate", "action": "await"},
+            {"type": "task", "id": "b", "action": "value", "params": {"value": "${tasks.gate.result}"}}]}}
+        """#
+    )
+
+    @Test func migrationsBuildTheSchemaOnceAndANewerFileIsRefused() throws {
+        let path = try Self.temporaryDirectory() + "/nested/dir/taskserver.sqlite"
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let engine = Engine()
+        defer { engine.shutdown() }
+        do {
+            let store = try SQLiteJobStore(path: path, engine: engine, logger: logger)
+            _ = store.shutdown()
+        }
+        let db = try SQLiteConnection(path: path)
+        #expect(try db.scalar("PRAGMA user_version") == Int64(SQLiteSchema.migrations.count))
+        #expect(try db.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('jobs', 'labels', 'nodes', 'events')") == 4)
+        // Opening again applies nothing twice.
+        _ = try SQLiteJobStore(path: path, engine: engine, logger: logger).shutdown()
+        try db.execute("PRAGMA user_version = 99")
+        #expect(throws: SQLiteError.self) { try SQLiteJobStore(path: path, engine: engine, logger: logger) }
+    }
+
+    @Test func aJobIsOnDiskBeforeItsCreatedResponse() async throws {
+        let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
+        let server = try await Self.server(path)
+        let id = try await server.submitID(Jobs.delay(5000))
+        // Another connection, as another process would see the file.
+        let db = try SQLiteConnection(path: path)
+        let row = try db.statement("SELECT state, document FROM jobs WHERE id = ?").bind(.text(id))
+        #expect(try row.step())
+        #expect(["pending", "running"].contains(row.text(0)))
+        #expect(row.text(1).contains("\"delay\""))
+        row.reset()
+        await server.stop()
+    }
+
+    @Test func finishedJobsReadBackAfterARestartExactlyAsTheyWere() async throws {
+        let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
+        let jobs: [JSONValue] = [
+            Self.approval,
+            Jobs.fail(code: "demo.boom", message: "no"),
+            jsonValue(
+                #"""
+                {"input": [1, 2, 3], "graph": {"type": "map", "id": "m", "items": "${input}", "template":
+                    {"type": "task", "id": "each", "action": "value", "params": {"value": "${input}"}}}}
+                """#
+            ),
+        ]
+        var before: [String: [JSONValue]] = [:]
+        var ids: [String] = []
+        do {
+            let server = try await Self.server(path)
+            for job in jobs {
+                let id = try await server.submitID(job)
+                if job == Self.approval {
+                    try await server.waitUntilStarted(id, task: "gate")
+                    let completed = try await server.post("/v1/jobs/\(id)/tasks/gate/complete", json: ["result": "yes"])
+                    #expect(completed.status == 200)
+                }
+                _ = try await server.finished(id)
+                ids.append(id)
+            }
+            for id in ids {
+                before[id] = [
+                    try await server.get("/v1/jobs/\(id)").json,
+                    try await server.get("/v1/jobs/\(id)/tasks").json,
+                    try await server.get("/v1/jobs/\(id)/events").json,
+                ]
+            }
+            await server.stop()
+        }
+        let server = try await Self.server(path)
+        for id in ids {
+            let after = [
+                try await server.get("/v1/jobs/\(id)").json,
+                try await server.get("/v1/jobs/\(id)/tasks").json,
+                try await server.get("/v1/jobs/\(id)/events").json,
+            ]
+            #expect(after == before[id], "job \(id) reads back differently after a restart")
+        }
+        #expect(before[ids[0]]?[0]["result"] == "yes")
+        #expect(before[ids[2]]?[1]["items"]?.arrayValue?.count == 4, "the map's instances are stored too")
+        await server.stop()
+    }
+
+    @Test func aRestartResumesUnfinishedJobsWithoutRerunningFinishedNodes() async throws {
+        let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
+        let first = try await Self.server(path)
+        let id = try await first.submitID(Self.approval)
+        try await first.waitUntilStarted(id, task: "gate")
+        let image = try await Self.crashImage(of: first, path: path)
+        await first.stop()
+
+        let second = try await Self.server(image)
+        let tasks = try await second.get("/v1/jobs/\(id)/tasks").json["items"]?.arrayValue ?? []
+        let byID = Dictionary(uniqueKeysWithValues: tasks.map { ($0["id"]?.stringValue ?? "", $0) })
+        #expect(byID["a"]?["state"] == "succeeded")
+        #expect(byID["a"]?["attempts"] == 1, "a finished before the crash and is not run again")
+        #expect(byID["gate"]?["state"] == "running")
+        #expect(byID["gate"]?["attempts"] == 2, "the await was in flight: it waits again as attempt 2")
+        let completed = try await second.post("/v1/jobs/\(id)/tasks/gate/complete", json: ["result": "approved"])
+        #expect(completed.status == 200)
+        let job = try await second.finished(id)
+        #expect(job["state"] == "succeeded")
+        #expect(job["result"] == "approved")
+        let events = try await second.get("/v1/jobs/\(id)/events").json["items"]?.arrayValue ?? []
+        #expect(events.map { $0["seq"]?.intValue ?? 0 } == Array(1...events.count), "seqs continue without gaps")
+        #expect(events.filter { $0["type"] == "task.started" && $0["taskId"] == "a" }.count == 1)
+        #expect(events.filter { $0["type"] == "job.created" }.count == 1)
+        await second.stop()
+    }
+
+    @Test func aDelayResumesWithItsRemainingTime() async throws {
+        let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
+        let first = try await Self.server(path)
+        let id = try await first.submitID(Jobs.delay(4000))
+        try await first.waitUntilStarted(id, task: "wait")
+        try await Task.sleep(for: .milliseconds(2500))
+        let image = try await Self.crashImage(of: first, path: path)
+        await first.stop()
+        let (job, elapsed) = try await elapsedMilliseconds {
+            let second = try await Self.server(image)
+            defer { Task { await second.stop() } }
+            return try await second.finished(id)
+        }
+        #expect(job["state"] == "succeeded")
+        #expect(elapsed < 3500, "about 1.5 s were left of the delay; it took \(elapsed) ms after the restart")
+    }
+
+    @Test func aCancellationRequestedBeforeACrashIsCarriedOut() async throws {
+        let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
+        let first = try await Self.server(path)
+        let id = try await first.submitID(Jobs.await())
+        try await first.waitUntilStarted(id, task: "approve")
+        // Stop the first server's job from finishing in the image: copy right after the 202.
+        let cancelled = try await first.post("/v1/jobs/\(id)/cancel")
+        #expect(cancelled.status == 202)
+        let image = try await Self.crashImage(of: first, path: path)
+        await first.stop()
+        let second = try await Self.server(image)
+        let job = try await second.finished(id)
+        #expect(job["state"] == "cancelled")
+        await second.stop()
+    }
+
+    @Test func idempotencyKeysKeepWorkingAcrossARestart() async throws {
+        let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
+        let job = Jobs.value(7)
+        let first = try await Self.server(path)
+        let created = try await first.post("/v1/jobs", json: job, headers: [("Idempotency-Key", "order-1")])
+        #expect(created.status == 201)
+        await first.stop()
+        let second = try await Self.server(path)
+        let again = try await second.post("/v1/jobs", json: job, headers: [("Idempotency-Key", "order-1")])
+        #expect(again.status == 200)
+        #expect(again.json["id"] == created.json["id"])
+        let other = try await second.post("/v1/jobs", json: Jobs.value(8), headers: [("Idempotency-Key", "order-1")])
+        expectProblem(other, 422, "idempotency.mismatch")
+        await second.stop()
+    }
+
+    @Test func listFiltersAndPagesFromTheFile() async throws {
+        let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
+        var ids: [String] = []
+        do {
+            let server = try await Self.server(path)
+            for index in 0..<30 {
+                let job = index % 3 == 0 ? Jobs.fail(code: "x.y", message: "no") : Jobs.value(.int(index))
+                let labelled = Jobs.with(job, ["labels": ["team": index % 2 == 0 ? "even" : "odd", "n": .string("\(index)")]])
+                ids.append(try await server.submitID(labelled, waitMs: 10_000))
+            }
+            await server.stop()
+        }
+        let server = try await Self.server(path)
+        func all(_ query: String) async throws -> [String] {
+            var found: [String] = []
+            var cursor: String?
+            repeat {
+                let target = "/v1/jobs?limit=7" + query + (cursor.map { "&cursor=\($0)" } ?? "")
+                let page = try await server.get(target).json
+                found += page["items"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
+                cursor = page["nextCursor"]?.stringValue
+            } while cursor != nil
+            return found
+        }
+        #expect(try await all("") == ids.reversed(), "newest first, every job once")
+        let even = ids.enumerated().filter { $0.offset % 2 == 0 }.map(\.element)
+        #expect(try await all("&label=team:even") == even.reversed())
+        let failed = ids.enumerated().filter { $0.offset % 3 == 0 }.map(\.element)
+        #expect(try await all("&state=failed") == failed.reversed())
+        #expect(try await all("&state=failed&label=team:odd&label=n:3") == [ids[3]])
+        let item = try await server.get("/v1/jobs?limit=1").json["items"]?.arrayValue?.first
+        #expect(item?["labels"] == ["n": "29", "team": "odd"])
+        #expect(item?["progress"]?["succeeded"] == 1)
+        await server.stop()
+    }
+
+    @Test func deleteRemovesEveryRowOfAFinishedJob() async throws {
+        let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
+        let server = try await Self.server(path)
+        let id = try await server.submitID(Jobs.with(Jobs.value(1), ["labels": ["k": "v"]]), waitMs: 10_000)
+        let running = try await server.submitID(Jobs.await())
+        expectProblem(try await server.delete("/v1/jobs/\(running)"), 409, "job.notTerminal")
+        #expect(try await server.delete("/v1/jobs/\(id)").status == 204)
+        #expect(try await server.get("/v1/jobs/\(id)").status == 404)
+        try await server.app.store.flush().value
+        let db = try SQLiteConnection(path: path)
+        for table in ["jobs", "nodes", "events"] {
+            let column = table == "jobs" ? "id" : "job_id"
+            #expect(try db.scalar("SELECT count(*) FROM \(table) WHERE \(column) = '\(id)'") == 0, "\(table) keeps rows of a deleted job")
+        }
+        #expect(try db.scalar("SELECT count(*) FROM labels") == 0)
+        await server.stop()
+        let again = try await Self.server(path)
+        #expect(try await again.get("/v1/jobs/\(id)").status == 404)
+        await again.stop()
+    }
+
+    @Test func retentionRemovesOldFinishedJobsOnly() async throws {
+        let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
+        let server = try await Self.server(path) { $0.retention = .seconds(1) }
+        let done = try await server.submitID(Jobs.value(1), waitMs: 10_000)
+        let waiting = try await server.submitID(Jobs.await())
+        var gone = false
+        for _ in 0..<60 where !gone {
+            try await Task.sleep(for: .milliseconds(100))
+            gone = try await server.get("/v1/jobs/\(done)").status == 404
+        }
+        #expect(gone, "a job finished more than 1 s ago is removed")
+        #expect(try await server.get("/v1/jobs/\(waiting)").status == 200, "an unfinished job is kept")
+        await server.stop()
+    }
+
+    @Test func concurrentSubmissionsAndReadsAllLand() async throws {
+        let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
+        let server = try await Self.server(path)
+        let ids = try await withThrowingTaskGroup(of: [String].self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    var ids: [String] = []
+                    for index in 0..<25 {
+                        ids.append(try await server.submitID(Jobs.value(.int(worker * 100 + index))))
+                        if index % 5 == 0 { #expect(try await server.get("/v1/jobs?limit=5").status == 200) }
+                    }
+                    return ids
+                }
+            }
+            var all: [String] = []
+            for try await ids in group { all += ids }
+            return all
+        }
+        #expect(Set(ids).count == 200)
+        await server.stop()
+        let db = try SQLiteConnection(path: path)
+        #expect(try db.scalar("SELECT count(*) FROM jobs") == 200)
+        #expect(try db.scalar("SELECT count(*) FROM jobs WHERE state = 'succeeded'") == 200, "every job's end was journalled before the stop")
+    }
+}
