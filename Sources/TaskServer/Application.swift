@@ -94,8 +94,7 @@ public final class Application: Sendable {
         let server = self.server.withLock { $0 }
         await server?.shutdown()
         // Everything journalled so far reaches the file before the process exits.
-        _ = try? await self.store.flush().value
-        self.store.close()
+        _ = try? await self.store.close().value
         self.engine.shutdown()
     }
 

@@ -55,13 +55,13 @@ struct SQLiteStoreTests {
         defer { engine.shutdown() }
         do {
             let store = try SQLiteJobStore(path: path, engine: engine, logger: logger)
-            _ = store.shutdown()
+            store.close()
         }
         let db = try SQLiteConnection(path: path)
         #expect(try db.scalar("PRAGMA user_version") == Int64(SQLiteSchema.migrations.count))
         #expect(try db.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('jobs', 'labels', 'nodes', 'events')") == 4)
         // Opening again applies nothing twice.
-        _ = try SQLiteJobStore(path: path, engine: engine, logger: logger).shutdown()
+        try SQLiteJobStore(path: path, engine: engine, logger: logger).close()
         try db.execute("PRAGMA user_version = 99")
         #expect(throws: SQLiteError.self) { try SQLiteJobStore(path: path, engine: engine, logger: logger) }
     }

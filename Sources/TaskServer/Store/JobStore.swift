@@ -28,8 +28,9 @@ public protocol JobStore: Sendable {
     func recoverUnfinished() throws -> [JobRun]
     /// The number of jobs held.
     var count: Int { get }
-    /// Writes what is queued and closes files.
-    func close()
+    /// Writes what is queued and closes files; completes when done.
+    @discardableResult
+    func close() -> Future<Void>
 }
 
 /// An `Idempotency-Key` header with a hash of the request body it came with.

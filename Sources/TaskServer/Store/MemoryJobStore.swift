@@ -92,7 +92,8 @@ public final class MemoryJobStore: JobStore {
     public func flush() -> Future<Void> { Future(value: ()) }
     public func noteCancelRequested(_ run: JobRun) {}
     public func recoverUnfinished() -> [JobRun] { [] }
-    public func close() {}
+    @discardableResult
+    public func close() -> Future<Void> { Future(value: ()) }
 
     public var count: Int { self.state.withLock { $0.runs.count } }
 }

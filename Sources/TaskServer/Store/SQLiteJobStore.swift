@@ -51,6 +51,8 @@ public final class SQLiteJobStore: JobStore, JobObserver {
     private let writer: SQLiteConnection
     private let writerPool = WorkerPool(name: "store-writer", size: 1)
     private let readerPool = WorkerPool(name: "store-readers", size: 2)
+    /// Completes the futures of committed writes, in commit order (one thread).
+    private let completionPool = WorkerPool(name: "store-completions", size: 1)
     private let readers: Mutex<[SQLiteConnection]>
     private let cache = Mutex(Cache())
     private let queue = Mutex(WriteQueue())
@@ -209,27 +211,24 @@ public final class SQLiteJobStore: JobStore, JobObserver {
         return runs
     }
 
-    public func close() {
+    /// Writes what is queued, checkpoints the WAL into the file and lets the store's threads exit;
+    /// the future completes when that is done.
+    @discardableResult
+    public func close() -> Future<Void> {
         if let timer = self.retentionTimer.withLock({ $0 }) { TimerQueue.shared.cancel(timer) }
-        let done = Promise<Void>()
-        self.enqueue(.flush(done))
-        done.future.whenComplete { _ in
+        let closed = Promise<Void>()
+        self.flush().whenComplete { _ in
             self.writerPool.execute {
                 try? self.writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self.completionPool.execute {
+                    self.writerPool.shutdown()
+                    self.readerPool.shutdown()
+                    self.completionPool.shutdown()
+                    closed.succeed(())
+                }
             }
         }
-    }
-
-    /// Completes once everything queued is written and the pools are told to stop.
-    public func shutdown() -> Future<Void> {
-        self.close()
-        let promise = Promise<Void>()
-        self.writerPool.execute {
-            self.writerPool.shutdown()
-            self.readerPool.shutdown()
-            promise.succeed(())
-        }
-        return promise.future
+        return closed.future
     }
 
     // MARK: - JobObserver
@@ -277,7 +276,7 @@ public final class SQLiteJobStore: JobStore, JobObserver {
 
     /// Writes `batch` in one transaction; then completes its futures (outside the transaction).
     private func commit(_ batch: [Write]) {
-        var completions: [() -> Void] = []
+        var completions: [@Sendable () -> Void] = []
         completions.reserveCapacity(batch.count)
         var continueExpiring: Timestamp?
         do {
@@ -320,7 +319,12 @@ public final class SQLiteJobStore: JobStore, JobObserver {
                 }
             }
         }
-        for completion in completions { completion() }
+        // The waiting requests continue on another thread (starting their jobs, building their
+        // responses) while this one commits the next batch.
+        if !completions.isEmpty {
+            let finished = completions
+            self.completionPool.execute { for completion in finished { completion() } }
+        }
         if let continueExpiring { self.enqueue(.expire(before: continueExpiring)) }
     }
 
