@@ -12,7 +12,10 @@ bin=$(swift build -c release --show-bin-path)
 ts=$!
 "$bin/bare-nio" 18090 >/dev/null 2>&1 &
 bare=$!
-trap 'kill $ts $bare 2>/dev/null || true' EXIT
+datadir=$(mktemp -d)
+"$bin/taskserver" serve --data "$datadir/taskserver.sqlite" --port 18081 --log-level error >/dev/null 2>&1 &
+durable=$!
+trap 'kill $ts $bare $durable 2>/dev/null || true; rm -rf "$datadir"' EXIT
 sleep 1
 
 field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
@@ -27,6 +30,9 @@ cat Benchmarks/wrk/post-job.lua Benchmarks/wrk/report.lua > /tmp/ts-post.lua
 cat Benchmarks/wrk/post-job-wait.lua Benchmarks/wrk/report.lua > /tmp/ts-post-wait.lua
 bare_post=$(wrk -t1 -c64 -d"${secs}s" -s /tmp/ts-post.lua http://127.0.0.1:18090/ | grep RESULT | field rps)
 ts_post=$(wrk -t1 -c64 -d"${secs}s" -s /tmp/ts-post.lua http://127.0.0.1:18080/v1/jobs | grep RESULT | field rps)
+durable_line=$(wrk -t1 -c64 -d"${secs}s" -s /tmp/ts-post.lua http://127.0.0.1:18081/v1/jobs | grep RESULT)
+durable_post=$(echo "$durable_line" | field rps)
+durable16_line=$(wrk -t1 -c16 -d"${secs}s" -s /tmp/ts-post.lua http://127.0.0.1:18081/v1/jobs | grep RESULT)
 wait_line=$(wrk -t1 -c32 -d"${secs}s" -s /tmp/ts-post-wait.lua http://127.0.0.1:18080/ | grep RESULT)
 
 echo "bare_get_rps $bare_get req/s"
@@ -34,8 +40,12 @@ echo "healthz_rps $ts_health req/s"
 echo "get_job_rps $ts_getjob req/s"
 echo "bare_post_codable_rps $bare_post req/s"
 echo "post_job_rps $ts_post req/s"
+echo "post_job_durable_rps $durable_post req/s (SQLite, synchronous=FULL, 64 connections)"
+echo "post_job_durable_p99 $(echo "$durable_line" | field p99) ms (64 connections)"
+echo "post_job_durable_c16_rps $(echo "$durable16_line" | field rps) req/s, p99 $(echo "$durable16_line" | field p99) ms (16 connections)"
 echo "submit_wait_rps $(echo "$wait_line" | field rps) req/s"
 echo "submit_wait_p50 $(echo "$wait_line" | field p50) ms"
 echo "submit_wait_p99 $(echo "$wait_line" | field p99) ms"
 awk -v a="$ts_health" -v b="$bare_get" 'BEGIN { printf "healthz_vs_bare_get %.2f ratio\n", a / b }'
 awk -v a="$ts_post" -v b="$bare_post" 'BEGIN { printf "post_job_vs_bare_post %.2f ratio\n", a / b }'
+awk -v a="$durable_post" -v b="$ts_post" 'BEGIN { printf "durable_vs_memory_post %.2f ratio\n", a / b }'

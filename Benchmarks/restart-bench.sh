@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Restart time of the durable store: a data file with 100,000 finished jobs and 1,000 unfinished
+# ones (each waiting in an `await` task), then the time from starting the server to its first
+# `200` on /readyz — every unfinished job resumed by then.
+# The file is made by the server itself (one finished job, one waiting job, then SIGKILL) and the
+# rows are multiplied with SQL, so it holds exactly what the server writes.
+# Usage: Benchmarks/restart-bench.sh [finished, default 100000] [unfinished, default 1000]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+finished=${1:-100000}
+unfinished=${2:-1000}
+command -v sqlite3 >/dev/null || { apt-get update -qq && apt-get install -y -qq sqlite3; }
+swift build -c release --product taskserver >/dev/null
+bin=$(swift build -c release --show-bin-path)/taskserver
+dir=$(mktemp -d)
+db=$dir/taskserver.sqlite
+port=18383
+url=http://127.0.0.1:$port
+
+"$bin" serve --data "$db" --port $port --log-level error >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 100); do curl -fsS $url/healthz >/dev/null 2>&1 && break; sleep 0.05; done
+done_id=$(curl -fsS "$url/v1/jobs?waitMs=5000" -H 'content-type: application/json' \
+    -d '{"labels":{"kind":"done"},"graph":{"type":"series","id":"s","steps":[{"type":"task","id":"a","action":"value","params":{"value":1}},{"type":"task","id":"b","action":"value","params":{"value":2}}]}}' | jq -r .id)
+wait_id=$(curl -fsS "$url/v1/jobs" -H 'content-type: application/json' \
+    -d '{"labels":{"kind":"waiting"},"graph":{"type":"series","id":"s","steps":[{"type":"task","id":"a","action":"value","params":{"value":1}},{"type":"task","id":"gate","action":"await"}]}}' | jq -r .id)
+sleep 0.5
+kill -9 $pid
+wait $pid 2>/dev/null || true
+
+copy() { # copy ID COUNT PREFIX
+    sqlite3 "$db" <<SQL
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $2)
+INSERT INTO jobs (id, name, document, labels, state, result, error, progress, created_at, started_at, finished_at)
+    SELECT printf('$3%07d', i), name, document, labels, state, result, error, progress, created_at, started_at, finished_at
+    FROM jobs, n WHERE id = '$1';
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $2)
+INSERT INTO nodes SELECT printf('$3%07d', i), node_id, ordinal, type, action, executor, parent, state, attempts, result, error, started_at, finished_at
+    FROM nodes, n WHERE job_id = '$1';
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $2)
+INSERT INTO events SELECT printf('$3%07d', i), seq, type, time, task_id, data FROM events, n WHERE job_id = '$1';
+SQL
+}
+copy "$done_id" "$finished" f
+copy "$wait_id" "$((unfinished - 1))" w
+echo "data file: $(sqlite3 "$db" "SELECT count(*) FROM jobs WHERE state IN ('succeeded','failed','cancelled')") finished, $(sqlite3 "$db" "SELECT count(*) FROM jobs WHERE state IN ('pending','running')") unfinished, $(du -h "$db" | cut -f1)"
+
+start=$(date +%s%N)
+"$bin" serve --data "$db" --port $port --log-level error >/dev/null 2>&1 &
+pid=$!
+trap 'kill $pid 2>/dev/null || true' EXIT
+until curl -fsS $url/readyz >/dev/null 2>&1; do sleep 0.005; done
+end=$(date +%s%N)
+echo "restart_ready_ms $(( (end - start) / 1000000 )) ms"
+# The resumed jobs wait again; finished ones read back from the file.
+echo "resumed job: $(curl -fsS $url/v1/jobs/w0000001/tasks/gate | jq -c '{state, attempts}')"
+echo "finished job: $(curl -fsS $url/v1/jobs/f0000001 | jq -c '{state, result}')"
