@@ -18,13 +18,26 @@ public final class Application: Sendable {
     public let engine: Engine
     public let store: any JobStore
     public let logger: Logger
+    /// The libcurl client of `http` tasks (and, later, webhooks).
+    public let outbound: CurlClient
     let metrics: Metrics
     private let draining = Atomic<Bool>(false)
     private let server = Mutex<HTTPServer?>(nil)
 
+    /// - Parameter actions: the actions jobs may use; `http` (on this application's `CurlClient`)
+    ///   is added unless the registry already has one.
     public init(configuration: ServerConfiguration, store: (any JobStore)? = nil, actions: ActionRegistry = .builtins, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
+        self.outbound = CurlClient(
+            configuration: CurlClient.Configuration(
+                maxConcurrentTransfers: configuration.outbound.maxConcurrentTransfers,
+                maxResponseBytes: configuration.outbound.maxResponseBytes,
+                policy: configuration.outbound.policy
+            )
+        )
+        var actions = actions
+        if actions["http"] == nil { actions.register(HTTPAction(client: self.outbound)) }
         self.engine = Engine(
             configuration: EngineConfiguration(
                 executors: configuration.executors,
@@ -79,6 +92,7 @@ public final class Application: Sendable {
         self.beginDraining()
         let server = self.server.withLock { $0 }
         await server?.shutdown()
+        self.outbound.shutdown()
         self.engine.shutdown()
     }
 

@@ -28,6 +28,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Most nodes per job (env TASKSERVER_MAX_NODES; default 10000).")
     var maxNodes: Int?
 
+    @Option(name: .customLong("outbound-allow"), help: ArgumentHelp("Let http tasks and webhooks reach this CIDR range even where built-in rules deny it; repeatable (env TASKSERVER_OUTBOUND_ALLOW, comma-separated).", valueName: "cidr"))
+    var outboundAllow: [String] = []
+
+    @Option(name: .customLong("outbound-deny"), help: ArgumentHelp("Keep http tasks and webhooks from this CIDR range; repeatable; the most specific range wins (env TASKSERVER_OUTBOUND_DENY, comma-separated).", valueName: "cidr"))
+    var outboundDeny: [String] = []
+
     @Flag(help: "Keep jobs in memory only (env TASKSERVER_MEMORY=1). This build has only the in-memory store.")
     var memory = false
 
@@ -106,7 +112,14 @@ struct Serve: AsyncParsableCommand {
         if let value = try self.maxNodes ?? environment["TASKSERVER_MAX_NODES"].map({ try Self.integer($0, "TASKSERVER_MAX_NODES") }) {
             configuration.maxNodes = value
         }
+        configuration.outbound.allow = self.outboundAllow.isEmpty ? Self.list(environment["TASKSERVER_OUTBOUND_ALLOW"]) : self.outboundAllow
+        configuration.outbound.deny = self.outboundDeny.isEmpty ? Self.list(environment["TASKSERVER_OUTBOUND_DENY"]) : self.outboundDeny
         return configuration
+    }
+
+    /// A comma-separated environment value as a list (nil or empty: none).
+    static func list(_ text: String?) -> [String] {
+        text.map { $0.split(separator: ",").map { String($0.trimmingCharacters(in: .whitespaces)) } } ?? []
     }
 
     static func integer(_ text: String, _ name: String) throws -> Int {

@@ -1194,3 +1194,27 @@ enum FieldSuggestion {
         return table[a.count * width + b.count]
     }
 }
+
+// MARK: - Checks shared with the server
+
+extension JobDecoder {
+    /// Whether `text` is an absolute `http`/`https` URL with a host, as `webhook.url` must be (the
+    /// server applies the same rule to `--webhook-url` and to the `http` action's `url`).
+    public static func isHTTPURL(_ text: String) -> Bool { DecodeState.isHTTPURL(text) }
+
+    /// Whether `name` is an HTTP header name (an RFC 9110 token).
+    public static func isHeaderName(_ name: String) -> Bool { DecodeState.isHeaderName(name) }
+
+    /// Why `secret` is not a usable webhook secret (nil when it is): `whsec_` followed by base64 of
+    /// 1…64 bytes, or any other non-empty text of at most 256 characters (raw key bytes).
+    public static func webhookSecretProblem(_ secret: String) -> String? {
+        if secret.hasPrefix("whsec_") {
+            guard let length = DecodeState.base64DecodedLength(secret.utf8.dropFirst(6)), (1...64).contains(length) else {
+                return "a secret starting with \"whsec_\" must continue with base64 that decodes to 1 to 64 bytes"
+            }
+            return nil
+        }
+        if secret.isEmpty || !DecodeState.fits(secret, 256) { return "must be a non-empty string of at most 256 characters" }
+        return nil
+    }
+}

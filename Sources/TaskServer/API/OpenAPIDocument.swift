@@ -1068,6 +1068,19 @@ components:
         | `http` | `method` (GET), `url`, `headers`, `body`, `timeoutMs` (30 000), `expectStatus` (`["2xx"]`) | `{status, headers, body}`; errors `http.status`, `http.timeout`, `http.connect`, `http.error` |
         | `await` | `timeoutMs` | completed by `POST …/tasks/{taskId}/complete`; `task.timeout` on timeout |
 
+        `http` is made with libcurl. `method` is GET, HEAD, POST, PUT, PATCH,
+        DELETE or OPTIONS; a string `body` is sent as is (`text/plain` unless
+        a `content-type` header is given), any other JSON value as JSON
+        (`application/json`); `headers` values are strings, numbers or
+        booleans; `timeoutMs` (1…3 600 000) bounds the whole exchange. In the
+        result, header names are lowercased and a JSON response body is
+        parsed (any other body is a string; at most 4 MiB, else `http.error`).
+        `http.status` carries `details.status` and the first 1 KiB of the body
+        as `details.body`. Redirects are not followed. Link-local and
+        cloud-metadata addresses are refused (`http.connect` with
+        `details.reason: policy`). An attempt holds one slot of its executor;
+        cancellation aborts the transfer at once.
+
         An unknown action or executor is `422 graph.invalid` with a pointer.
       additionalProperties: false
       required: [type, action]

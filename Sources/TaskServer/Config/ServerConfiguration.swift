@@ -22,8 +22,29 @@ public struct ServerConfiguration: Sendable {
     public var maxListLimit: Int = 1000
     /// Most concurrent connections (default 4,096).
     public var maxConnections: Int = 4096
+    /// Outbound requests (`http` tasks and webhooks): address policy and client limits.
+    public var outbound = Outbound()
 
     public init() {}
+
+    /// Outbound request settings.
+    public struct Outbound: Sendable {
+        /// CIDR ranges that outbound requests may reach even if built-in rules deny them (`--outbound-allow`).
+        public var allow: [String] = []
+        /// CIDR ranges that outbound requests may not reach (`--outbound-deny`).
+        public var deny: [String] = []
+        /// Most transfers in progress at once (default 256; more wait in FIFO order).
+        public var maxConcurrentTransfers: Int = 256
+        /// Largest response body an `http` task accepts (default 4 MiB).
+        public var maxResponseBytes: Int = 4 << 20
+
+        public init() {}
+
+        /// The address policy these settings describe (invalid ranges are skipped; `validate` reports them).
+        public var policy: AddressPolicy {
+            AddressPolicy(allow: self.allow.compactMap { CIDR($0) }, deny: self.deny.compactMap { CIDR($0) })
+        }
+    }
 
     /// Checks the values; the message names the setting and why it is wrong.
     public func validate() throws(ConfigurationError) {
@@ -40,6 +61,14 @@ public struct ServerConfiguration: Sendable {
         guard (1...10_000_000).contains(self.maxNodes) else { throw ConfigurationError("--max-nodes must be from 1 to 10000000") }
         for key in self.apiKeys where key.utf8.count < 16 {
             throw ConfigurationError("--api-key: keys must be at least 16 characters long")
+        }
+        for (flag, ranges) in [("--outbound-allow", self.outbound.allow), ("--outbound-deny", self.outbound.deny)] {
+            for range in ranges where CIDR(range) == nil {
+                throw ConfigurationError("\(flag): \"\(range.prefix(100))\" is not an IP range; use CIDR notation such as 10.0.0.0/8, fd00::/8 or 192.0.2.7")
+            }
+        }
+        guard self.outbound.maxConcurrentTransfers >= 1, self.outbound.maxResponseBytes >= 1 else {
+            throw ConfigurationError("outbound limits must be at least 1")
         }
     }
 }

@@ -88,6 +88,11 @@ final class Metrics: JobObserver {
         line("# HELP taskserver_executor_completed_total Work finished on each executor.")
         line("# TYPE taskserver_executor_completed_total counter")
         for entry in executors { line("taskserver_executor_completed_total{executor=\"\(entry.name)\"} \(entry.statistics.completed)") }
+        let outbound = app.outbound.statistics
+        line("# HELP taskserver_outbound_transfers Outbound HTTP transfers (http tasks, webhooks) in progress and waiting.")
+        line("# TYPE taskserver_outbound_transfers gauge")
+        line("taskserver_outbound_transfers{state=\"active\"} \(outbound.active)")
+        line("taskserver_outbound_transfers{state=\"queued\"} \(outbound.queued)")
         line("# HELP taskserver_http_responses_total HTTP responses by status code.")
         line("# TYPE taskserver_http_responses_total counter")
         for code in state.responses.keys.sorted() { line("taskserver_http_responses_total{code=\"\(code)\"} \(state.responses[code]!)") }
