@@ -18,15 +18,29 @@ public final class Application: Sendable {
     public let engine: Engine
     public let store: any JobStore
     public let logger: Logger
-    /// The libcurl client of `http` tasks (and, later, webhooks).
+    /// The libcurl client of `http` tasks and webhooks.
     public let outbound: CurlClient
+    /// The webhook outbox, the planner that fills it and the dispatcher that empties it.
+    public let deliveryStore: any DeliveryStore
+    public let webhookPlanner: WebhookPlanner
+    public let dispatcher: WebhookDispatcher
     let metrics: Metrics
     private let draining = Atomic<Bool>(false)
     private let server = Mutex<HTTPServer?>(nil)
 
-    /// - Parameter actions: the actions jobs may use; `http` (on this application's `CurlClient`)
-    ///   is added unless the registry already has one.
-    public init(configuration: ServerConfiguration, store: (any JobStore)? = nil, actions: ActionRegistry = .builtins, logger: Logger) {
+    /// - Parameters:
+    ///   - store: the job store (default in memory). A store that conforms to `WebhookJournaling`
+    ///     plans and dispatches webhook deliveries itself; otherwise a `WebhookObserver` does.
+    ///   - deliveryStore: the webhook outbox (default in memory).
+    ///   - actions: the actions jobs may use; `http` (on this application's `CurlClient`) is added
+    ///     unless the registry already has one.
+    public init(
+        configuration: ServerConfiguration,
+        store: (any JobStore)? = nil,
+        deliveryStore: (any DeliveryStore)? = nil,
+        actions: ActionRegistry = .builtins,
+        logger: Logger
+    ) {
         self.configuration = configuration
         self.logger = logger
         self.outbound = CurlClient(
@@ -46,8 +60,30 @@ public final class Application: Sendable {
             )
         )
         self.store = store ?? MemoryJobStore()
-        self.metrics = Metrics()
-        self.engine.addObserver(self.metrics)
+        let metrics = Metrics()
+        self.metrics = metrics
+        self.engine.addObserver(metrics)
+        self.deliveryStore = deliveryStore ?? MemoryDeliveryStore()
+        self.webhookPlanner = WebhookPlanner(configuration: configuration)
+        var backgroundLogger = logger
+        backgroundLogger[metadataKey: "activity"] = "webhooks"
+        self.dispatcher = WebhookDispatcher(
+            client: self.outbound,
+            store: self.deliveryStore,
+            serverSecret: configuration.webhooks.secret,
+            configuration: WebhookDispatcher.Configuration(
+                attemptTimeout: configuration.webhooks.attemptTimeout,
+                maxConcurrentPerEndpoint: configuration.webhooks.maxConcurrentPerEndpoint,
+                maxConcurrent: configuration.webhooks.maxConcurrent
+            ),
+            logger: backgroundLogger,
+            onAttempt: { metrics.webhookAttempt($0) }
+        )
+        if let journaling = self.store as? any WebhookJournaling {
+            journaling.attachWebhooks(planner: self.webhookPlanner, deliveries: self.deliveryStore, dispatcher: self.dispatcher)
+        } else {
+            self.engine.addObserver(WebhookObserver(planner: self.webhookPlanner, store: self.deliveryStore, dispatcher: self.dispatcher))
+        }
     }
 
     /// The routes of the API (the test that compares them with openapi.yaml reads this too).
@@ -55,6 +91,7 @@ public final class Application: Sendable {
         var router = Router()
         JobsAPI(app: self).register(in: &router)
         TasksAPI(app: self).register(in: &router)
+        DeliveriesAPI(app: self).register(in: &router)
         ServiceAPI(app: self).register(in: &router)
         if !self.configuration.apiKeys.isEmpty { router = Authentication(keys: self.configuration.apiKeys).protect(router) }
         return router
@@ -76,7 +113,10 @@ public final class Application: Sendable {
             metrics.httpResponse(status: Int(response.status.code), nanoseconds: duration)
         }
         self.server.withLock { $0 = server }
-        return try await server.start()
+        let port = try await server.start()
+        // Deliveries a durable outbox still holds from before a restart (none in memory).
+        self.dispatcher.resume(self.deliveryStore.pending())
+        return port
     }
 
     /// Readiness turns 503 and new jobs are refused (`server.draining`); requests already in
@@ -92,6 +132,7 @@ public final class Application: Sendable {
         self.beginDraining()
         let server = self.server.withLock { $0 }
         await server?.shutdown()
+        self.dispatcher.shutdown()
         self.outbound.shutdown()
         self.engine.shutdown()
     }
@@ -137,22 +178,14 @@ public final class Application: Sendable {
     /// A job decoded and validated, or a 422 with every problem.
     func decodeJob(_ json: JSONValue) throws(HTTPProblem) -> JobSpec {
         do {
-            let spec = try self.engine.decoder.decodeJob(json)
-            if spec.webhook != nil {
-                // Outbound delivery (libcurl, signing, the outbox) is not built yet: refuse rather
-                // than accept a webhook that would never be called.
-                throw ValidationError([ValidationProblem(pointer: "/webhook", message: "webhook delivery is not available in this version of the server")])
-            }
-            return spec
-        } catch let error as ValidationError {
+            return try self.engine.decoder.decodeJob(json)
+        } catch {
             throw HTTPProblem(
                 .unprocessableEntity,
                 code: "graph.invalid",
                 detail: error.problems.count == 1 ? "the job is invalid: \(error.problems[0])" : "the job is invalid (\(error.problems.count) problems)",
                 errors: error.problems
             )
-        } catch {
-            throw HTTPProblem.internalError
         }
     }
 

@@ -28,6 +28,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Most nodes per job (env TASKSERVER_MAX_NODES; default 10000).")
     var maxNodes: Int?
 
+    @Option(help: "Default webhook for every job's job.* events (env TASKSERVER_WEBHOOK_URL).")
+    var webhookUrl: String?
+
+    @Option(help: "Signing secret of the default webhook, whsec_<base64> (env TASKSERVER_WEBHOOK_SECRET; prefer the env var).")
+    var webhookSecret: String?
+
     @Option(name: .customLong("outbound-allow"), help: ArgumentHelp("Let http tasks and webhooks reach this CIDR range even where built-in rules deny it; repeatable (env TASKSERVER_OUTBOUND_ALLOW, comma-separated).", valueName: "cidr"))
     var outboundAllow: [String] = []
 
@@ -112,6 +118,8 @@ struct Serve: AsyncParsableCommand {
         if let value = try self.maxNodes ?? environment["TASKSERVER_MAX_NODES"].map({ try Self.integer($0, "TASKSERVER_MAX_NODES") }) {
             configuration.maxNodes = value
         }
+        configuration.webhooks.url = self.webhookUrl ?? environment["TASKSERVER_WEBHOOK_URL"]
+        configuration.webhooks.secret = self.webhookSecret ?? environment["TASKSERVER_WEBHOOK_SECRET"]
         configuration.outbound.allow = self.outboundAllow.isEmpty ? Self.list(environment["TASKSERVER_OUTBOUND_ALLOW"]) : self.outboundAllow
         configuration.outbound.deny = self.outboundDeny.isEmpty ? Self.list(environment["TASKSERVER_OUTBOUND_DENY"]) : self.outboundDeny
         return configuration

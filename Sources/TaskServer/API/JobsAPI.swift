@@ -106,7 +106,9 @@ struct JobsAPI: Sendable {
     @Sendable func delete(_ request: Request) throws -> Future<Response> {
         let id = request.parameter("id")
         switch self.app.store.delete(id) {
-        case .deleted: return Future(value: Response(status: .noContent))
+        case .deleted:
+            self.app.deliveryStore.remove(jobID: id)
+            return Future(value: Response(status: .noContent))
         case .notFound: throw HTTPProblem.notFound("job.notFound", "no job \(id)")
         case .notTerminal: throw HTTPProblem.conflict("job.notTerminal", "the job is still running; cancel it first")
         }

@@ -446,6 +446,30 @@ paths:
         '401': {$ref: '#/components/responses/Unauthorized'}
         '404': {$ref: '#/components/responses/NotFound'}
 
+  /v1/jobs/{id}/deliveries:
+    parameters:
+      - $ref: '#/components/parameters/JobId'
+    get:
+      tags: [webhooks]
+      operationId: listDeliveries
+      summary: Read a job's webhook deliveries
+      description: |
+        One item per event and endpoint (the job's own `webhook` and the
+        server-wide `--webhook-url`), ordered by event `seq`, with every
+        attempt so far. A delivery is `pending` until an attempt is answered
+        `2xx` (`delivered`) or it fails for good (`failed`: `maxAttempts`
+        reached, or `410 Gone`). A job without webhooks has no deliveries.
+        Credentials in a webhook URL are not shown.
+      responses:
+        '200':
+          description: The deliveries, oldest event first.
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/DeliveryList'
+        '401': {$ref: '#/components/responses/Unauthorized'}
+        '404': {$ref: '#/components/responses/NotFound'}
+
   /v1/jobs/{id}/graph:
     parameters:
       - $ref: '#/components/parameters/JobId'
@@ -1338,7 +1362,9 @@ components:
       description: |
         Retries of a failed delivery, with exponential backoff and jitter.
         The pause before attempt *n+1* is `delayMs × backoff^(n-1)`, capped at
-        `maxDelayMs`.
+        `maxDelayMs`; with `jitter` it is drawn at random between half of that
+        and all of it. A longer `Retry-After` on `429`/`503` is honoured (up to
+        one day).
       additionalProperties: false
       properties:
         maxAttempts:
@@ -1361,6 +1387,9 @@ components:
           minimum: 0
           maximum: 86400000
           default: 60000
+        jitter:
+          type: boolean
+          default: true
 
     # --------------------------------------------------------------- jobs
     JobState:

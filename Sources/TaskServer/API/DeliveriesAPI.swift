@@ -1,0 +1,18 @@
+import NIOHTTP1
+import TaskCore
+import TaskGraph
+
+/// `GET /v1/jobs/{id}/deliveries`: the job's webhook deliveries and their attempts (SPEC §4).
+struct DeliveriesAPI: Sendable {
+    let app: Application
+
+    func register(in router: inout Router) {
+        router.add(.GET, "/v1/jobs/{id}/deliveries", self.list)
+    }
+
+    @Sendable func list(_ request: Request) throws -> Future<Response> {
+        let run = try self.app.run(request.parameter("id"))
+        let items = self.app.deliveryStore.deliveries(jobID: run.id).map(\.json)
+        return Future(value: .json(["items": .array(items)]))
+    }
+}
