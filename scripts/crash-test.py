@@ -12,6 +12,8 @@ After each restart the script completes the awaits still open and checks that ev
 a 201 exists and reaches its expected terminal state with the expected result, that no finished
 node ran twice (a leaf's `attempts` equals its `task.started` events and it has at most one
 terminal event), and that awaits completed before the kill stay completed with their result.
+Jobs with delays and awaits also have a webhook to a local receiver that refuses every delivery
+(503) until the first kill: the deliveries queued before it must arrive after the restart.
 Exit status 0 when every check passes.
 """
 import json
@@ -26,6 +28,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 BIN = sys.argv[1]
 random.seed(7)
@@ -95,14 +98,14 @@ def make_job(kind, n):
     """A job and what it must end as: (job, state, result or error code)."""
     if kind == "delay":
         ms = random.randint(200, 1500)
-        job = {"labels": {"kind": kind}, "input": n, "graph": {"type": "series", "id": "s", "steps": [
+        job = {"labels": {"kind": kind}, "input": n, "webhook": WEBHOOK, "graph": {"type": "series", "id": "s", "steps": [
             {"type": "task", "id": "a", "action": "value", "params": {"value": n}},
             {"type": "task", "id": "wait", "action": "delay", "params": {"ms": ms}},
             {"type": "task", "id": "b", "action": "value", "params": {"value": "${tasks.a.result}"}},
         ]}}
         return job, "succeeded", n
     if kind == "await":
-        job = {"labels": {"kind": kind}, "graph": {"type": "series", "id": "s", "steps": [
+        job = {"labels": {"kind": kind}, "webhook": WEBHOOK, "graph": {"type": "series", "id": "s", "steps": [
             {"type": "task", "id": "a", "action": "value", "params": {"value": n}},
             {"type": "task", "id": "gate", "action": "await"},
         ]}}
@@ -119,6 +122,41 @@ def make_job(kind, n):
     job = {"labels": {"kind": "value"}, "graph": {"type": "task", "id": "t", "action": "value", "params": {"value": n}}}
     return job, "succeeded", n
 
+
+class Receiver(BaseHTTPRequestHandler):
+    """Webhook receiver: 503 until `accepting` is set, then 204; records what it accepted."""
+    accepting = threading.Event()
+    received = {}  # job id -> set of event types delivered
+    lock = threading.Lock()
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        if not Receiver.accepting.is_set():
+            self.send_response(503)
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
+        event = json.loads(body)
+        data = event["data"]
+        job_id = data.get("job", {}).get("id") or data.get("jobId")
+        with Receiver.lock:
+            Receiver.received.setdefault(job_id, set()).add(event["type"])
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+class QuietServer(ThreadingHTTPServer):
+    request_queue_size = 512
+    daemon_threads = True
+
+
+receiver = QuietServer(("127.0.0.1", 0), Receiver)
+threading.Thread(target=receiver.serve_forever, daemon=True).start()
+WEBHOOK = {"url": f"http://127.0.0.1:{receiver.server_address[1]}/hook", "events": ["job.succeeded", "job.failed"],
+           "retry": {"maxAttempts": 100, "delayMs": 100, "backoff": 1.5, "maxDelayMs": 500}}
 
 accepted = {}      # id -> (kind, state, expected)
 completed = {}     # id -> result given to its await (before a kill, or after a restart)
@@ -213,12 +251,28 @@ def verify(server):
                         and e.get("taskId") == node["id"])
             check(ended <= 1, f"{job_id}/{node['id']}: {ended} terminal events (ran twice)")
             check(node["attempts"] == started, f"{job_id}/{node['id']}: attempts {node['attempts']} but {started} task.started events")
+        if kind in ("delay", "await"):
+            # Its webhook: the job's end was delivered (queued before a kill or not).
+            deadline = time.time() + 20
+            while time.time() < deadline and f"job.{state}" not in Receiver.received.get(job_id, set()):
+                time.sleep(0.05)
+            check(f"job.{state}" in Receiver.received.get(job_id, set()), f"{job_id} ({kind}): no job.{state} webhook arrived")
         if job_id in completed:
             gate = next(n for n in tasks["items"] if n["id"] == "gate")
             check(gate["state"] == "succeeded" and gate.get("result") == completed[job_id],
                   f"{job_id}: await completed before the kill is now {gate}")
             status, _ = server.request("POST", f"/v1/jobs/{job_id}/tasks/gate/complete", {"result": "again"})
             check(status == 409, f"{job_id}: completing a completed await again gave {status}")
+
+
+def pending_deliveries(data):
+    """Deliveries the killed server left pending in its file (read with Python's sqlite3)."""
+    import sqlite3
+    db = sqlite3.connect(data)
+    try:
+        return db.execute("SELECT count(*) FROM deliveries WHERE state = 'pending'").fetchone()[0]
+    finally:
+        db.close()
 
 
 def main():
@@ -234,9 +288,11 @@ def main():
         server = Server(data)
         action(server)
         print(f"round '{name}': {len(accepted) - before} jobs accepted before SIGKILL", flush=True)
+        queued = pending_deliveries(data)
+        Receiver.accepting.set()
         restart = time.time()
         server = Server(data)
-        print(f"  restarted and healthy in {time.time() - restart:.2f} s", flush=True)
+        print(f"  restarted and healthy in {time.time() - restart:.2f} s; {queued} webhook deliveries were pending at the kill", flush=True)
         verify(server)
         server.stop()
     print(f"crash test: {len(accepted)} accepted jobs checked, {len(completed)} awaits completed before a kill, "

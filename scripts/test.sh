@@ -25,9 +25,11 @@ echo "== contract and examples against a live server"
 bin=$(swift build --show-bin-path)/taskserver
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 log=$(mktemp)
-# The live server runs on the embedded SQLite store, the default users get.
+# The live server runs on the embedded SQLite store, the default users get. Outbound requests
+# (http tasks, webhooks, including the ones schemathesis makes up) reach loopback only.
 datadir=$(mktemp -d)
-"$bin" serve --data "$datadir/taskserver.sqlite" --port "$port" --executor default=8 --executor io=16 >"$log" 2>&1 &
+"$bin" serve --data "$datadir/taskserver.sqlite" --port "$port" --executor default=8 --executor io=16 \
+    --outbound-deny 0.0.0.0/0 --outbound-deny ::/0 --outbound-allow 127.0.0.0/8 --outbound-allow ::1/128 >"$log" 2>&1 &
 server=$!
 trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do
@@ -37,6 +39,9 @@ done
 curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null || { echo "server did not start:"; cat "$log"; exit 1; }
 
 TASKSERVER_URL="http://127.0.0.1:$port" bash examples/run-all.sh
+
+python3 -c 'import standardwebhooks' 2>/dev/null || python3 -m pip install -q standardwebhooks
+TASKSERVER_URL="http://127.0.0.1:$port" TASKSERVER_BIN="$bin" python3 scripts/verify-webhooks.py
 
 st --config-file Tests/contract/schemathesis.toml run openapi.yaml \
     --url "http://127.0.0.1:$port" --checks all --max-examples "${SCHEMATHESIS_EXAMPLES:-50}" \

@@ -18,15 +18,33 @@ public final class Application: Sendable {
     public let engine: Engine
     public let store: any JobStore
     public let logger: Logger
+    /// The libcurl client of `http` tasks and webhooks.
+    public let outbound: CurlClient
+    /// The webhook outbox, the planner that fills it and the dispatcher that empties it.
+    public let deliveryStore: any DeliveryStore
+    public let webhookPlanner: WebhookPlanner
+    public let dispatcher: WebhookDispatcher
     let metrics: Metrics
     private let draining = Atomic<Bool>(false)
     private let server = Mutex<HTTPServer?>(nil)
 
-    /// Assembles the server; with `configuration.dataPath` set, opens (and migrates) the SQLite
-    /// store, which throws when the file cannot be used.
+    /// Assembles the server. With `configuration.dataPath` set, opens (and migrates) the SQLite
+    /// store — which throws when the file cannot be used — and keeps the webhook outbox in the same
+    /// file, written in the transaction of the events it comes from; otherwise both live in memory.
+    /// `actions`: the actions jobs may use; `http` (on this application's `CurlClient`) is added
+    /// unless the registry already has one.
     public init(configuration: ServerConfiguration, actions: ActionRegistry = .builtins, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
+        self.outbound = CurlClient(
+            configuration: CurlClient.Configuration(
+                maxConcurrentTransfers: configuration.outbound.maxConcurrentTransfers,
+                maxResponseBytes: configuration.outbound.maxResponseBytes,
+                policy: configuration.outbound.policy
+            )
+        )
+        var actions = actions
+        if actions["http"] == nil { actions.register(HTTPAction(client: self.outbound)) }
         self.engine = Engine(
             configuration: EngineConfiguration(
                 executors: configuration.executors,
@@ -34,16 +52,40 @@ public final class Application: Sendable {
                 limits: GraphLimits(maxNodes: configuration.maxNodes, maxDepth: configuration.maxDepth)
             )
         )
-        self.metrics = Metrics()
-        self.engine.addObserver(self.metrics)
+        let metrics = Metrics()
+        self.metrics = metrics
+        self.engine.addObserver(metrics)
+        let sqlite: SQLiteJobStore?
         if let path = configuration.dataPath {
             var options = SQLiteJobStore.Options()
             options.synchronousFull = configuration.syncFull
             options.checkIntegrity = configuration.checkIntegrity
             options.retention = configuration.retention
-            self.store = try SQLiteJobStore(path: path, engine: self.engine, options: options, logger: logger)
+            sqlite = try SQLiteJobStore(path: path, engine: self.engine, options: options, logger: logger)
         } else {
-            self.store = MemoryJobStore()
+            sqlite = nil
+        }
+        self.store = sqlite ?? MemoryJobStore()
+        self.deliveryStore = sqlite ?? MemoryDeliveryStore()
+        self.webhookPlanner = WebhookPlanner(configuration: configuration)
+        var backgroundLogger = logger
+        backgroundLogger[metadataKey: "activity"] = "webhooks"
+        self.dispatcher = WebhookDispatcher(
+            client: self.outbound,
+            store: self.deliveryStore,
+            serverSecret: configuration.webhooks.secret,
+            configuration: WebhookDispatcher.Configuration(
+                attemptTimeout: configuration.webhooks.attemptTimeout,
+                maxConcurrentPerEndpoint: configuration.webhooks.maxConcurrentPerEndpoint,
+                maxConcurrent: configuration.webhooks.maxConcurrent
+            ),
+            logger: backgroundLogger,
+            onAttempt: { metrics.webhookAttempt($0) }
+        )
+        if let journaling = self.store as? any WebhookJournaling {
+            journaling.attachWebhooks(planner: self.webhookPlanner, deliveries: self.deliveryStore, dispatcher: self.dispatcher)
+        } else {
+            self.engine.addObserver(WebhookObserver(planner: self.webhookPlanner, store: self.deliveryStore, dispatcher: self.dispatcher))
         }
     }
 
@@ -52,6 +94,7 @@ public final class Application: Sendable {
         var router = Router()
         JobsAPI(app: self).register(in: &router)
         TasksAPI(app: self).register(in: &router)
+        DeliveriesAPI(app: self).register(in: &router)
         ServiceAPI(app: self).register(in: &router)
         if !self.configuration.apiKeys.isEmpty { router = Authentication(keys: self.configuration.apiKeys).protect(router) }
         return router
@@ -77,7 +120,10 @@ public final class Application: Sendable {
             metrics.httpResponse(status: Int(response.status.code), nanoseconds: duration)
         }
         self.server.withLock { $0 = server }
-        return try await server.start()
+        let port = try await server.start()
+        // Deliveries a durable outbox still holds from before a restart (none in memory).
+        self.dispatcher.resume(self.deliveryStore.pending())
+        return port
     }
 
     /// Readiness turns 503 and new jobs are refused (`server.draining`); requests already in
@@ -93,6 +139,8 @@ public final class Application: Sendable {
         self.beginDraining()
         let server = self.server.withLock { $0 }
         await server?.shutdown()
+        self.dispatcher.shutdown()
+        self.outbound.shutdown()
         // Everything journalled so far reaches the file before the process exits.
         _ = try? await self.store.close().value
         self.engine.shutdown()
@@ -147,22 +195,14 @@ public final class Application: Sendable {
     /// A job decoded and validated, or a 422 with every problem.
     func decodeJob(_ json: JSONValue) throws(HTTPProblem) -> JobSpec {
         do {
-            let spec = try self.engine.decoder.decodeJob(json)
-            if spec.webhook != nil {
-                // Outbound delivery (libcurl, signing, the outbox) is not built yet: refuse rather
-                // than accept a webhook that would never be called.
-                throw ValidationError([ValidationProblem(pointer: "/webhook", message: "webhook delivery is not available in this version of the server")])
-            }
-            return spec
-        } catch let error as ValidationError {
+            return try self.engine.decoder.decodeJob(json)
+        } catch {
             throw HTTPProblem(
                 .unprocessableEntity,
                 code: "graph.invalid",
                 detail: error.problems.count == 1 ? "the job is invalid: \(error.problems[0])" : "the job is invalid (\(error.problems.count) problems)",
                 errors: error.problems
             )
-        } catch {
-            throw HTTPProblem.internalError
         }
     }
 

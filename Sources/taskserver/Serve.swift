@@ -28,6 +28,18 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Most nodes per job (env TASKSERVER_MAX_NODES; default 10000).")
     var maxNodes: Int?
 
+    @Option(help: "Default webhook for every job's job.* events (env TASKSERVER_WEBHOOK_URL).")
+    var webhookUrl: String?
+
+    @Option(help: "Signing secret of the default webhook, whsec_<base64> (env TASKSERVER_WEBHOOK_SECRET; prefer the env var).")
+    var webhookSecret: String?
+
+    @Option(name: .customLong("outbound-allow"), help: ArgumentHelp("Let http tasks and webhooks reach this CIDR range even where built-in rules deny it; repeatable (env TASKSERVER_OUTBOUND_ALLOW, comma-separated).", valueName: "cidr"))
+    var outboundAllow: [String] = []
+
+    @Option(name: .customLong("outbound-deny"), help: ArgumentHelp("Keep http tasks and webhooks from this CIDR range; repeatable; the most specific range wins (env TASKSERVER_OUTBOUND_DENY, comma-separated).", valueName: "cidr"))
+    var outboundDeny: [String] = []
+
     @Option(help: "The SQLite file of the durable store (env TASKSERVER_DATA; default ./data/taskserver.sqlite).")
     var data: String?
 
@@ -135,12 +147,21 @@ struct Serve: AsyncParsableCommand {
             configuration.syncFull = text == "full"
         }
         configuration.checkIntegrity = self.checkIntegrity || Self.flag(environment["TASKSERVER_CHECK_INTEGRITY"])
+        configuration.webhooks.url = self.webhookUrl ?? environment["TASKSERVER_WEBHOOK_URL"]
+        configuration.webhooks.secret = self.webhookSecret ?? environment["TASKSERVER_WEBHOOK_SECRET"]
+        configuration.outbound.allow = self.outboundAllow.isEmpty ? Self.list(environment["TASKSERVER_OUTBOUND_ALLOW"]) : self.outboundAllow
+        configuration.outbound.deny = self.outboundDeny.isEmpty ? Self.list(environment["TASKSERVER_OUTBOUND_DENY"]) : self.outboundDeny
         return configuration
     }
 
     static func flag(_ value: String?) -> Bool {
         guard let value else { return false }
         return ["1", "true", "yes", "on"].contains(value.lowercased())
+    }
+
+    /// A comma-separated environment value as a list (nil or empty: none).
+    static func list(_ text: String?) -> [String] {
+        text.map { $0.split(separator: ",").map { String($0.trimmingCharacters(in: .whitespaces)) } } ?? []
     }
 
     static func integer(_ text: String, _ name: String) throws -> Int {

@@ -549,7 +549,10 @@ struct JobDecoderTests {
             "a string backoff", job(task("value", ["retry": ["backoff": "2"]])), ["/graph/retry/backoff: must be a number from 1 to 100"]),
         DecoderProblemCase(
             "a negative maximum delay", job(task("value", ["retry": ["maxDelayMs": -5]])),
-            ["/graph/retry/maxDelayMs: must be a non-negative integer"]),
+            ["/graph/retry/maxDelayMs: must be an integer from 0 to 86400000"]),
+        DecoderProblemCase(
+            "a maximum delay over a day", job(task("value", ["retry": ["maxDelayMs": 86_400_001]])),
+            ["/graph/retry/maxDelayMs: must be an integer from 0 to 86400000"]),
         DecoderProblemCase("a string jitter", job(task("value", ["retry": ["jitter": "yes"]])), ["/graph/retry/jitter: must be a boolean"]),
         DecoderProblemCase(
             "retry codes that are not an array", job(task("value", ["retry": ["on": "http.*"]])),
@@ -568,7 +571,10 @@ struct JobDecoderTests {
             "an unknown parallel mode", job(["type": "parallel", "branches": [], "mode": "race"]), ["/graph/mode: must be one of all, any, settled"]),
         DecoderProblemCase(
             "a parallel concurrency of zero", job(["type": "parallel", "branches": [], "maxConcurrency": 0]),
-            ["/graph/maxConcurrency: must be a positive integer"]),
+            ["/graph/maxConcurrency: must be an integer from 1 to 9007199254740991"]),
+        DecoderProblemCase(
+            "a parallel concurrency over 2^53 - 1", job(["type": "parallel", "branches": [], "maxConcurrency": 9_007_199_254_740_992]),
+            ["/graph/maxConcurrency: must be an integer from 1 to 9007199254740991"]),
         DecoderProblemCase(
             "a string failFast", job(["type": "parallel", "branches": [], "failFast": "true"]), ["/graph/failFast: must be a boolean"]),
         DecoderProblemCase(
@@ -599,7 +605,7 @@ struct JobDecoderTests {
             "an unknown map mode", job(["type": "map", "template": task(), "mode": "all"]), ["/graph/mode: must be one of parallel, series"]),
         DecoderProblemCase(
             "a map concurrency of zero", job(["type": "map", "template": task(), "maxConcurrency": -1]),
-            ["/graph/maxConcurrency: must be a positive integer"]),
+            ["/graph/maxConcurrency: must be an integer from 1 to 9007199254740991"]),
         DecoderProblemCase("the dynamic source is missing", job(["type": "dynamic"]), ["/graph/source: required"]),
         DecoderProblemCase("the dynamic source is not an object", job(["type": "dynamic", "source": []]), ["/graph/source: must be an object"]),
     ]

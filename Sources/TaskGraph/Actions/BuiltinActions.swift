@@ -5,13 +5,16 @@ import TaskCore
 
 // MARK: - Param checks shared by the built-ins
 
-/// Static checks of a built-in's `params` object; a string holding `${` may become any value.
-struct ParamChecker {
-    let params: JSONValue
-    let pointer: String
-    var problems: [ValidationProblem] = []
+/// Static checks of an action's `params` object; a string holding `${` may become any value.
+///
+/// Used by the built-ins here and by actions defined elsewhere (`http` in TaskServer).
+public struct ParamChecker {
+    public let params: JSONValue
+    public let pointer: String
+    public var problems: [ValidationProblem] = []
 
-    init(_ params: JSONValue, at pointer: String, allowed: Set<String>) {
+    /// Starts checking `params` (at `pointer`): it must be an object with only `allowed` keys.
+    public init(_ params: JSONValue, at pointer: String, allowed: Set<String>) {
         self.params = params
         self.pointer = pointer
         guard case .object(let object) = params else {
@@ -30,13 +33,14 @@ struct ParamChecker {
     }
 
     /// The literal value of a parameter, or nil when absent or templated.
-    func literal(_ key: String) -> JSONValue? {
+    public func literal(_ key: String) -> JSONValue? {
         guard let value = self.params[key] else { return nil }
         if value.containsTemplates { return nil }
         return value
     }
 
-    mutating func integer(_ key: String, in range: ClosedRange<Int>) {
+    /// Checks that a literal `key` is an integer within `range`.
+    public mutating func integer(_ key: String, in range: ClosedRange<Int>) {
         guard let value = self.literal(key) else { return }
         guard let int = value.intValue, range.contains(int) else {
             self.problems.append(
@@ -49,7 +53,8 @@ struct ParamChecker {
         }
     }
 
-    mutating func string(_ key: String, nonEmpty: Bool = false) {
+    /// Checks that a literal `key` is a (non-empty) string.
+    public mutating func string(_ key: String, nonEmpty: Bool = false) {
         guard let value = self.literal(key) else { return }
         guard let string = value.stringValue, !nonEmpty || !string.isEmpty else {
             self.problems.append(
@@ -62,7 +67,7 @@ struct ParamChecker {
 
 extension JSONValue {
     /// The integer at `key` of a rendered params object, checked against `range`.
-    func integerParam(_ key: String, in range: ClosedRange<Int>) throws(TaskError) -> Int? {
+    public func integerParam(_ key: String, in range: ClosedRange<Int>) throws(TaskError) -> Int? {
         guard let value = self[key], !value.isNull else { return nil }
         guard let int = value.intValue, range.contains(int) else {
             throw TaskError(code: "params.invalid", message: "params.\(key) must be an integer from \(range.lowerBound) to \(range.upperBound), got \(value)")

@@ -120,6 +120,9 @@ extension JobRun {
             if state.records[index].isTask {
                 state.progress.add(record.state, -1)
                 state.progress.add(.running, 1)
+                // The first attempt is counted with the `task.started` event that announces it, so
+                // a journal that stores the event stores the attempt too.
+                state.records[index].attempts += 1
             }
             state.nodeSources[index] = source
             let waiters = Self.appendEvent(.taskStarted, taskId: record.id, data: nil, time: now, in: &state)
@@ -220,7 +223,7 @@ extension JobRun {
         let pool = self.engine.pools[spec.executor]
         // The first attempt after a restart of one that was in flight resumes its waits.
         let (previousAttempts, resumedFrom): (Int, Timestamp?) = self.state.withLock { state in
-            let attempts = state.records[index].attempts
+            let attempts = state.records[index].attempts - 1  // `begin` counted the first attempt
             guard !state.restored.isEmpty, let stored = state.restored[id], stored.state == .running else { return (attempts, nil) }
             return (attempts, stored.startedAt)
         }

@@ -60,6 +60,8 @@ public struct JobDecoder: Sendable {
     static let maxJobTimeoutMs = 2_678_400_000
     /// The longest task timeout: 24 hours.
     static let maxTaskTimeoutMs = 86_400_000
+    /// The largest integer openapi.yaml allows where it sets no smaller bound (2^53 - 1, exact in JSON).
+    static let maxSafeInteger = 9_007_199_254_740_991
 
     /// A decoder for the given actions, executors and limits.
     public init(actions: ActionRegistry, executors: Set<String>, limits: GraphLimits = .init()) {
@@ -669,7 +671,7 @@ private struct DecodeState {
                 mode = self.choice(value, pointer, "mode", ParallelSpec.Mode.init(rawValue:), "all, any, settled") ?? mode
             }
             var maxConcurrency: Int?
-            if let value = fields[.maxConcurrency] { maxConcurrency = self.integer(value, pointer, "maxConcurrency", min: 1) }
+            if let value = fields[.maxConcurrency] { maxConcurrency = self.integer(value, pointer, "maxConcurrency", min: 1, max: JobDecoder.maxSafeInteger) }
             var failFast = false
             if let value = fields[.failFast] { failFast = self.boolean(value, pointer, "failFast") ?? false }
             let branches = self.decodeChildren(fields[.branches], "branches", pointer: pointer, path: path, depth: depth)
@@ -695,7 +697,7 @@ private struct DecodeState {
                 mode = self.choice(value, pointer, "mode", MapSpec.Mode.init(rawValue:), "parallel, series") ?? mode
             }
             var maxConcurrency: Int?
-            if let value = fields[.maxConcurrency] { maxConcurrency = self.integer(value, pointer, "maxConcurrency", min: 1) }
+            if let value = fields[.maxConcurrency] { maxConcurrency = self.integer(value, pointer, "maxConcurrency", min: 1, max: JobDecoder.maxSafeInteger) }
             let template = self.decodeChild(fields[.template], "template", pointer: pointer, path: path, depth: depth)
             if let items, let template {
                 kind = .map(MapSpec(items: items, template: template, mode: mode, maxConcurrency: maxConcurrency))
@@ -856,7 +858,7 @@ private struct DecodeState {
                     self.report(pointer, "backoff", "must be a number from 1 to 100")
                 }
             case "maxDelayMs":
-                retry.maxDelayMs = self.integer(value, pointer, "maxDelayMs", min: 0, max: forWebhook ? 86_400_000 : nil) ?? retry.maxDelayMs
+                retry.maxDelayMs = self.integer(value, pointer, "maxDelayMs", min: 0, max: 86_400_000) ?? retry.maxDelayMs
             case "jitter":
                 retry.jitter = self.boolean(value, pointer, "jitter") ?? retry.jitter
             case "on" where !forWebhook:
@@ -1192,5 +1194,29 @@ enum FieldSuggestion {
             }
         }
         return table[a.count * width + b.count]
+    }
+}
+
+// MARK: - Checks shared with the server
+
+extension JobDecoder {
+    /// Whether `text` is an absolute `http`/`https` URL with a host, as `webhook.url` must be (the
+    /// server applies the same rule to `--webhook-url` and to the `http` action's `url`).
+    public static func isHTTPURL(_ text: String) -> Bool { DecodeState.isHTTPURL(text) }
+
+    /// Whether `name` is an HTTP header name (an RFC 9110 token).
+    public static func isHeaderName(_ name: String) -> Bool { DecodeState.isHeaderName(name) }
+
+    /// Why `secret` is not a usable webhook secret (nil when it is): `whsec_` followed by base64 of
+    /// 1…64 bytes, or any other non-empty text of at most 256 characters (raw key bytes).
+    public static func webhookSecretProblem(_ secret: String) -> String? {
+        if secret.hasPrefix("whsec_") {
+            guard let length = DecodeState.base64DecodedLength(secret.utf8.dropFirst(6)), (1...64).contains(length) else {
+                return "a secret starting with \"whsec_\" must continue with base64 that decodes to 1 to 64 bytes"
+            }
+            return nil
+        }
+        if secret.isEmpty || !DecodeState.fits(secret, 256) { return "must be a non-empty string of at most 256 characters" }
+        return nil
     }
 }

@@ -109,9 +109,12 @@ struct JobsAPI: Sendable {
 
     @Sendable func delete(_ request: Request) throws -> Future<Response> {
         let id = request.parameter("id")
+        let deliveries = self.app.deliveryStore
         return self.app.store.delete(id).map { result -> Response in
             switch result {
-            case .deleted: return Response(status: .noContent)
+            case .deleted:
+                deliveries.remove(jobID: id)
+                return Response(status: .noContent)
             case .notFound: throw HTTPProblem.notFound("job.notFound", "no job \(id)")
             case .notTerminal: throw HTTPProblem.conflict("job.notTerminal", "the job is still running; cancel it first")
             }

@@ -449,6 +449,30 @@ paths:
         '401': {$ref: '#/components/responses/Unauthorized'}
         '404': {$ref: '#/components/responses/NotFound'}
 
+  /v1/jobs/{id}/deliveries:
+    parameters:
+      - $ref: '#/components/parameters/JobId'
+    get:
+      tags: [webhooks]
+      operationId: listDeliveries
+      summary: Read a job's webhook deliveries
+      description: |
+        One item per event and endpoint (the job's own `webhook` and the
+        server-wide `--webhook-url`), ordered by event `seq`, with every
+        attempt so far. A delivery is `pending` until an attempt is answered
+        `2xx` (`delivered`) or it fails for good (`failed`: `maxAttempts`
+        reached, or `410 Gone`). A job without webhooks has no deliveries.
+        Credentials in a webhook URL are not shown.
+      responses:
+        '200':
+          description: The deliveries, oldest event first.
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/DeliveryList'
+        '401': {$ref: '#/components/responses/Unauthorized'}
+        '404': {$ref: '#/components/responses/NotFound'}
+
   /v1/jobs/{id}/graph:
     parameters:
       - $ref: '#/components/parameters/JobId'
@@ -1077,6 +1101,19 @@ components:
         | `http` | `method` (GET), `url`, `headers`, `body`, `timeoutMs` (30 000), `expectStatus` (`["2xx"]`) | `{status, headers, body}`; errors `http.status`, `http.timeout`, `http.connect`, `http.error` |
         | `await` | `timeoutMs` | completed by `POST …/tasks/{taskId}/complete`; `task.timeout` on timeout |
 
+        `http` is made with libcurl. `method` is GET, HEAD, POST, PUT, PATCH,
+        DELETE or OPTIONS; a string `body` is sent as is (`text/plain` unless
+        a `content-type` header is given), any other JSON value as JSON
+        (`application/json`); `headers` values are strings, numbers or
+        booleans; `timeoutMs` (1…3 600 000) bounds the whole exchange. In the
+        result, header names are lowercased and a JSON response body is
+        parsed (any other body is a string; at most 4 MiB, else `http.error`).
+        `http.status` carries `details.status` and the first 1 KiB of the body
+        as `details.body`. Redirects are not followed. Link-local and
+        cloud-metadata addresses are refused (`http.connect` with
+        `details.reason: policy`). An attempt holds one slot of its executor;
+        cancellation aborts the transfer at once.
+
         An unknown action or executor is `422 graph.invalid` with a pointer.
       additionalProperties: false
       required: [type, action]
@@ -1334,7 +1371,9 @@ components:
       description: |
         Retries of a failed delivery, with exponential backoff and jitter.
         The pause before attempt *n+1* is `delayMs × backoff^(n-1)`, capped at
-        `maxDelayMs`.
+        `maxDelayMs`; with `jitter` it is drawn at random between half of that
+        and all of it. A longer `Retry-After` on `429`/`503` is honoured (up to
+        one day).
       additionalProperties: false
       properties:
         maxAttempts:
@@ -1357,6 +1396,9 @@ components:
           minimum: 0
           maximum: 86400000
           default: 60000
+        jitter:
+          type: boolean
+          default: true
 
     # --------------------------------------------------------------- jobs
     JobState:

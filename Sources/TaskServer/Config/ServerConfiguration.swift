@@ -31,8 +31,46 @@ public struct ServerConfiguration: Sendable {
     public var syncFull = true
     /// Check the data file's integrity when opening it (`--check-integrity`).
     public var checkIntegrity = false
+    /// The server-wide default webhook and the delivery limits.
+    public var webhooks = Webhooks()
+    /// Outbound requests (`http` tasks and webhooks): address policy and client limits.
+    public var outbound = Outbound()
 
     public init() {}
+
+    /// Webhook settings (SPEC §4).
+    public struct Webhooks: Sendable {
+        /// Default webhook for every job's `job.*` events (`--webhook-url`; default none).
+        public var url: String?
+        /// Its signing secret, `whsec_<base64>` or raw text (`--webhook-secret`; default none: unsigned).
+        public var secret: String?
+        /// How long a receiver has to answer an attempt (default 10 s).
+        public var attemptTimeout: Duration = .seconds(10)
+        /// Most attempts in flight per endpoint (default 16) and in all (default 128).
+        public var maxConcurrentPerEndpoint: Int = 16
+        public var maxConcurrent: Int = 128
+
+        public init() {}
+    }
+
+    /// Outbound request settings.
+    public struct Outbound: Sendable {
+        /// CIDR ranges that outbound requests may reach even if built-in rules deny them (`--outbound-allow`).
+        public var allow: [String] = []
+        /// CIDR ranges that outbound requests may not reach (`--outbound-deny`).
+        public var deny: [String] = []
+        /// Most transfers in progress at once (default 256; more wait in FIFO order).
+        public var maxConcurrentTransfers: Int = 256
+        /// Largest response body an `http` task accepts (default 4 MiB).
+        public var maxResponseBytes: Int = 4 << 20
+
+        public init() {}
+
+        /// The address policy these settings describe (invalid ranges are skipped; `validate` reports them).
+        public var policy: AddressPolicy {
+            AddressPolicy(allow: self.allow.compactMap { CIDR($0) }, deny: self.deny.compactMap { CIDR($0) })
+        }
+    }
 
     /// Checks the values; the message names the setting and why it is wrong.
     public func validate() throws(ConfigurationError) {
@@ -52,6 +90,22 @@ public struct ServerConfiguration: Sendable {
         for key in self.apiKeys where key.utf8.count < 16 {
             throw ConfigurationError("--api-key: keys must be at least 16 characters long")
         }
+        if let url = self.webhooks.url, url.utf8.count > 2048 || !JobDecoder.isHTTPURL(url) {
+            throw ConfigurationError("--webhook-url must be an absolute http or https URL with a host, got \"\(url.prefix(200))\"")
+        }
+        if let secret = self.webhooks.secret {
+            guard self.webhooks.url != nil else { throw ConfigurationError("--webhook-secret needs --webhook-url") }
+            // The message never quotes the secret itself.
+            if let problem = JobDecoder.webhookSecretProblem(secret) { throw ConfigurationError("--webhook-secret: \(problem)") }
+        }
+        for (flag, ranges) in [("--outbound-allow", self.outbound.allow), ("--outbound-deny", self.outbound.deny)] {
+            for range in ranges where CIDR(range) == nil {
+                throw ConfigurationError("\(flag): \"\(range.prefix(100))\" is not an IP range; use CIDR notation such as 10.0.0.0/8, fd00::/8 or 192.0.2.7")
+            }
+        }
+        guard self.outbound.maxConcurrentTransfers >= 1, self.outbound.maxResponseBytes >= 1,
+            self.webhooks.maxConcurrent >= 1, self.webhooks.maxConcurrentPerEndpoint >= 1
+        else { throw ConfigurationError("outbound and webhook limits must be at least 1") }
     }
 }
 

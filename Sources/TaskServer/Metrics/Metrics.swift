@@ -17,6 +17,7 @@ final class Metrics: JobObserver {
         var latencyBuckets = [Int](repeating: 0, count: Metrics.bucketBounds.count)
         var latencyCount = 0
         var latencySum: Double = 0
+        var webhookAttempts: [String: Int] = [:]
     }
 
     /// Upper bounds (seconds) of the request-latency histogram's buckets.
@@ -36,6 +37,10 @@ final class Metrics: JobObserver {
             state.latencySum += seconds
             if let bucket = Self.bucketBounds.firstIndex(where: { seconds <= $0 }) { state.latencyBuckets[bucket] += 1 }
         }
+    }
+
+    func webhookAttempt(_ result: WebhookDispatcher.AttemptResult) {
+        self.state.withLock { $0.webhookAttempts[result.rawValue, default: 0] += 1 }
     }
 
     func job(_ run: JobRun, appended events: ArraySlice<JobEvent>) {
@@ -88,6 +93,14 @@ final class Metrics: JobObserver {
         line("# HELP taskserver_executor_completed_total Work finished on each executor.")
         line("# TYPE taskserver_executor_completed_total counter")
         for entry in executors { line("taskserver_executor_completed_total{executor=\"\(entry.name)\"} \(entry.statistics.completed)") }
+        line("# HELP taskserver_webhook_attempts_total Webhook delivery attempts by result (delivered, retrying, failed).")
+        line("# TYPE taskserver_webhook_attempts_total counter")
+        for name in ["delivered", "retrying", "failed"] { line("taskserver_webhook_attempts_total{result=\"\(name)\"} \(state.webhookAttempts[name] ?? 0)") }
+        let outbound = app.outbound.statistics
+        line("# HELP taskserver_outbound_transfers Outbound HTTP transfers (http tasks, webhooks) in progress and waiting.")
+        line("# TYPE taskserver_outbound_transfers gauge")
+        line("taskserver_outbound_transfers{state=\"active\"} \(outbound.active)")
+        line("taskserver_outbound_transfers{state=\"queued\"} \(outbound.queued)")
         line("# HELP taskserver_http_responses_total HTTP responses by status code.")
         line("# TYPE taskserver_http_responses_total counter")
         for code in state.responses.keys.sorted() { line("taskserver_http_responses_total{code=\"\(code)\"} \(state.responses[code]!)") }

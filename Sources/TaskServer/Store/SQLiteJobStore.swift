@@ -28,7 +28,7 @@ import TaskGraph
 /// **Journal**: the store is a `JobObserver`. A node's row is written from the event that
 /// announces its state, in the same transaction as that event — so a restart never sees an outcome
 /// without its event or the other way round, and a node that finished is never run again.
-public final class SQLiteJobStore: JobStore, JobObserver {
+public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, WebhookJournaling {
     public struct Options: Sendable {
         /// `FULL` (default): every commit is fsynced. `NORMAL`: WAL commits survive a crash of the
         /// process but the last ones may be lost on power failure.
@@ -57,6 +57,8 @@ public final class SQLiteJobStore: JobStore, JobObserver {
     private let cache = Mutex(Cache())
     private let queue = Mutex(WriteQueue())
     private let retentionTimer = Mutex<TimerQueue.ID?>(nil)
+    /// Set once by `attachWebhooks`, before any job runs.
+    private let webhooks = Mutex<(planner: WebhookPlanner, dispatcher: WebhookDispatcher)?>(nil)
 
     private struct Cache {
         var runs: [String: JobRun] = [:]
@@ -78,6 +80,8 @@ public final class SQLiteJobStore: JobStore, JobObserver {
         case delete(String, Promise<DeleteResult>)
         case flush(Promise<Void>)
         case expire(before: Timestamp)
+        case addDeliveries([Delivery])
+        case updateDelivery(Delivery)
     }
 
     /// Opens (creating the file and its directory if needed) and migrates the store, and starts
@@ -279,6 +283,7 @@ public final class SQLiteJobStore: JobStore, JobObserver {
         var completions: [@Sendable () -> Void] = []
         completions.reserveCapacity(batch.count)
         var continueExpiring: Timestamp?
+        var planned: [Delivery] = []
         do {
             try self.writer.transaction {
                 for write in batch {
@@ -287,7 +292,16 @@ public final class SQLiteJobStore: JobStore, JobObserver {
                         let result = try self.writeInsert(run, document: document, idempotency: idempotency)
                         completions.append { promise.succeed(result) }
                     case .events(let run, let events):
-                        try self.writeEvents(run, events)
+                        try self.writeEvents(run, events, planned: &planned)
+                    case .addDeliveries(let deliveries):
+                        for delivery in deliveries { try self.writeDelivery(delivery) }
+                    case .updateDelivery(let delivery):
+                        try self.writer.prepared("UPDATE deliveries SET state = ?, attempts = ?, next_attempt_at = ? WHERE id = ?").bind(
+                            .text(delivery.state.rawValue),
+                            .text(Self.attemptsJSON(delivery.attempts).jsonString),
+                            .int(delivery.nextAttemptAt.milliseconds),
+                            .text(delivery.id)
+                        ).run()
                     case .cancelRequested(let id):
                         try self.writer.prepared("UPDATE jobs SET cancel_requested = 1 WHERE id = ?").bind(.text(id)).run()
                     case .delete(let id, let promise):
@@ -305,6 +319,7 @@ public final class SQLiteJobStore: JobStore, JobObserver {
             // (their clients get a 503 and may retry); journal entries are lost, which is logged.
             self.logger.error("store commit failed", metadata: ["error": "\(error)", "writes": "\(batch.count)"])
             completions = []
+            planned = []
             let problem = HTTPProblem(.serviceUnavailable, code: "store.unavailable", detail: "the job could not be stored; retry shortly")
             for write in batch {
                 switch write {
@@ -315,7 +330,7 @@ public final class SQLiteJobStore: JobStore, JobObserver {
                     completions.append { promise.fail(problem) }
                 case .delete(_, let promise): completions.append { promise.fail(problem) }
                 case .flush(let promise): completions.append { promise.fail(problem) }
-                case .events, .cancelRequested, .expire: break
+                case .events, .cancelRequested, .expire, .addDeliveries, .updateDelivery: break
                 }
             }
         }
@@ -326,6 +341,8 @@ public final class SQLiteJobStore: JobStore, JobObserver {
             self.completionPool.execute { for completion in finished { completion() } }
         }
         if let continueExpiring { self.enqueue(.expire(before: continueExpiring)) }
+        // Deliveries are sent only once they are on disk with the events they announce.
+        if !planned.isEmpty, let dispatcher = self.webhooks.withLock({ $0?.dispatcher }) { dispatcher.dispatch(planned) }
     }
 
     private func writeInsert(_ run: JobRun, document: ByteBuffer, idempotency: IdempotencyKey?) throws -> InsertResult {
@@ -371,7 +388,7 @@ public final class SQLiteJobStore: JobStore, JobObserver {
         return .inserted
     }
 
-    private func writeEvents(_ run: JobRun, _ events: [JobEvent]) throws {
+    private func writeEvents(_ run: JobRun, _ events: [JobEvent], planned: inout [Delivery]) throws {
         let db = self.writer
         let cached = self.cache.withLock { $0.runs[run.id] === run }
         if !cached {
@@ -420,6 +437,11 @@ public final class SQLiteJobStore: JobStore, JobObserver {
                 continue
             }
             try self.writeNode(run.id, ordinal: ordinal, row)
+        }
+        if let planner = self.webhooks.withLock({ $0?.planner }) {
+            let deliveries = planner.plan(run, events: events[...])
+            for delivery in deliveries { try self.writeDelivery(delivery) }
+            planned += deliveries
         }
         if ended {
             let snapshot = run.snapshot
@@ -484,6 +506,7 @@ public final class SQLiteJobStore: JobStore, JobObserver {
     private func deleteRows(_ id: String, position: Int64) throws {
         let db = self.writer
         try db.prepared("DELETE FROM events WHERE job_id = ?").bind(.text(id)).run()
+        try db.prepared("DELETE FROM deliveries WHERE job_id = ?").bind(.text(id)).run()
         try db.prepared("DELETE FROM nodes WHERE job_id = ?").bind(.text(id)).run()
         try db.prepared("DELETE FROM labels WHERE position IN (SELECT position FROM jobs WHERE id = ?)").bind(.text(id)).run()
         try db.prepared("DELETE FROM jobs WHERE id = ?").bind(.text(id)).run()
@@ -512,6 +535,144 @@ public final class SQLiteJobStore: JobStore, JobObserver {
         self.enqueue(.expire(before: Timestamp(milliseconds: Timestamp.now().milliseconds - retention.milliseconds)))
         let timer = TimerQueue.shared.schedule(after: period) { [weak self] in self?.scheduleRetention(retention) }
         self.retentionTimer.withLock { $0 = timer }
+    }
+
+    // MARK: - Webhook outbox
+
+    public func attachWebhooks(planner: WebhookPlanner, deliveries: any DeliveryStore, dispatcher: WebhookDispatcher) {
+        self.webhooks.withLock { $0 = (planner, dispatcher) }
+    }
+
+    /// Queues new deliveries (the server plans its own inside the journal instead).
+    public func add(_ deliveries: [Delivery]) {
+        self.enqueue(.addDeliveries(deliveries))
+    }
+
+    /// Records an attempt. Queued, not awaited: if the process dies first, the delivery is still
+    /// `pending` on disk and is sent again after the restart (at least once).
+    public func update(_ delivery: Delivery) {
+        self.enqueue(.updateDelivery(delivery))
+    }
+
+    public func deliveries(jobID: String) -> Future<[Delivery]> {
+        self.read { db in
+            let rows = try db.prepared(
+                "SELECT id, job_id, seq, event_type, url, headers, secret, body, state, attempts, next_attempt_at, retry, created_at FROM deliveries WHERE job_id = ? ORDER BY seq, id"
+            ).bind(.text(jobID))
+            var found: [Delivery] = []
+            while try rows.step() { if let delivery = try Self.delivery(rows) { found.append(delivery) } }
+            rows.reset()
+            return found
+        }
+    }
+
+    /// The deliveries still to send (start-up, on a connection of its own).
+    public func pending() -> [Delivery] {
+        do {
+            let db = try SQLiteConnection(path: self.path)
+            let rows = try db.prepared(
+                "SELECT id, job_id, seq, event_type, url, headers, secret, body, state, attempts, next_attempt_at, retry, created_at FROM deliveries WHERE state = 'pending' ORDER BY next_attempt_at"
+            )
+            var found: [Delivery] = []
+            while try rows.step() { if let delivery = try Self.delivery(rows) { found.append(delivery) } }
+            rows.reset()
+            return found
+        } catch {
+            self.logger.error("cannot read pending webhook deliveries", metadata: ["error": "\(error)"])
+            return []
+        }
+    }
+
+    /// Nothing to do: deleting a job removes its deliveries in the same transaction.
+    public func remove(jobID: String) {}
+
+    private func writeDelivery(_ delivery: Delivery) throws {
+        var headers = JSONObject()
+        for key in delivery.headers.keys.sorted() { headers[key] = .string(delivery.headers[key]!) }
+        var retry = JSONObject()
+        retry["maxAttempts"] = .int(delivery.retry.maxAttempts)
+        retry["delayMs"] = .int(delivery.retry.delayMs)
+        retry["backoff"] = .double(delivery.retry.backoff)
+        if let maxDelayMs = delivery.retry.maxDelayMs { retry["maxDelayMs"] = .int(maxDelayMs) }
+        retry["jitter"] = .bool(delivery.retry.jitter)
+        try self.writer.prepared(
+            """
+            INSERT OR IGNORE INTO deliveries (id, job_id, seq, event_type, url, headers, secret, body, state, attempts, next_attempt_at, retry, created_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """
+        ).bind(
+            .text(delivery.id),
+            .text(delivery.jobID),
+            .int(Int64(delivery.seq)),
+            .text(delivery.eventType.rawValue),
+            .text(delivery.url),
+            .text(JSONValue.object(headers).jsonString),
+            .text(delivery.secret.storageText),
+            .bytes(delivery.body),
+            .text(delivery.state.rawValue),
+            .text(Self.attemptsJSON(delivery.attempts).jsonString),
+            .int(delivery.nextAttemptAt.milliseconds),
+            .text(JSONValue.object(retry).jsonString),
+            .int(delivery.createdAt.milliseconds)
+        ).run()
+    }
+
+    private static func attemptsJSON(_ attempts: [DeliveryAttempt]) -> JSONValue {
+        .array(
+            attempts.map { attempt in
+                var object = JSONObject()
+                object["at"] = .int(Int(attempt.at.milliseconds))
+                if let status = attempt.status { object["status"] = .int(status) }
+                if let error = attempt.error { object["error"] = .string(error) }
+                object["durationMs"] = .int(attempt.durationMs)
+                return .object(object)
+            }
+        )
+    }
+
+    private static func delivery(_ row: SQLiteStatement) throws -> Delivery? {
+        guard let type = JobEventType(rawValue: row.text(3)), let state = DeliveryState(rawValue: row.text(8)),
+            let secret = SecretReference(storageText: row.text(6))
+        else { return nil }
+        var headers: [String: String] = [:]
+        if case .object(let object) = try JSONParser.parse(row.text(5), limits: storedLimits) {
+            for (key, value) in object { headers[key] = value.stringValue ?? "" }
+        }
+        var attempts: [DeliveryAttempt] = []
+        for item in try JSONParser.parse(row.text(9), limits: storedLimits).arrayValue ?? [] {
+            attempts.append(
+                DeliveryAttempt(
+                    at: Timestamp(milliseconds: Int64(item["at"]?.intValue ?? 0)),
+                    status: item["status"]?.intValue,
+                    error: item["error"]?.stringValue,
+                    durationMs: item["durationMs"]?.intValue ?? 0
+                )
+            )
+        }
+        let retryObject = try JSONParser.parse(row.text(11), limits: storedLimits)
+        let retry = RetrySpec(
+            maxAttempts: retryObject["maxAttempts"]?.intValue ?? 1,
+            delayMs: retryObject["delayMs"]?.intValue ?? 0,
+            backoff: retryObject["backoff"]?.doubleValue ?? 2,
+            maxDelayMs: retryObject["maxDelayMs"]?.intValue,
+            jitter: retryObject["jitter"]?.boolValue ?? false
+        )
+        let body = row.withBytes(7) { Array($0) }
+        return Delivery(
+            id: row.text(0),
+            jobID: row.text(1),
+            seq: Int(row.int(2)),
+            eventType: type,
+            url: row.text(4),
+            headers: headers,
+            secret: secret,
+            body: body,
+            state: state,
+            attempts: attempts,
+            nextAttemptAt: Timestamp(milliseconds: row.int(10)),
+            retry: retry,
+            createdAt: Timestamp(milliseconds: row.int(12))
+        )
     }
 
     // MARK: - Reading

@@ -58,6 +58,26 @@ enum SQLiteSchema {
             PRIMARY KEY (job_id, seq)
         ) WITHOUT ROWID;
         """,
+        // 2: the webhook outbox.
+        """
+        CREATE TABLE deliveries (
+            id TEXT PRIMARY KEY,                   -- the webhook-id
+            job_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            event_type TEXT NOT NULL,
+            url TEXT NOT NULL,
+            headers TEXT NOT NULL,                 -- JSON object
+            secret TEXT NOT NULL,                  -- none | server | literal:whsec_…
+            body TEXT NOT NULL,                    -- the payload exactly as signed
+            state TEXT NOT NULL,
+            attempts TEXT NOT NULL,                -- JSON array
+            next_attempt_at INTEGER NOT NULL,
+            retry TEXT NOT NULL,                   -- JSON object
+            created_at INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX deliveries_by_job ON deliveries(job_id, seq);
+        CREATE INDEX deliveries_pending ON deliveries(state) WHERE state = 'pending';
+        """,
     ]
 
     /// Brings the file up to the latest version.

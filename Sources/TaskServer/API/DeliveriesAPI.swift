@@ -1,0 +1,19 @@
+import NIOHTTP1
+import TaskCore
+import TaskGraph
+
+/// `GET /v1/jobs/{id}/deliveries`: the job's webhook deliveries and their attempts (SPEC §4).
+struct DeliveriesAPI: Sendable {
+    let app: Application
+
+    func register(in router: inout Router) {
+        router.add(.GET, "/v1/jobs/{id}/deliveries", self.list)
+    }
+
+    @Sendable func list(_ request: Request) throws -> Future<Response> {
+        let deliveries = self.app.deliveryStore
+        return self.app.withRun(request) { run -> Future<Response> in
+            deliveries.deliveries(jobID: run.id).map { .json(["items": .array($0.map(\.json))]) }
+        }
+    }
+}

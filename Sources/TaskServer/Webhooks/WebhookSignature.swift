@@ -1,0 +1,100 @@
+import CCurl
+
+/// Standard Webhooks signatures: `v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`.
+///
+/// The HMAC is OpenSSL's (libcrypto, through the CCurl shim); nothing here hashes by hand.
+enum WebhookSignature {
+    /// The key bytes of a secret: the base64 after `whsec_` (padding optional), or the UTF-8 bytes
+    /// of any other secret. Nil for a `whsec_` secret whose base64 is invalid.
+    static func key(fromSecret secret: String) -> [UInt8]? {
+        if secret.hasPrefix("whsec_") { return Base64.decode(String(secret.dropFirst(6))) }
+        return Array(secret.utf8)
+    }
+
+    /// The `webhook-signature` header value for one attempt.
+    static func sign(id: String, timestamp: Int64, body: [UInt8], key: [UInt8]) -> String {
+        var message = Array(id.utf8)
+        message.append(UInt8(ascii: "."))
+        message.append(contentsOf: String(timestamp).utf8)
+        message.append(UInt8(ascii: "."))
+        message.append(contentsOf: body)
+        return "v1," + Base64.encode(Self.hmacSHA256(key: key, message: message))
+    }
+
+    /// HMAC-SHA256 of `message` keyed with `key` (32 bytes).
+    static func hmacSHA256(key: [UInt8], message: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        let ok = key.withUnsafeBytes { keyBytes in
+            message.withUnsafeBufferPointer { data in
+                out.withUnsafeMutableBufferPointer { digest in
+                    ts_hmac_sha256(keyBytes.baseAddress, Int32(keyBytes.count), data.baseAddress, data.count, digest.baseAddress)
+                }
+            }
+        }
+        precondition(ok == 1, "HMAC-SHA256 failed in libcrypto")
+        return out
+    }
+}
+
+/// Standard base64 (RFC 4648 §4), as Standard Webhooks uses it.
+enum Base64 {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+    /// `bytes` as padded base64.
+    static func encode(_ bytes: [UInt8]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var index = 0
+        while index + 3 <= bytes.count {
+            let value = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
+            for shift in [18, 12, 6, 0] { out.append(Self.alphabet[Int(value >> UInt32(shift) & 63)]) }
+            index += 3
+        }
+        let rest = bytes.count - index
+        if rest > 0 {
+            var value = UInt32(bytes[index]) << 16
+            if rest == 2 { value |= UInt32(bytes[index + 1]) << 8 }
+            out.append(Self.alphabet[Int(value >> 18 & 63)])
+            out.append(Self.alphabet[Int(value >> 12 & 63)])
+            out.append(rest == 2 ? Self.alphabet[Int(value >> 6 & 63)] : UInt8(ascii: "="))
+            out.append(UInt8(ascii: "="))
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The bytes of standard base64 text, padding optional; nil when malformed.
+    static func decode(_ text: String) -> [UInt8]? {
+        var symbols: [UInt8] = []
+        var padding = 0
+        for byte in text.utf8 {
+            let value: UInt8
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): value = byte - UInt8(ascii: "A")
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): value = byte - UInt8(ascii: "a") + 26
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = byte - UInt8(ascii: "0") + 52
+            case UInt8(ascii: "+"): value = 62
+            case UInt8(ascii: "/"): value = 63
+            case UInt8(ascii: "="):
+                padding += 1
+                continue
+            default: return nil
+            }
+            if padding > 0 { return nil }
+            symbols.append(value)
+        }
+        if symbols.count % 4 == 1 || padding > 2 || (padding > 0 && (symbols.count + padding) % 4 != 0) { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(symbols.count * 3 / 4)
+        var buffer: UInt32 = 0
+        var bits = 0
+        for symbol in symbols {
+            buffer = buffer << 6 | UInt32(symbol)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                out.append(UInt8(truncatingIfNeeded: buffer >> UInt32(bits)))
+            }
+        }
+        return out
+    }
+}
