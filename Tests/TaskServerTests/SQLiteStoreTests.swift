@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOHTTP1
 import Testing
 
 @testable import TaskCore
@@ -300,5 +301,48 @@ struct SQLiteStoreTests {
         let db = try SQLiteConnection(path: path)
         #expect(try db.scalar("SELECT count(*) FROM jobs") == 200)
         #expect(try db.scalar("SELECT count(*) FROM jobs WHERE state = 'succeeded'") == 200, "every job's end was journalled before the stop")
+    }
+
+    @Test func webhookDeliveriesAreStoredAndPendingOnesResumeAfterARestart() async throws {
+        let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
+        // The receiver refuses everything at first: the delivery stays pending with its attempts.
+        let refusing = try await TestReceiver.answering(.serviceUnavailable)
+        let job = Jobs.with(Jobs.value(1), [
+            "webhook": ["url": .string(refusing.url + "/hook"), "events": ["job.succeeded"], "retry": ["maxAttempts": 50, "delayMs": 200, "backoff": 1]],
+        ])
+        let first = try await Self.server(path)
+        let id = try await first.submitID(job, waitMs: 10_000)
+        _ = try await refusing.waitForRequests(2)
+        let image = try await Self.crashImage(of: first, path: path)
+        let before = try await first.get("/v1/jobs/\(id)/deliveries").json["items"]?.arrayValue ?? []
+        #expect(before.count == 1)
+        #expect(before.first?["state"] == "pending")
+        await first.stop()
+        await refusing.stop()
+
+        // The crash image holds the pending delivery with its attempts.
+        let db = try SQLiteConnection(path: image)
+        let row = try db.statement("SELECT id, state, attempts FROM deliveries WHERE job_id = ?").bind(.text(id))
+        #expect(try row.step())
+        let deliveryID = row.text(0)
+        #expect(row.text(1) == "pending")
+        #expect(row.text(2).contains("503"), "attempts are journalled: \(row.text(2))")
+        row.reset()
+        #expect(deliveryID == before.first?["id"]?.stringValue)
+
+        let second = try await Self.server(image)
+        let resumed = try await second.get("/v1/jobs/\(id)/deliveries").json["items"]?.arrayValue ?? []
+        #expect(resumed.first?["id"] == before.first?["id"], "the delivery reads back from the file")
+        #expect((resumed.first?["attempts"]?.arrayValue?.count ?? 0) >= 1)
+        // The old receiver is gone: the resumed delivery's next attempt fails to connect, and that
+        // attempt is recorded too — proof that the restarted server picked the delivery up.
+        var retried = false
+        for _ in 0..<100 where !retried {
+            try await Task.sleep(for: .milliseconds(100))
+            let items = try await second.get("/v1/jobs/\(id)/deliveries").json["items"]?.arrayValue ?? []
+            retried = items.first?["attempts"]?.arrayValue?.contains { $0["error"] != nil } ?? false
+        }
+        #expect(retried, "the pending delivery resumed after the restart")
+        await second.stop()
     }
 }
