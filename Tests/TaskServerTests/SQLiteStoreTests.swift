@@ -345,4 +345,25 @@ struct SQLiteStoreTests {
         #expect(retried, "the pending delivery resumed after the restart")
         await second.stop()
     }
+
+    @Test func aDamagedFileIsRefusedWhenTheIntegrityCheckIsOn() async throws {
+        let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
+        do {
+            let server = try await Self.server(path)
+            for index in 0..<200 { _ = try await server.submitID(Jobs.value(.string(String(repeating: "x", count: 200) + "\(index)"))) }
+            await server.stop()
+        }
+        // Overwrite the middle of the file (past the header page) with garbage.
+        let handle = try #require(FileHandle(forUpdatingAtPath: path))
+        let size = try handle.seekToEnd()
+        try handle.seek(toOffset: size / 2)
+        handle.write(Data(repeating: 0xA5, count: 8192))
+        try handle.close()
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let engine = Engine()
+        defer { engine.shutdown() }
+        var options = SQLiteJobStore.Options()
+        options.checkIntegrity = true
+        #expect(throws: SQLiteError.self) { try SQLiteJobStore(path: path, engine: engine, options: options, logger: logger) }
+    }
 }
