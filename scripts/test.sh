@@ -43,7 +43,7 @@ TASKSERVER_URL="http://127.0.0.1:$port" bash examples/run-all.sh
 python3 -c 'import standardwebhooks' 2>/dev/null || python3 -m pip install -q standardwebhooks
 TASKSERVER_URL="http://127.0.0.1:$port" TASKSERVER_BIN="$bin" python3 scripts/verify-webhooks.py
 
-st --config-file Tests/contract/schemathesis.toml run openapi.yaml \
+python3 Tests/contract/st.py --config-file Tests/contract/schemathesis.toml run openapi.yaml \
     --url "http://127.0.0.1:$port" --checks all --max-examples "${SCHEMATHESIS_EXAMPLES:-50}" \
     --seed 1 --workers 2
 
