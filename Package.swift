@@ -23,6 +23,7 @@ let package = Package(
         .executable(name: "taskcore-bench", targets: ["taskcore-bench"]),
         .executable(name: "taskgraph-bench", targets: ["taskgraph-bench"]),
         .executable(name: "bare-nio", targets: ["bare-nio"]),
+        .executable(name: "outbound-bench", targets: ["outbound-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -66,6 +67,15 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             path: "Benchmarks/bare-nio"
+        ),
+        .executableTarget(
+            name: "outbound-bench",
+            dependencies: [
+                "TaskServer",
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/outbound-bench"
         ),
         .testTarget(name: "TaskCoreTests", dependencies: ["TaskCore"]),
         .testTarget(name: "TaskGraphTests", dependencies: ["TaskGraph"]),

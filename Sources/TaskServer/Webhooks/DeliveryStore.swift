@@ -38,10 +38,9 @@ public final class MemoryDeliveryStore: DeliveryStore {
     public func add(_ deliveries: [Delivery]) {
         self.state.withLock { state in
             for delivery in deliveries where state.index[delivery.id] == nil {
-                var list = state.byJob[delivery.jobID] ?? []
-                state.index[delivery.id] = (delivery.jobID, list.count)
-                list.append(delivery)
-                state.byJob[delivery.jobID] = list
+                // Appended in place (a copied-out list would make each add O(deliveries of the job)).
+                state.index[delivery.id] = (delivery.jobID, state.byJob[delivery.jobID]?.count ?? 0)
+                state.byJob[delivery.jobID, default: []].append(delivery)
             }
         }
     }

@@ -160,7 +160,9 @@ public final class WebhookDispatcher: Sendable {
     // MARK: - Queueing
 
     private static func enqueue(_ delivery: Delivery, endpointKey key: String, in state: inout State, perEndpoint: Int) {
-        var endpoint = state.endpoints[key] ?? Endpoint()
+        // Moved out of the dictionary (not copied), so the queue's storage stays uniquely
+        // referenced and grows in place: a copy here made every enqueue O(queue length).
+        var endpoint = state.endpoints.removeValue(forKey: key) ?? Endpoint()
         endpoint.queue.append(delivery)
         if !endpoint.isInRotation, endpoint.active < perEndpoint {
             endpoint.isInRotation = true
@@ -185,7 +187,7 @@ public final class WebhookDispatcher: Sendable {
             while state.active < self.configuration.maxConcurrent, let key = state.rotation.popFirst() {
                 // Invariant: an endpoint is in the rotation (once) only while it has waiting
                 // deliveries and room for another attempt; the guard only defends it.
-                guard var endpoint = state.endpoints[key] else { continue }
+                guard var endpoint = state.endpoints.removeValue(forKey: key) else { continue }  // moved, see `enqueue`
                 guard endpoint.active < perEndpoint, let delivery = endpoint.queue.popFirst() else {
                     endpoint.isInRotation = false
                     state.endpoints[key] = endpoint
@@ -210,11 +212,9 @@ public final class WebhookDispatcher: Sendable {
     private func release(endpointKey key: String) {
         let pump: Bool = self.state.withLock { state in
             state.active -= 1
-            if var endpoint = state.endpoints[key] {
+            if var endpoint = state.endpoints.removeValue(forKey: key) {  // moved, see `enqueue`
                 endpoint.active -= 1
-                if endpoint.active == 0, endpoint.queue.isEmpty {
-                    state.endpoints[key] = nil
-                } else {
+                if endpoint.active > 0 || !endpoint.queue.isEmpty {
                     if !endpoint.isInRotation, !endpoint.queue.isEmpty, endpoint.active < self.configuration.maxConcurrentPerEndpoint {
                         endpoint.isInRotation = true
                         state.rotation.append(key)

@@ -5,18 +5,18 @@ import TaskGraph
 /// A durable store plans inside the transaction that journals the events instead (so an event and
 /// its deliveries are recorded together) and dispatches after commit; it conforms to
 /// `WebhookJournaling`, and `Application` then installs no `WebhookObserver`.
-final class WebhookObserver: JobObserver {
+public final class WebhookObserver: JobObserver {
     let planner: WebhookPlanner
     let store: any DeliveryStore
     let dispatcher: WebhookDispatcher
 
-    init(planner: WebhookPlanner, store: any DeliveryStore, dispatcher: WebhookDispatcher) {
+    public init(planner: WebhookPlanner, store: any DeliveryStore, dispatcher: WebhookDispatcher) {
         self.planner = planner
         self.store = store
         self.dispatcher = dispatcher
     }
 
-    func job(_ run: JobRun, appended events: ArraySlice<JobEvent>) {
+    public func job(_ run: JobRun, appended events: ArraySlice<JobEvent>) {
         let deliveries = self.planner.plan(run, events: events)
         guard !deliveries.isEmpty else { return }
         self.store.add(deliveries)
