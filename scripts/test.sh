@@ -43,9 +43,12 @@ TASKSERVER_URL="http://127.0.0.1:$port" bash examples/run-all.sh
 python3 -c 'import standardwebhooks' 2>/dev/null || python3 -m pip install -q standardwebhooks
 TASKSERVER_URL="http://127.0.0.1:$port" TASKSERVER_BIN="$bin" python3 scripts/verify-webhooks.py
 
+# One worker: with two, Hypothesis' threads hit CPython 3.11's "AST constructor recursion depth
+# mismatch" SystemError (cpython#106905) now and then while generating cases; one is as fast here.
+# Tests/contract/st.py also gives it room to recurse.
 python3 Tests/contract/st.py --config-file Tests/contract/schemathesis.toml run openapi.yaml \
     --url "http://127.0.0.1:$port" --checks all --max-examples "${SCHEMATHESIS_EXAMPLES:-50}" \
-    --seed 1 --workers 2
+    --seed 1 --workers 1
 
 # The server must still be healthy, and stop cleanly on SIGTERM with exit status 0.
 curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null

@@ -113,7 +113,7 @@ struct CurlClientTests {
                 _ = try? await future.value
             }
             #expect(future.isCancelled)
-            #expect(ms < 2000)
+            #expect(ms < 5000)  // at once, in practice a few milliseconds; generous for a loaded machine
             #expect(try await receiver.waitForNoConnections())
             #expect(client.statistics.active == 0)
             // A token cancelled before sending never reaches the receiver.
@@ -208,8 +208,8 @@ struct CurlClientTests {
         }
     }
 
-    @Test func concurrencyIsBoundedAndTheRestWaitsInOrder() async throws {
-        let receiver = try await TestReceiver.start { _, _ in delayed(.milliseconds(20), Response(status: .ok)) }
+    @Test func concurrencyIsBoundedAndTheRestWaits() async throws {
+        let receiver = try await TestReceiver.start { _, _ in delayed(.milliseconds(50), Response(status: .ok)) }
         defer { Task { await receiver.stop() } }
         try await withClient(.init(maxConcurrentTransfers: 4)) { client in
             let futures = (0..<40).map { client.send(OutboundRequest(url: receiver.url + "/\($0)")) }
@@ -220,9 +220,19 @@ struct CurlClientTests {
             #expect(receiver.requests.count == 40)
             #expect(receiver.maxInFlight <= 4)
             #expect(receiver.maxInFlight >= 2)
-            // FIFO: the first four requests were the first to arrive.
-            #expect(Set(receiver.requests.prefix(4).map(\.uri)) == ["/0", "/1", "/2", "/3"])
             #expect(client.statistics == CurlClient.Statistics(active: 0, queued: 0, completed: 40))
+        }
+    }
+
+    @Test func queuedRequestsStartInFIFOOrder() async throws {
+        let receiver = try await TestReceiver.start { _, _ in delayed(.milliseconds(5), Response(status: .ok)) }
+        defer { Task { await receiver.stop() } }
+        // One transfer at a time: each request reaches the receiver only after the previous answer.
+        try await withClient(.init(maxConcurrentTransfers: 1)) { client in
+            let futures = (0..<8).map { client.send(OutboundRequest(url: receiver.url + "/\($0)")) }
+            for future in futures { _ = try await future.value }
+            #expect(receiver.requests.map(\.uri) == (0..<8).map { "/\($0)" })
+            #expect(receiver.maxInFlight == 1)
         }
     }
 
