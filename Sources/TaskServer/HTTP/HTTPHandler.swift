@@ -41,18 +41,23 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let limits: HTTPLimits
     private let logger: Logger
     private let requestIDs: RequestIDGenerator
+    private let activity: ServerActivity
     private let onResponse: @Sendable (Request?, Response, _ durationNanoseconds: UInt64) -> Void
     private var state = State.idle
     private var timer: Scheduled<Void>?
     private var requestStart: UInt64 = 0
+    /// Whether this connection's request counts in `activity.inFlight`.
+    private var isInFlight = false
 
     init(
         router: Router,
         limits: HTTPLimits,
         logger: Logger,
         requestIDs: RequestIDGenerator,
+        activity: ServerActivity,
         onResponse: @escaping @Sendable (Request?, Response, UInt64) -> Void
     ) {
+        self.activity = activity
         self.router = router
         self.limits = limits
         self.logger = logger
@@ -72,6 +77,21 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         self.timer?.cancel()
         self.timer = nil
+        self.endRequest()
+    }
+
+    /// Counts the request being answered as in flight until `endRequest` (server shutdown waits
+    /// for the count to reach zero).
+    private func beginRequest() {
+        guard !self.isInFlight else { return }
+        self.isInFlight = true
+        self.activity.inFlight.add(1, ordering: .relaxed)
+    }
+
+    private func endRequest() {
+        guard self.isInFlight else { return }
+        self.isInFlight = false
+        self.activity.inFlight.subtract(1, ordering: .relaxed)
     }
 
     /// Closes the connection if nothing cancels the timer in time.
@@ -133,6 +153,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             self.timer?.cancel()
             self.timer = nil
             self.state = .responding
+            self.beginRequest()
             self.dispatch(context: context, head: head, body: body)
         }
     }
@@ -215,6 +236,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         // After a framing or size error the rest of the stream cannot be trusted: answer, then close.
         self.state = .closing
         self.timer?.cancel()
+        self.endRequest()
         var response = problem.response
         response.headers.replaceOrAdd(name: "connection", value: "close")
         self.write(context: context, response, keepAlive: false, head: head, requestID: self.requestIDs.next())
@@ -222,8 +244,10 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     private func respond(context: ChannelHandlerContext, head: HTTPRequestHead, request: Request?, _ response: Response, requestID: String) {
+        self.endRequest()
         guard case .responding = self.state, context.channel.isActive else { return }
-        let keepAlive = head.isKeepAlive
+        // A stopping server closes each connection after its answer, so keep-alive clients move on.
+        let keepAlive = head.isKeepAlive && !self.activity.isDraining.load(ordering: .relaxed)
         let duration = DispatchTimeNanoseconds.now() &- self.requestStart
         // Settle the state before writing: writing the response's end makes the pipelining handler
         // deliver the next buffered request at once (re-entrantly, inside `write`), and that request
