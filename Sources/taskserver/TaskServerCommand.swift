@@ -16,7 +16,7 @@ struct TaskServerCommand: AsyncParsableCommand {
             Every flag of `serve` can also be set through the environment variable shown in its help.
             """,
         version: TaskServerVersion.current,
-        subcommands: [Serve.self, Healthcheck.self, Version.self],
+        subcommands: [Serve.self, Submit.self, Status.self, Cancel.self, Events.self, Healthcheck.self, Version.self],
         defaultSubcommand: Serve.self
     )
 }
