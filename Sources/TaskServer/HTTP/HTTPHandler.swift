@@ -165,7 +165,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     // MARK: - Dispatch
 
     private func dispatch(context: ChannelHandlerContext, head: HTTPRequestHead, body: ByteBuffer?) {
-        let requestID = head.headers.first(name: "x-request-id").flatMap { $0.utf8.count <= 64 ? $0 : nil } ?? self.requestIDs.next()
+        let requestID = head.headers.first(name: "x-request-id").flatMap(RequestIDGenerator.accepting) ?? self.requestIDs.next()
         guard let (segments, query) = parseTarget(head.uri) else {
             self.respond(context: context, head: head, request: nil, HTTPProblem(.badRequest, code: "query.invalid", detail: "the request target is not valid percent-encoded UTF-8").response, requestID: requestID)
             return
@@ -202,6 +202,12 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             }
         }
         let finalRequest = request
+        if self.logger.logLevel <= .debug {
+            var logger = self.logger
+            logger[metadataKey: "http.request.id"] = .string(requestID)
+            let target = head.uri.utf8.count <= 200 ? head.uri : String(head.uri.prefix(200))
+            logger.debug("request received", metadata: ["http.method": "\(head.method.rawValue)", "http.target": "\(target)"])
+        }
         if let outcome = future.outcome {
             self.respond(context: context, head: head, request: finalRequest, Self.response(outcome, requestID: requestID, logger: self.logger), requestID: requestID)
             return
@@ -260,6 +266,15 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
         self.write(context: context, response, keepAlive: keepAlive, head: head, requestID: requestID)
         self.onResponse(request, response, duration)
+        if self.logger.logLevel <= .debug {
+            // Headers (Authorization among them) and bodies are never logged.
+            var logger = self.logger
+            logger[metadataKey: "http.request.id"] = .string(requestID)
+            logger.debug(
+                "request answered",
+                metadata: ["http.status": "\(response.status.code)", "http.duration_ms": "\(Double(duration / 1000) / 1000)"]
+            )
+        }
     }
 
     private func write(context: ChannelHandlerContext, _ response: Response, keepAlive: Bool, head: HTTPRequestHead?, requestID: String) {
@@ -319,6 +334,14 @@ final class RequestIDGenerator: Sendable {
         var generator = SystemRandomNumberGenerator()
         let alphabet = Array("0123456789abcdefghijklmnopqrstuvwxyz")
         self.prefix = String((0..<6).map { _ in alphabet[Int(generator.next() % 36)] })
+    }
+
+    /// A client's `X-Request-Id` when it is sane (1–64 visible ASCII characters, as openapi.yaml
+    /// says), so that it can go into logs and back into a header unchanged; nil otherwise.
+    static func accepting(_ candidate: String) -> String? {
+        let bytes = candidate.utf8
+        guard (1...64).contains(bytes.count), bytes.allSatisfy({ (0x21...0x7E).contains($0) }) else { return nil }
+        return candidate
     }
 
     func next() -> String {
