@@ -56,7 +56,10 @@ public final class HTTPServer: Sendable {
         let bootstrap = ServerBootstrap(group: self.group)
             .serverChannelOption(ChannelOptions.backlog, value: 512)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            // TCP_NODELAY is an IPPROTO_TCP option: `socketOption(.tcp_nodelay)` set SOL_SOCKET
+            // option 1, which is SO_DEBUG; root may set that, any other user gets EACCES and every
+            // connection was reset (found by running as the image's non-root user).
+            .childChannelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(ChannelOptions.maxMessagesPerRead, value: 16)
             .childChannelInitializer { channel in
                 // Over the cap: close at once, before any bytes are read.
