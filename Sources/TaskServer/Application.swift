@@ -134,6 +134,9 @@ public final class Application: Sendable {
 
     public var isDraining: Bool { self.draining.load(ordering: .relaxed) }
 
+    /// Requests received in full and not answered yet (0 before `start`).
+    public var requestsInFlight: Int { self.server.withLock { $0 }?.requestsInFlight ?? 0 }
+
     /// Drains, stops the listener, waits up to `gracePeriod` (default: the configuration's
     /// `shutdownGrace`) for requests in flight, closes the connections left, flushes the store and
     /// lets the worker pools' threads exit.
