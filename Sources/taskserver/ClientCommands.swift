@@ -219,6 +219,11 @@ struct Events: ParsableCommand {
                     if let type = item["type"] as? String, ["job.succeeded", "job.failed", "job.cancelled"].contains(type) { ended = true }
                 }
                 if !self.follow || ended { return }
+                // Nothing new within the wait: stop if the job ended before `after` (its last event
+                // was not in view, e.g. with --after past it).
+                if items.isEmpty, let state = try client.job(self.id).json?["state"] as? String, terminalJobStates.contains(state) {
+                    return
+                }
             }
         }
     }
