@@ -61,3 +61,6 @@ echo "server stopped cleanly on SIGTERM"
 
 echo "== crash test (SIGKILL and restart)"
 python3 scripts/crash-test.py "$bin"
+
+echo "== lifecycle, terminal client and container checks"
+python3 scripts/check-lifecycle.py "$bin" && bash scripts/check-client.sh "$bin" && bash scripts/check-container.sh

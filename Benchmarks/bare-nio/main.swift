@@ -65,7 +65,7 @@ let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
 let channel = try ServerBootstrap(group: group)
     .serverChannelOption(ChannelOptions.backlog, value: 512)
     .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-    .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+    .childChannelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
     .childChannelInitializer { channel in
         channel.eventLoop.makeCompletedFuture {
             try channel.pipeline.syncOperations.configureHTTPServerPipeline(withPipeliningAssistance: true)

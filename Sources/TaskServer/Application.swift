@@ -134,11 +134,16 @@ public final class Application: Sendable {
 
     public var isDraining: Bool { self.draining.load(ordering: .relaxed) }
 
-    /// Drains, stops the listener and the event loops, and lets the worker pools' threads exit.
-    public func shutdown() async {
+    /// Requests received in full and not answered yet (0 before `start`).
+    public var requestsInFlight: Int { self.server.withLock { $0 }?.requestsInFlight ?? 0 }
+
+    /// Drains, stops the listener, waits up to `gracePeriod` (default: the configuration's
+    /// `shutdownGrace`) for requests in flight, closes the connections left, flushes the store and
+    /// lets the worker pools' threads exit.
+    public func shutdown(gracePeriod: Duration? = nil) async {
         self.beginDraining()
         let server = self.server.withLock { $0 }
-        await server?.shutdown()
+        await server?.shutdown(gracePeriod: gracePeriod ?? self.configuration.shutdownGrace)
         self.dispatcher.shutdown()
         self.outbound.shutdown()
         // Everything journalled so far reaches the file before the process exits.

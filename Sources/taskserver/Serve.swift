@@ -61,8 +61,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "text or json (env TASKSERVER_LOG_FORMAT; default text).")
     var logFormat: String?
 
+    @Option(help: "On SIGTERM/SIGINT, how long requests in flight may take before connections are closed and the process exits, e.g. 25s, 500ms (env TASKSERVER_SHUTDOWN_GRACE; default 25s).")
+    var shutdownGrace: String?
+
     func run() async throws {
-        let environment = ProcessInfo.processInfo.environment
+        // An empty variable counts as unset (compose files pass `${X:-}` through as "").
+        let environment = ProcessInfo.processInfo.environment.filter { !$0.value.isEmpty }
         let configuration: ServerConfiguration
         let level: Logger.Level
         let format: String
@@ -102,9 +106,22 @@ struct Serve: AsyncParsableCommand {
             ]
         )
         await waitForTermination(logger: logger)
-        logger.notice("taskserver draining")
-        await app.shutdown()
+        let grace = configuration.shutdownGrace
+        logger.notice("taskserver draining", metadata: ["shutdown.grace": "\(grace)"])
+        // The process must be gone by the end of the grace period (the orchestrator's SIGKILL
+        // follows soon after): requests get the grace less a reserve for closing connections and
+        // flushing the store; should even that hang, the watchdog exits non-zero at the deadline.
+        let reserve = min(.seconds(2), grace / 4)
+        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(Self.nanoseconds(grace)))) {
+            logger.error("shutdown did not finish within the grace period; exiting")
+            Foundation.exit(1)
+        }
+        await app.shutdown(gracePeriod: grace - reserve)
         logger.notice("taskserver stopped")
+    }
+
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
     }
 
     func configuration(_ environment: [String: String]) throws -> ServerConfiguration {
@@ -136,7 +153,7 @@ struct Serve: AsyncParsableCommand {
         if let value = try self.maxNodes ?? environment["TASKSERVER_MAX_NODES"].map({ try Self.integer($0, "TASKSERVER_MAX_NODES") }) {
             configuration.maxNodes = value
         }
-        let memory = self.memory || Self.flag(environment["TASKSERVER_MEMORY"])
+        let memory = try self.memory || Self.flag(environment["TASKSERVER_MEMORY"], "TASKSERVER_MEMORY")
         if !memory { configuration.dataPath = self.data ?? environment["TASKSERVER_DATA"] ?? "./data/taskserver.sqlite" }
         if let text = self.retention ?? environment["TASKSERVER_RETENTION"] {
             guard let duration = parseDuration(text) else { throw ConfigurationError("--retention must be a duration like 7d, 24h, 30m or 90s, got \"\(text)\"") }
@@ -146,17 +163,29 @@ struct Serve: AsyncParsableCommand {
             guard text == "full" || text == "normal" else { throw ConfigurationError("--sync must be full or normal, got \"\(text)\"") }
             configuration.syncFull = text == "full"
         }
-        configuration.checkIntegrity = self.checkIntegrity || Self.flag(environment["TASKSERVER_CHECK_INTEGRITY"])
+        configuration.checkIntegrity = try self.checkIntegrity || Self.flag(environment["TASKSERVER_CHECK_INTEGRITY"], "TASKSERVER_CHECK_INTEGRITY")
         configuration.webhooks.url = self.webhookUrl ?? environment["TASKSERVER_WEBHOOK_URL"]
         configuration.webhooks.secret = self.webhookSecret ?? environment["TASKSERVER_WEBHOOK_SECRET"]
         configuration.outbound.allow = self.outboundAllow.isEmpty ? Self.list(environment["TASKSERVER_OUTBOUND_ALLOW"]) : self.outboundAllow
         configuration.outbound.deny = self.outboundDeny.isEmpty ? Self.list(environment["TASKSERVER_OUTBOUND_DENY"]) : self.outboundDeny
+        if let text = self.shutdownGrace ?? environment["TASKSERVER_SHUTDOWN_GRACE"] {
+            guard let duration = parseDuration(text) else {
+                throw ConfigurationError("--shutdown-grace must be a duration like 25s, 500ms or 1m, got \"\(text.prefix(100))\"")
+            }
+            configuration.shutdownGrace = duration
+        }
         return configuration
     }
 
-    static func flag(_ value: String?) -> Bool {
+    /// A boolean environment value; anything but 1/true/yes/on or 0/false/no/off is an error, so
+    /// that a typo does not silently turn a setting off.
+    static func flag(_ value: String?, _ name: String) throws -> Bool {
         guard let value else { return false }
-        return ["1", "true", "yes", "on"].contains(value.lowercased())
+        switch value.lowercased() {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off": return false
+        default: throw ConfigurationError("\(name) must be 1, true, yes, on, 0, false, no or off, got \"\(value.prefix(100))\"")
+        }
     }
 
     /// A comma-separated environment value as a list (nil or empty: none).

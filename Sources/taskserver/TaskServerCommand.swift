@@ -13,10 +13,14 @@ struct TaskServerCommand: AsyncParsableCommand {
             Start the server with `taskserver serve`, then drive it with curl:
               curl -s localhost:8080/v1/jobs -H 'content-type: application/json' \\
                 -d '{"graph":{"type":"task","action":"value","params":{"value":42}}}'
+
+            From a terminal: taskserver submit job.json --watch | status ID | events ID --follow | cancel ID
+            (server from TASKSERVER_URL, API key from TASKSERVER_API_KEY).
+
             Every flag of `serve` can also be set through the environment variable shown in its help.
             """,
         version: TaskServerVersion.current,
-        subcommands: [Serve.self, Healthcheck.self, Version.self],
+        subcommands: [Serve.self, Submit.self, Status.self, Cancel.self, Events.self, Healthcheck.self, Version.self],
         defaultSubcommand: Serve.self
     )
 }

@@ -85,6 +85,10 @@ struct HTTPLayerTests {
             let tooLong = try await server.get("/healthz", headers: [("X-Request-Id", String(repeating: "r", count: 65))])
             #expect(tooLong.header("x-request-id") != String(repeating: "r", count: 65))
             #expect(tooLong.header("x-request-id")?.isEmpty == false)
+            // Spaces or control characters could forge log lines: such ids are replaced too.
+            let spaced = try await server.get("/healthz", headers: [("X-Request-Id", "a b")])
+            #expect(spaced.header("x-request-id") != "a b")
+            #expect(spaced.header("x-request-id")?.isEmpty == false)
         }
     }
 

@@ -51,6 +51,12 @@ info:
     repeated per operation (see `components/responses/MethodNotAllowed`).
     The server never answers `500`; one that does is a bug (`code: internal`).
 
+    ## Request ids
+    Every response carries an `X-Request-Id` header (`RequestId`): the
+    request's own `X-Request-Id` when it is 1–64 visible ASCII characters, or
+    an id the server generates. The server's log lines about the request carry
+    the same id as `http.request.id`, so a client can quote it in a report.
+
     ## Authentication
     When the server is started with one or more `--api-key`, every `/v1` route
     requires `Authorization: Bearer <key>` (`401 auth.required` /
@@ -129,6 +135,8 @@ paths:
         '201':
           description: The job was created.
           headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
             Location:
               $ref: '#/components/headers/JobLocation'
           content:
@@ -147,6 +155,8 @@ paths:
             Idempotent repeat: a job was already created with this
             `Idempotency-Key` and the same body; this is that job.
           headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
             Location:
               $ref: '#/components/headers/JobLocation'
           content:
@@ -208,6 +218,9 @@ paths:
             minLength: 1
       responses:
         '200':
+          headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
           description: One page of jobs.
           content:
             application/json:
@@ -231,6 +244,9 @@ paths:
         - $ref: '#/components/parameters/WaitMs'
       responses:
         '200':
+          headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
           description: The job.
           content:
             application/json:
@@ -249,6 +265,9 @@ paths:
         `409 job.notTerminal`; cancel it first.
       responses:
         '204':
+          headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
           description: The job was deleted.
         '401': {$ref: '#/components/responses/Unauthorized'}
         '404': {$ref: '#/components/responses/NotFound'}
@@ -268,6 +287,9 @@ paths:
         `cancelled`. No request body.
       responses:
         '202':
+          headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
           description: |
             Cancellation has started (or was already under way). The job may
             still be `running` while cleanup continuations run.
@@ -276,6 +298,9 @@ paths:
               schema:
                 $ref: '#/components/schemas/Job'
         '200':
+          headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
           description: The job was already cancelled; nothing changed.
           content:
             application/json:
@@ -298,6 +323,9 @@ paths:
         children (depth-first, in graph order).
       responses:
         '200':
+          headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
           description: The job's nodes.
           content:
             application/json:
@@ -332,6 +360,9 @@ paths:
       summary: Get one node
       responses:
         '200':
+          headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
           description: The node.
           content:
             application/json:
@@ -357,12 +388,18 @@ paths:
         skipped is `409 task.terminal`.
       responses:
         '202':
+          headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
           description: Cancellation of the node has started.
           content:
             application/json:
               schema:
                 $ref: '#/components/schemas/TaskNodeState'
         '200':
+          headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
           description: The node was already cancelled; nothing changed.
           content:
             application/json:
@@ -402,6 +439,9 @@ paths:
                 value: {error: {code: approval.denied, message: Rejected by reviewer}}
       responses:
         '200':
+          headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
           description: The task, now completed.
           content:
             application/json:
@@ -440,6 +480,9 @@ paths:
         - $ref: '#/components/parameters/WaitMs'
       responses:
         '200':
+          headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
           description: Events in order.
           content:
             application/json:
@@ -465,6 +508,9 @@ paths:
         Credentials in a webhook URL are not shown.
       responses:
         '200':
+          headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
           description: The deliveries, oldest event first.
           content:
             application/json:
@@ -495,6 +541,9 @@ paths:
             default: mermaid
       responses:
         '200':
+          headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
           description: The drawing.
           content:
             text/plain; charset=utf-8:
@@ -534,6 +583,9 @@ paths:
                   graph: {type: task, action: value, params: {value: 42}}
       responses:
         '200':
+          headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
           description: The job is valid.
           content:
             application/json:
@@ -555,6 +607,9 @@ paths:
         `default` and `immediate` always exist.
       responses:
         '200':
+          headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
           description: The executors.
           content:
             application/json:
@@ -571,6 +626,9 @@ paths:
       security: []
       responses:
         '200':
+          headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
           description: The process is alive.
           content:
             application/json:
@@ -589,6 +647,9 @@ paths:
       security: []
       responses:
         '200':
+          headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
           description: Ready for traffic.
           content:
             application/json:
@@ -598,6 +659,9 @@ paths:
                   - properties:
                       status: {const: ready}
         '503':
+          headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
           description: Shutting down; route traffic elsewhere.
           content:
             application/json:
@@ -619,6 +683,9 @@ paths:
       security: []
       responses:
         '200':
+          headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
           description: The metrics.
           content:
             text/plain; version=0.0.4:
@@ -633,6 +700,9 @@ paths:
       security: []
       responses:
         '200':
+          headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
           description: The OpenAPI 3.1 document of this API.
           content:
             application/yaml:
@@ -687,6 +757,9 @@ webhooks:
         '2XX':
           description: Delivered.
         '410':
+          headers:
+            X-Request-Id:
+              $ref: '#/components/headers/RequestId'
           description: Gone — stop delivering this event.
 
 components:
@@ -741,6 +814,16 @@ components:
         pattern: '^[!-~]{1,255}$'
 
   headers:
+    RequestId:
+      required: true
+      description: |
+        The request's id: the request's own `X-Request-Id` when it sent a sane
+        one (1–64 visible ASCII characters), otherwise one the server made.
+        Every log line the server writes about the request carries it as
+        `http.request.id`.
+      schema:
+        type: string
+        pattern: '^[!-~]{1,64}$'
     JobLocation:
       required: true
       description: Path of the job, `/v1/jobs/{id}`.
@@ -770,6 +853,9 @@ components:
 
   responses:
     BadRequest:
+      headers:
+        X-Request-Id:
+          $ref: '#/components/headers/RequestId'
       description: |
         `json.malformed` — the body is not JSON (`detail` gives line and
         column); `query.invalid` — a query parameter does not parse or is out
@@ -796,6 +882,8 @@ components:
         API keys are configured and the request has no bearer token
         (`auth.required`) or a wrong one (`auth.invalid`).
       headers:
+        X-Request-Id:
+          $ref: '#/components/headers/RequestId'
         WWW-Authenticate:
           required: true
           description: '`Bearer`, with an `error` attribute when the token is wrong.'
@@ -811,6 +899,9 @@ components:
                   status: {const: 401}
                   code: {enum: [auth.required, auth.invalid]}
     NotFound:
+      headers:
+        X-Request-Id:
+          $ref: '#/components/headers/RequestId'
       description: |
         `job.notFound` — no job with this id; `task.notFound` — the job has no
         node with this id; `route.notFound` — no such path.
@@ -834,6 +925,8 @@ components:
         undeclared method on every route (TRACE and OPTIONS included), so it
         is not listed per operation.
       headers:
+        X-Request-Id:
+          $ref: '#/components/headers/RequestId'
         Allow:
           required: true
           description: The methods the route supports, e.g. `GET, DELETE`.
@@ -848,6 +941,9 @@ components:
                   status: {const: 405}
                   code: {const: method.notAllowed}
     Conflict:
+      headers:
+        X-Request-Id:
+          $ref: '#/components/headers/RequestId'
       description: |
         The resource's state forbids the request: `job.terminal` (cancel a job
         that already succeeded or failed), `job.notTerminal` (delete a job
@@ -863,6 +959,9 @@ components:
                   code:
                     enum: [job.terminal, job.notTerminal, task.notAwait, task.notRunning, task.terminal]
     PayloadTooLarge:
+      headers:
+        X-Request-Id:
+          $ref: '#/components/headers/RequestId'
       description: The body is larger than `--max-body-bytes` (1 MiB by default).
       content:
         application/problem+json:
@@ -873,6 +972,9 @@ components:
                   status: {const: 413}
                   code: {const: body.tooLarge}
     UnsupportedMediaType:
+      headers:
+        X-Request-Id:
+          $ref: '#/components/headers/RequestId'
       description: The body is not `application/json`.
       content:
         application/problem+json:
@@ -883,6 +985,9 @@ components:
                   status: {const: 415}
                   code: {const: contentType.unsupported}
     UnprocessableEntity:
+      headers:
+        X-Request-Id:
+          $ref: '#/components/headers/RequestId'
       description: |
         `graph.invalid` — the body is JSON but fails validation; `errors[]`
         lists every problem found, each with a JSON pointer into the body.
@@ -919,6 +1024,8 @@ components:
         writes (`store.busy`) or could not commit the job (`store.unavailable`);
         nothing was created, so the request can be retried as is.
       headers:
+        X-Request-Id:
+          $ref: '#/components/headers/RequestId'
         Retry-After:
           description: Seconds after which a retry may succeed, when known.
           schema:
@@ -932,6 +1039,9 @@ components:
                   status: {const: 503}
                   code: {enum: [server.draining, store.busy, store.unavailable]}
     InternalError:
+      headers:
+        X-Request-Id:
+          $ref: '#/components/headers/RequestId'
       description: |
         Never sent on purpose: the generic answer of a bug, with no internal
         detail. Any `500` is a defect to report.

@@ -35,6 +35,10 @@ public struct ServerConfiguration: Sendable {
     public var webhooks = Webhooks()
     /// Outbound requests (`http` tasks and webhooks): address policy and client limits.
     public var outbound = Outbound()
+    /// How long a stopping server lets requests in flight (long-polls included) finish before it
+    /// closes their connections, flushes the store and exits (`--shutdown-grace`, default 25 s:
+    /// under the 30 s that Kubernetes and `stop_grace_period` in Docker/compose.yaml allow).
+    public var shutdownGrace: Duration = .seconds(25)
 
     public init() {}
 
@@ -102,6 +106,9 @@ public struct ServerConfiguration: Sendable {
             for range in ranges where CIDR(range) == nil {
                 throw ConfigurationError("\(flag): \"\(range.prefix(100))\" is not an IP range; use CIDR notation such as 10.0.0.0/8, fd00::/8 or 192.0.2.7")
             }
+        }
+        guard self.shutdownGrace >= .zero, self.shutdownGrace <= .seconds(3600) else {
+            throw ConfigurationError("--shutdown-grace must be from 0s to 1h")
         }
         guard self.outbound.maxConcurrentTransfers >= 1, self.outbound.maxResponseBytes >= 1,
             self.webhooks.maxConcurrent >= 1, self.webhooks.maxConcurrentPerEndpoint >= 1

@@ -41,18 +41,23 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let limits: HTTPLimits
     private let logger: Logger
     private let requestIDs: RequestIDGenerator
+    private let activity: ServerActivity
     private let onResponse: @Sendable (Request?, Response, _ durationNanoseconds: UInt64) -> Void
     private var state = State.idle
     private var timer: Scheduled<Void>?
     private var requestStart: UInt64 = 0
+    /// Whether this connection's request counts in `activity.inFlight`.
+    private var isInFlight = false
 
     init(
         router: Router,
         limits: HTTPLimits,
         logger: Logger,
         requestIDs: RequestIDGenerator,
+        activity: ServerActivity,
         onResponse: @escaping @Sendable (Request?, Response, UInt64) -> Void
     ) {
+        self.activity = activity
         self.router = router
         self.limits = limits
         self.logger = logger
@@ -72,6 +77,21 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         self.timer?.cancel()
         self.timer = nil
+        self.endRequest()
+    }
+
+    /// Counts the request being answered as in flight until `endRequest` (server shutdown waits
+    /// for the count to reach zero).
+    private func beginRequest() {
+        guard !self.isInFlight else { return }
+        self.isInFlight = true
+        self.activity.inFlight.add(1, ordering: .relaxed)
+    }
+
+    private func endRequest() {
+        guard self.isInFlight else { return }
+        self.isInFlight = false
+        self.activity.inFlight.subtract(1, ordering: .relaxed)
     }
 
     /// Closes the connection if nothing cancels the timer in time.
@@ -133,6 +153,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             self.timer?.cancel()
             self.timer = nil
             self.state = .responding
+            self.beginRequest()
             self.dispatch(context: context, head: head, body: body)
         }
     }
@@ -144,7 +165,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     // MARK: - Dispatch
 
     private func dispatch(context: ChannelHandlerContext, head: HTTPRequestHead, body: ByteBuffer?) {
-        let requestID = head.headers.first(name: "x-request-id").flatMap { $0.utf8.count <= 64 ? $0 : nil } ?? self.requestIDs.next()
+        let requestID = head.headers.first(name: "x-request-id").flatMap(RequestIDGenerator.accepting) ?? self.requestIDs.next()
         guard let (segments, query) = parseTarget(head.uri) else {
             self.respond(context: context, head: head, request: nil, HTTPProblem(.badRequest, code: "query.invalid", detail: "the request target is not valid percent-encoded UTF-8").response, requestID: requestID)
             return
@@ -181,6 +202,12 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             }
         }
         let finalRequest = request
+        if self.logger.logLevel <= .debug {
+            var logger = self.logger
+            logger[metadataKey: "http.request.id"] = .string(requestID)
+            let target = head.uri.utf8.count <= 200 ? head.uri : String(head.uri.prefix(200))
+            logger.debug("request received", metadata: ["http.method": "\(head.method.rawValue)", "http.target": "\(target)"])
+        }
         if let outcome = future.outcome {
             self.respond(context: context, head: head, request: finalRequest, Self.response(outcome, requestID: requestID, logger: self.logger), requestID: requestID)
             return
@@ -215,6 +242,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         // After a framing or size error the rest of the stream cannot be trusted: answer, then close.
         self.state = .closing
         self.timer?.cancel()
+        self.endRequest()
         var response = problem.response
         response.headers.replaceOrAdd(name: "connection", value: "close")
         self.write(context: context, response, keepAlive: false, head: head, requestID: self.requestIDs.next())
@@ -222,8 +250,10 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     private func respond(context: ChannelHandlerContext, head: HTTPRequestHead, request: Request?, _ response: Response, requestID: String) {
+        self.endRequest()
         guard case .responding = self.state, context.channel.isActive else { return }
-        let keepAlive = head.isKeepAlive
+        // A stopping server closes each connection after its answer, so keep-alive clients move on.
+        let keepAlive = head.isKeepAlive && !self.activity.isDraining.load(ordering: .relaxed)
         let duration = DispatchTimeNanoseconds.now() &- self.requestStart
         // Settle the state before writing: writing the response's end makes the pipelining handler
         // deliver the next buffered request at once (re-entrantly, inside `write`), and that request
@@ -236,6 +266,15 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
         self.write(context: context, response, keepAlive: keepAlive, head: head, requestID: requestID)
         self.onResponse(request, response, duration)
+        if self.logger.logLevel <= .debug {
+            // Headers (Authorization among them) and bodies are never logged.
+            var logger = self.logger
+            logger[metadataKey: "http.request.id"] = .string(requestID)
+            logger.debug(
+                "request answered",
+                metadata: ["http.status": "\(response.status.code)", "http.duration_ms": "\(Double(duration / 1000) / 1000)"]
+            )
+        }
     }
 
     private func write(context: ChannelHandlerContext, _ response: Response, keepAlive: Bool, head: HTTPRequestHead?, requestID: String) {
@@ -295,6 +334,14 @@ final class RequestIDGenerator: Sendable {
         var generator = SystemRandomNumberGenerator()
         let alphabet = Array("0123456789abcdefghijklmnopqrstuvwxyz")
         self.prefix = String((0..<6).map { _ in alphabet[Int(generator.next() % 36)] })
+    }
+
+    /// A client's `X-Request-Id` when it is sane (1–64 visible ASCII characters, as openapi.yaml
+    /// says), so that it can go into logs and back into a header unchanged; nil otherwise.
+    static func accepting(_ candidate: String) -> String? {
+        let bytes = candidate.utf8
+        guard (1...64).contains(bytes.count), bytes.allSatisfy({ (0x21...0x7E).contains($0) }) else { return nil }
+        return candidate
     }
 
     func next() -> String {

@@ -16,6 +16,7 @@ public final class HTTPServer: Sendable {
     private let channel = Mutex<(any Channel)?>(nil)
     private let connections = Atomic<Int>(0)
     private let requestIDs = RequestIDGenerator()
+    private let activity = ServerActivity()
     private let onResponse: @Sendable (Request?, Response, UInt64) -> Void
 
     /// - Parameters:
@@ -50,11 +51,15 @@ public final class HTTPServer: Sendable {
         let logger = self.logger
         let requestIDs = self.requestIDs
         let onResponse = self.onResponse
+        let activity = self.activity
         let server = self
         let bootstrap = ServerBootstrap(group: self.group)
             .serverChannelOption(ChannelOptions.backlog, value: 512)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            // TCP_NODELAY is an IPPROTO_TCP option: `socketOption(.tcp_nodelay)` set SOL_SOCKET
+            // option 1, which is SO_DEBUG; root may set that, any other user gets EACCES and every
+            // connection was reset (found by running as the image's non-root user).
+            .childChannelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(ChannelOptions.maxMessagesPerRead, value: 16)
             .childChannelInitializer { channel in
                 // Over the cap: close at once, before any bytes are read.
@@ -69,7 +74,14 @@ public final class HTTPServer: Sendable {
                         withErrorHandling: false
                     )
                     try channel.pipeline.syncOperations.addHandler(
-                        HTTPHandler(router: router, limits: limits, logger: logger, requestIDs: requestIDs, onResponse: onResponse)
+                        HTTPHandler(
+                            router: router,
+                            limits: limits,
+                            logger: logger,
+                            requestIDs: requestIDs,
+                            activity: activity,
+                            onResponse: onResponse
+                        )
                     )
                     return channel.eventLoop.makeSucceededVoidFuture()
                 } catch {
@@ -87,9 +99,37 @@ public final class HTTPServer: Sendable {
         try? await channel?.close().get()
     }
 
-    /// Stops accepting and shuts the event loops down (when the server created them).
-    public func shutdown() async {
+    /// The number of requests received in full whose response has not been written yet.
+    public var requestsInFlight: Int { self.activity.inFlight.load(ordering: .relaxed) }
+
+    /// Stops accepting, lets the requests in flight finish for up to `gracePeriod`, then shuts the
+    /// event loops down (when the server created them), which closes every connection left.
+    ///
+    /// While it waits, responses carry `Connection: close`, so keep-alive clients move on.
+    /// - Returns: the number of requests still in flight when the grace period ended (0 when all
+    ///   finished in time).
+    @discardableResult
+    public func shutdown(gracePeriod: Duration = .zero) async -> Int {
         await self.stopAccepting()
+        self.activity.isDraining.store(true, ordering: .relaxed)
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: gracePeriod)
+        // Shutdown is rare and short: a 10 ms poll costs nothing and needs no wake-up plumbing in
+        // the per-request path.
+        while self.requestsInFlight > 0, clock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        let abandoned = self.requestsInFlight
+        if abandoned > 0 {
+            self.logger.warning("shutdown grace period over; closing connections", metadata: ["http.requests.inFlight": "\(abandoned)"])
+        }
         if self.ownsGroup { try? await self.group.shutdownGracefully() }
+        return abandoned
     }
+}
+
+/// What the connections of one server share: requests in flight, and whether it is stopping.
+final class ServerActivity: Sendable {
+    let inFlight = Atomic<Int>(0)
+    let isDraining = Atomic<Bool>(false)
 }

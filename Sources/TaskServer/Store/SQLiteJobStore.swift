@@ -208,7 +208,7 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
                 guard let run = try self.load(id, self.writer) else { continue }
                 runs.append(run)
             } catch {
-                self.logger.error("cannot resume a stored job; it stays as it was", metadata: ["job": "\(id)", "error": "\(error)"])
+                self.logger.error("cannot resume a stored job; it stays as it was", metadata: ["job.id": "\(id)", "error": "\(error)"])
             }
         }
         self.cache.withLock { cache in for run in runs { cache.runs[run.id] = run } }

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# End-to-end test of the terminal client (`taskserver submit|status|cancel|events`) against a live
+# server on a free port, with an API key: exit statuses, output, --watch on a pipe and on a
+# pseudo-terminal (script(1)), and the messages for connection and problem+json errors.
+# usage: check-client.sh [PATH/TO/taskserver]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${1:-$(swift build --show-bin-path)/taskserver}
+work=$(mktemp -d)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+key=client-test-key-0123456789
+"$bin" serve --memory --port "$port" --api-key "$key" >"$work/server.log" 2>&1 &
+server=$!
+trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
+for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+export TASKSERVER_URL="http://127.0.0.1:$port" TASKSERVER_API_KEY="$key"
+
+fail() { echo "FAIL: $*"; echo "-- server log"; cat "$work/server.log"; exit 1; }
+# run EXPECTED_STATUS cmd… — runs the client, keeps stdout/stderr in $work/out and $work/err.
+run() {
+    local expected=$1; shift
+    local status=0
+    "$bin" "$@" >"$work/out" 2>"$work/err" || status=$?
+    [ "$status" -eq "$expected" ] || fail "taskserver $* exited $status, expected $expected; stdout: $(cat "$work/out"); stderr: $(cat "$work/err")"
+}
+
+echo '{"graph":{"type":"task","action":"value","params":{"value":42}}}' >"$work/ok.json"
+echo '{"graph":{"type":"task","action":"fail","params":{"code":"demo.broken","message":"it broke"}}}' >"$work/fail.json"
+echo '{"graph":{"type":"task","id":"slow","action":"delay","params":{"ms":60000}}}' >"$work/slow.json"
+cat >"$work/parallel.json" <<'JSON'
+{"graph":{"type":"parallel","branches":[
+  {"type":"task","id":"a","action":"delay","params":{"ms":300}},
+  {"type":"task","id":"b","action":"delay","params":{"ms":600}},
+  {"type":"task","id":"c","action":"delay","params":{"ms":900}}]}}
+JSON
+
+run 0 submit "$work/ok.json" --wait
+[ "$(jq -r .state "$work/out")" = succeeded ] && [ "$(jq -r .result "$work/out")" = 42 ] || fail "submit --wait: $(cat "$work/out")"
+echo "✔ submit --wait: succeeded, exit 0"
+
+run 1 submit "$work/fail.json" --wait
+[ "$(jq -r .error.code "$work/out")" = demo.broken ] || fail "submit --wait of a failing job: $(cat "$work/out")"
+echo "✔ submit --wait of a failing job: exit 1"
+
+run 0 submit - <"$work/slow.json"
+id=$(jq -r .id "$work/out")
+run 0 status "$id"
+[ "$(jq -r .state "$work/out")" = running ] || fail "status: $(cat "$work/out")"
+echo "✔ submit from stdin, then status: running"
+
+# events --follow ends by itself when the job ends (here: when it is cancelled).
+"$bin" events "$id" --follow >"$work/events" 2>"$work/events.err" &
+follower=$!
+sleep 0.5
+kill -0 "$follower" 2>/dev/null || fail "events --follow ended before the job did: $(cat "$work/events" "$work/events.err")"
+run 0 cancel "$id"
+[ "$(jq -r .state "$work/out")" = cancelled ] || fail "cancel: $(cat "$work/out")"
+follow_status=0
+timeout 10 tail --pid="$follower" -f /dev/null || fail "events --follow did not end after the job was cancelled"
+wait "$follower" || follow_status=$?
+[ "$follow_status" -eq 0 ] || fail "events --follow exited $follow_status"
+[ "$(head -1 "$work/events" | jq -r .type)" = job.created ] || fail "events: $(cat "$work/events")"
+[ "$(tail -1 "$work/events" | jq -r .type)" = job.cancelled ] || fail "events --follow: $(cat "$work/events")"
+echo "✔ events --follow: $(wc -l <"$work/events") events, ended with job.cancelled; cancel exit 0"
+run 0 events "$id" --after 1
+[ "$(head -1 "$work/out" | jq -r .seq)" = 2 ] || fail "events --after 1: $(cat "$work/out")"
+run 0 cancel "$id" # a repeat on a cancelled job is 200
+echo "✔ events --after; repeated cancel accepted"
+
+run 0 submit "$work/ok.json"
+done_id=$(jq -r .id "$work/out")
+"$bin" submit "$work/ok.json" --wait >/dev/null
+run 3 cancel "$done_id"
+grep -q "409 job.terminal" "$work/err" || fail "cancel of a finished job: $(cat "$work/err")"
+echo "✔ cancel of a finished job: exit 3, $(cat "$work/err")"
+
+run 0 submit "$work/parallel.json" --watch
+lines=$(wc -l <"$work/out")
+grep -q $'\r' "$work/out" && fail "--watch on a pipe must print plain lines: $(cat -A "$work/out")"
+tail -1 "$work/out" | grep -q "succeeded  3 succeeded  0 running  0 failed  of 3" || fail "--watch last line: $(cat "$work/out")"
+[ "$lines" -ge 2 ] && [ "$lines" -le 8 ] || fail "--watch on a pipe printed $lines lines (one per change expected): $(cat "$work/out")"
+echo "✔ submit --watch on a pipe: $lines plain lines, last: $(tail -1 "$work/out")"
+
+run 2 submit "$work/slow.json" --watch --idempotency-key watch-cancel &
+watcher=$!
+sleep 0.5
+watched=$(curl -fsS -H "Authorization: Bearer $key" "$TASKSERVER_URL/v1/jobs?state=running" | jq -r '.items[0].id')
+"$bin" cancel "$watched" >/dev/null
+wait "$watcher" || fail "submit --watch of a job cancelled meanwhile should exit 2"
+echo "✔ submit --watch of a job cancelled meanwhile: exit 2"
+
+# A pseudo-terminal: one line redrawn in place (carriage return + erase line), the clock ticking.
+script -qec "$bin submit $work/parallel.json --watch" /dev/null >"$work/tty" || fail "--watch on a terminal: $(cat -A "$work/tty")"
+redraws=$(grep -o $'\r\e\\[2K' "$work/tty" | wc -l)
+[ "$redraws" -ge 2 ] || fail "--watch on a terminal should redraw one line: $(cat -A "$work/tty")"
+grep -q "succeeded  3 succeeded  0 running  0 failed  of 3  [0-9.]*s" "$work/tty" || fail "--watch on a terminal: $(cat -A "$work/tty")"
+echo "✔ submit --watch on a terminal: $redraws redraws of one line"
+
+# Errors: readable messages, exit status 3.
+run 3 status no-such-job
+grep -q "404 job.notFound" "$work/err" || fail "status of a missing job: $(cat "$work/err")"
+echo '{"graph":{"type":"task","action":"nope"}}' >"$work/bad.json"
+run 3 submit "$work/bad.json"
+grep -q "422 graph.invalid" "$work/err" && grep -q "/graph/action" "$work/err" || fail "invalid job: $(cat "$work/err")"
+run 3 submit "$work/missing.json"
+grep -q "cannot read" "$work/err" || fail "missing file: $(cat "$work/err")"
+TASKSERVER_API_KEY= run 3 status "$id"
+grep -q "401 auth.required" "$work/err" || fail "no API key: $(cat "$work/err")"
+closed=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+run 3 status "$id" --server "http://127.0.0.1:$closed"
+grep -q "cannot connect to http://127.0.0.1:$closed" "$work/err" || fail "connection refused: $(cat "$work/err")"
+run 3 status "$id" --server "https://example.invalid"
+run 64 submit "$work/ok.json" --wait --watch
+echo "✔ errors: 404, 422 with pointers, unreadable file, 401, connection refused, https, --wait with --watch"
+echo "client checks passed"

@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""Checks the stopping server against SPEC §5 with the real binary.
+
+usage: check-lifecycle.py PATH/TO/taskserver
+
+1. A long-poll that outlasts --shutdown-grace: after SIGTERM, readiness answers 503 on an open
+   keep-alive connection, a new job gets 503 server.draining, and the process exits 0 within the
+   grace period even though the long-poll still hangs (its connection is closed).
+2. A long-poll that ends within the grace: it gets its normal 200 answer, and the process exits 0
+   as soon as it has, not at the end of the grace.
+3. A second signal exits at once.
+4. Invalid configuration fails at start-up with status 64 and a message naming the setting.
+"""
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+BIN = os.path.abspath(sys.argv[1])
+JOB = json.dumps({"graph": {"type": "task", "action": "delay", "params": {"ms": 600000}}})
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(*args, env=None):
+    port = free_port()
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen([BIN, "serve", "--memory", "--port", str(port), *args], stdout=log, stderr=log, env=env)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", "/healthz")
+            if c.getresponse().status == 200:
+                c.close()
+                return proc, port, log
+        except OSError:
+            time.sleep(0.05)
+    fail("server did not start", log)
+
+
+def fail(message, log=None):
+    print("FAIL:", message)
+    if log is not None:
+        log.seek(0)
+        print(log.read().decode(errors="replace"))
+    sys.exit(1)
+
+
+def submit(port):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    c.request("POST", "/v1/jobs", body=JOB, headers={"content-type": "application/json"})
+    r = c.getresponse()
+    body = json.loads(r.read())
+    c.close()
+    assert r.status == 201, (r.status, body)
+    return body["id"]
+
+
+class LongPoll(threading.Thread):
+    def __init__(self, port, job, wait_ms):
+        super().__init__(daemon=True)
+        self.port, self.job, self.wait_ms = port, job, wait_ms
+        self.outcome = None
+
+    def run(self):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+            c.request("GET", f"/v1/jobs/{self.job}?waitMs={self.wait_ms}")
+            r = c.getresponse()
+            self.outcome = (r.status, json.loads(r.read()).get("state"))
+        except (OSError, http.client.HTTPException) as error:
+            self.outcome = ("closed", type(error).__name__)
+
+
+def keep_alive(port):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    c.request("GET", "/healthz")
+    c.getresponse().read()
+    return c
+
+
+def wait_exit(proc, limit):
+    start = time.monotonic()
+    try:
+        status = proc.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return None, time.monotonic() - start
+    return status, time.monotonic() - start
+
+
+def hanging_long_poll():
+    grace = 2.0
+    proc, port, log = start("--shutdown-grace", "2s")
+    job = submit(port)
+    poll = LongPoll(port, job, 60000)
+    poll.start()
+    ready_conn, submit_conn = keep_alive(port), keep_alive(port)
+    time.sleep(0.2)  # the long-poll has reached the server
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    ready_conn.request("GET", "/readyz")
+    r = ready_conn.getresponse()
+    body = json.loads(r.read())
+    if r.status != 503 or body.get("status") != "draining":
+        fail(f"/readyz while draining: {r.status} {body}", log)
+    if (r.getheader("connection") or "").lower() != "close":
+        fail("a draining server should close keep-alive connections after answering", log)
+    submit_conn.request("POST", "/v1/jobs", body=JOB, headers={"content-type": "application/json"})
+    r = submit_conn.getresponse()
+    body = json.loads(r.read())
+    if r.status != 503 or body.get("code") != "server.draining":
+        fail(f"new job while draining: {r.status} {body}", log)
+    status, _ = wait_exit(proc, grace + 5)
+    elapsed = time.monotonic() - sent
+    if status != 0:
+        fail(f"exit status {status} (expected 0)", log)
+    if elapsed > grace + 0.5:
+        fail(f"took {elapsed:.2f}s to exit, grace is {grace}s", log)
+    poll.join(5)
+    if poll.outcome is None or poll.outcome[0] != "closed":
+        fail(f"the hanging long-poll should have been cut, got {poll.outcome}", log)
+    print(f"✔ hanging long-poll: readyz 503, new job 503 server.draining, exit 0 after {elapsed:.2f}s (grace {grace}s)")
+
+
+def finishing_long_poll():
+    proc, port, log = start("--shutdown-grace", "20s")
+    job = submit(port)
+    poll = LongPoll(port, job, 1500)
+    poll.start()
+    time.sleep(0.2)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    status, _ = wait_exit(proc, 25)
+    elapsed = time.monotonic() - sent
+    poll.join(5)
+    if status != 0:
+        fail(f"exit status {status} (expected 0)", log)
+    if poll.outcome != (200, "running"):
+        fail(f"the long-poll in flight should have had its answer, got {poll.outcome}", log)
+    if not 1.0 <= elapsed < 5:
+        fail(f"exited after {elapsed:.2f}s; expected right after the long-poll ended (~1.3s)", log)
+    print(f"✔ long-poll in flight answered 200 during the drain; exit 0 after {elapsed:.2f}s (grace 20s)")
+
+
+def second_signal():
+    proc, port, log = start("--shutdown-grace", "60s")
+    job = submit(port)
+    poll = LongPoll(port, job, 60000)
+    poll.start()
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    status, _ = wait_exit(proc, 5)
+    elapsed = time.monotonic() - sent
+    if status is None:
+        fail("a second signal did not stop the server", log)
+    if status == 0:
+        fail("a second signal cuts the drain short and should exit non-zero", log)
+    print(f"✔ second signal: exit {status} after {elapsed:.2f}s")
+
+
+def invalid_configuration():
+    cases = [
+        (["--shutdown-grace", "soon"], {}, "--shutdown-grace"),
+        ([], {"TASKSERVER_SHUTDOWN_GRACE": "5 minutes"}, "--shutdown-grace"),
+        ([], {"TASKSERVER_PORT": "http"}, "TASKSERVER_PORT"),
+        ([], {"TASKSERVER_MEMORY": "maybe"}, "TASKSERVER_MEMORY"),
+        ([], {"TASKSERVER_LOG_FORMAT": "xml"}, "--log-format"),
+        (["--executor", "io=many"], {}, "--executor"),
+    ]
+    for args, extra, name in cases:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TASKSERVER_PORT": "0", **extra}
+        with tempfile.TemporaryDirectory() as cwd:
+            try:
+                r = subprocess.run([BIN, "serve", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=20)
+            except subprocess.TimeoutExpired:
+                fail(f"{args} {extra}: the server started; expected a configuration error")
+        if r.returncode != 64 or name not in r.stderr:
+            fail(f"{args} {extra}: status {r.returncode}, stderr {r.stderr!r}; expected 64 naming {name}")
+    print(f"✔ {len(cases)} invalid configurations refused at start-up with status 64, naming the setting")
+
+
+hanging_long_poll()
+finishing_long_poll()
+second_signal()
+invalid_configuration()
+print("lifecycle checks passed")
