@@ -1050,8 +1050,9 @@ private struct DecodeState {
         return DecodeState.eventTypes.contains { $0.hasPrefix(prefix) }
     }
 
-    /// Whether `name` is a non-empty HTTP token (RFC 9110 §5.6.2).
-    static func isHeaderName(_ name: String) -> Bool {
+    /// Whether `name` is a non-empty HTTP token (RFC 9110 §5.6.2) of at most 256 bytes: what jobs
+    /// may name as a header, and what the outbound client sends.
+    public static func isHeaderName(_ name: String) -> Bool {
         guard !name.utf8.isEmpty, name.utf8.count <= 256 else { return false }
         return name.utf8.allSatisfy { byte in
             switch byte {

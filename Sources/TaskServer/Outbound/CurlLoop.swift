@@ -1,6 +1,7 @@
 import CCurl
 import Synchronization
 import TaskCore
+import TaskGraph
 
 #if canImport(Glibc)
 import Glibc
@@ -266,7 +267,7 @@ final class CurlLoop {
         var hasContentType = false
         var hasExpect = false
         for (name, value) in request.headers {
-            guard !name.isEmpty, name.utf8.allSatisfy(isTokenByte) else {
+            guard JobDecoder.isHeaderName(name) else {
                 return OutboundError(.invalidRequest, "invalid header name \"\(name.prefix(100))\"")
             }
             guard !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
@@ -426,19 +427,5 @@ final class CurlLoop {
         curl_multi_cleanup(self.multi)
         self.publishCounts()
         self.completeAll()
-    }
-}
-
-/// Whether `byte` may appear in an HTTP token (RFC 9110 §5.6.2).
-private func isTokenByte(_ byte: UInt8) -> Bool {
-    switch byte {
-    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-        return true
-    case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
-        UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
-        UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
-        return true
-    default:
-        return false
     }
 }
