@@ -85,10 +85,10 @@ final class SQLiteConnection: @unchecked Sendable {
         return statement
     }
 
-    /// Runs `body` in a transaction (`BEGIN IMMEDIATE` for writers), committing when it returns and
+    /// Runs `body` in a write transaction (`BEGIN IMMEDIATE`), committing when it returns and
     /// rolling back when it throws.
-    func transaction<R>(immediate: Bool = true, _ body: () throws -> R) throws -> R {
-        try self.execute(immediate ? "BEGIN IMMEDIATE" : "BEGIN")
+    func transaction<R>(_ body: () throws -> R) throws -> R {
+        try self.execute("BEGIN IMMEDIATE")
         do {
             let result = try body()
             try self.execute("COMMIT")
@@ -105,8 +105,6 @@ final class SQLiteConnection: @unchecked Sendable {
         defer { statement.reset() }
         return try statement.step() ? statement.int(0) : nil
     }
-
-    var changes: Int { Int(sqlite3_changes(self.handle)) }
 
     var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(self.handle) }
 }

@@ -490,20 +490,19 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
 
     private func writeDelete(_ id: String) throws -> DeleteResult {
         let db = self.writer
-        let row = try db.prepared("SELECT state, position FROM jobs WHERE id = ?").bind(.text(id))
+        let row = try db.prepared("SELECT state FROM jobs WHERE id = ?").bind(.text(id))
         guard try row.step() else { return .notFound }
         let stored = JobState(rawValue: row.text(0)) ?? .running
-        let position = row.int(1)
         row.reset()
         let live = self.cache.withLock { $0.runs[id] }
         // Memory is ahead of the file: a job that ended a moment ago may not have its row updated.
         let state = live?.snapshot.state ?? stored
         guard state.isTerminal else { return .notTerminal }
-        try self.deleteRows(id, position: position)
+        try self.deleteRows(id)
         return .deleted
     }
 
-    private func deleteRows(_ id: String, position: Int64) throws {
+    private func deleteRows(_ id: String) throws {
         let db = self.writer
         try db.prepared("DELETE FROM events WHERE job_id = ?").bind(.text(id)).run()
         try db.prepared("DELETE FROM deliveries WHERE job_id = ?").bind(.text(id)).run()
@@ -514,17 +513,16 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
             cache.runs[id] = nil
             cache.count -= 1
         }
-        _ = position
     }
 
     /// Deletes up to 500 jobs that finished before `before`; `true` when there may be more.
     private func writeExpire(before: Timestamp) throws -> Bool {
-        let select = try self.writer.prepared("SELECT id, position FROM jobs WHERE finished_at < ? ORDER BY finished_at LIMIT 500")
+        let select = try self.writer.prepared("SELECT id FROM jobs WHERE finished_at < ? ORDER BY finished_at LIMIT 500")
             .bind(.int(before.milliseconds))
-        var doomed: [(String, Int64)] = []
-        while try select.step() { doomed.append((select.text(0), select.int(1))) }
+        var doomed: [String] = []
+        while try select.step() { doomed.append(select.text(0)) }
         select.reset()
-        for (id, position) in doomed { try self.deleteRows(id, position: position) }
+        for id in doomed { try self.deleteRows(id) }
         if !doomed.isEmpty { self.logger.debug("retention removed finished jobs", metadata: ["count": "\(doomed.count)"]) }
         return doomed.count == 500
     }
