@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import NIOHTTP1
+import Prometheus
 import Synchronization
 import TaskCore
 import TaskGraph
@@ -25,6 +26,8 @@ public final class Application: Sendable {
     public let webhookPlanner: WebhookPlanner
     public let dispatcher: WebhookDispatcher
     let metrics: Metrics
+    /// The registry behind `/metrics` (the executable bootstraps swift-metrics on it).
+    public var metricsRegistry: PrometheusCollectorRegistry { self.metrics.registry }
     private let draining = Atomic<Bool>(false)
     private let server = Mutex<HTTPServer?>(nil)
 
@@ -55,12 +58,14 @@ public final class Application: Sendable {
         let metrics = Metrics()
         self.metrics = metrics
         self.engine.addObserver(metrics)
+        if logger.logLevel <= .debug { self.engine.addObserver(JobLog(logger: logger)) }
         let sqlite: SQLiteJobStore?
         if let path = configuration.dataPath {
             var options = SQLiteJobStore.Options()
             options.synchronousFull = configuration.syncFull
             options.checkIntegrity = configuration.checkIntegrity
             options.retention = configuration.retention
+            options.onCommit = { nanoseconds in metrics.storeCommit(nanoseconds: nanoseconds) }
             sqlite = try SQLiteJobStore(path: path, engine: self.engine, options: options, logger: logger)
         } else {
             sqlite = nil
@@ -116,8 +121,13 @@ public final class Application: Sendable {
             router: self.router,
             limits: limits,
             logger: self.logger
-        ) { _, response, duration in
-            metrics.httpResponse(status: Int(response.status.code), nanoseconds: duration)
+        ) { request, response, duration in
+            metrics.httpResponse(
+                route: request?.route ?? "unmatched",
+                method: request.map { Self.methodLabel($0.method) } ?? "unknown",
+                status: Int(response.status.code),
+                nanoseconds: duration
+            )
         }
         self.server.withLock { $0 = server }
         let port = try await server.start()
@@ -149,6 +159,15 @@ public final class Application: Sendable {
         // Everything journalled so far reaches the file before the process exits.
         _ = try? await self.store.close().value
         self.engine.shutdown()
+    }
+
+    /// A method as a metric label: the methods of the API by name, anything else `other`, so that
+    /// clients cannot mint label values.
+    static func methodLabel(_ method: HTTPMethod) -> String {
+        switch method {
+        case .GET, .HEAD, .POST, .PUT, .PATCH, .DELETE, .OPTIONS: return method.rawValue
+        default: return "other"
+        }
     }
 
     var executors: [(name: String, statistics: WorkerPool.Statistics)] {

@@ -2,6 +2,8 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import Logging
+import Metrics
+import Prometheus
 import TaskServer
 
 struct Serve: AsyncParsableCommand {
@@ -97,6 +99,8 @@ struct Serve: AsyncParsableCommand {
             FileHandle.standardError.write(Data("taskserver: cannot open the store at \(configuration.dataPath ?? "?"): \(error)\n".utf8))
             throw ExitCode(66)
         }
+        // Anything instrumented with swift-metrics (ours or a dependency's) shows in /metrics.
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: app.metricsRegistry))
         let port = try await app.start()
         logger.notice(
             "taskserver listening",

@@ -1,3 +1,5 @@
+import Foundation
+import Logging
 import Testing
 
 @testable import TaskGraph
@@ -91,6 +93,7 @@ struct ServiceAPITests {
             _ = try await server.submitID(Jobs.value(1), waitMs: 10_000)
             _ = try await server.submitID(Jobs.fail(code: "x", message: "y"), waitMs: 10_000)
             _ = try await server.get("/v1/jobs/nope")
+            _ = try await server.get("/no/such/route")
             // Counters are updated just after a response is written or a job ends: read until they
             // show this test's traffic (a bounded number of reads, no sleeping).
             var text = ""
@@ -99,7 +102,9 @@ struct ServiceAPITests {
                 #expect(response.status == 200)
                 #expect(response.contentType == "text/plain; version=0.0.4; charset=utf-8")
                 text = response.text
-                if text.contains("taskserver_jobs_finished_total{state=\"failed\"} 1\n"), text.contains("taskserver_http_responses_total{code=\"404\"} 1\n") {
+                if text.contains("taskserver_jobs_finished_total{state=\"failed\"} 1\n"),
+                    text.contains("taskserver_http_requests_total{route=\"unmatched\",method=\"GET\",status=\"404\"} 1\n")
+                {
                     break
                 }
             }
@@ -108,18 +113,51 @@ struct ServiceAPITests {
                 "taskserver_jobs_finished_total{state=\"succeeded\"} 1",
                 "taskserver_jobs_finished_total{state=\"failed\"} 1",
                 "taskserver_jobs_finished_total{state=\"cancelled\"} 0",
-                "taskserver_nodes_finished_total{state=\"succeeded\"} 1",
-                "taskserver_nodes_finished_total{state=\"failed\"} 1",
-                "taskserver_task_retries_total 0",
-                "taskserver_jobs 2",
-                "taskserver_executor_slots{executor=\"default\"} 3",
-                "taskserver_executor_slots{executor=\"io\"} 5",
-                "taskserver_executor_queued{executor=\"io\"} 0",
-                "taskserver_http_responses_total{code=\"201\"} 2",
-                "taskserver_http_responses_total{code=\"404\"} 1",
+                "taskserver_tasks_finished_total{state=\"succeeded\",action=\"value\",executor=\"default\"} 1",
+                "taskserver_tasks_finished_total{state=\"failed\",action=\"fail\",executor=\"default\"} 1",
+                "taskserver_jobs 2.0",
+                "taskserver_executor_slots{executor=\"default\"} 3.0",
+                "taskserver_executor_slots{executor=\"io\"} 5.0",
+                "taskserver_executor_queued{executor=\"io\"} 0.0",
+                "taskserver_webhook_attempts_total{result=\"failed\"} 0",
+                "taskserver_http_requests_total{route=\"/v1/jobs\",method=\"POST\",status=\"201\"} 2",
+                "taskserver_http_requests_total{route=\"/v1/jobs/{id}\",method=\"GET\",status=\"404\"} 1",
+                "taskserver_http_requests_total{route=\"unmatched\",method=\"GET\",status=\"404\"} 1",
+                "taskserver_http_request_duration_seconds_count{route=\"/v1/jobs\",method=\"POST\"} 2",
             ] {
                 #expect(text.contains(line + "\n"), "missing \(line)")
             }
+            Self.expectWellFormedExposition(text)
+        }
+    }
+
+    @Test func jobAndTaskEventsAreLoggedWithTheirIDsAtDebugOnly() async throws {
+        let debug = LogSink()
+        let server = try await TestServer.start(logger: debug.logger(level: .debug))
+        let id = try await server.submitID(Jobs.fail(code: "x", message: "y"), waitMs: 10_000)
+        await server.stop()
+        let lines = debug.captured.filter { $0.metadata["job.id"] == id }
+        #expect(lines.map(\.message).contains("job.created"))
+        let failed = lines.first { $0.message == "job.failed" }
+        #expect(failed?.level == .debug)
+        #expect(failed?.metadata["error.code"] == "x")
+        #expect(lines.contains { $0.message == "task.failed" && $0.metadata["task.id"] != nil })
+
+        let info = LogSink()
+        let quiet = try await TestServer.start(logger: info.logger(level: .info))
+        let quietID = try await quiet.submitID(Jobs.fail(code: "x", message: "y"), waitMs: 10_000)
+        await quiet.stop()
+        #expect(!info.captured.contains { $0.metadata["job.id"] == quietID })
+    }
+
+    @Test func storeCommitsAreTimedOnTheSQLiteStore() async throws {
+        let directory = try SQLiteStoreTests.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try await withServer({ $0.dataPath = directory + "/store.sqlite" }) { server in
+            _ = try await server.submitID(Jobs.value(1), waitMs: 10_000)
+            let text = try await server.get("/metrics").text
+            let count = text.split(separator: "\n").first { $0.hasPrefix("taskserver_store_commit_duration_seconds_count ") }
+            #expect((count?.split(separator: " ").last).flatMap { Int($0) } ?? 0 >= 1, "no commits counted: \(count ?? "no line")")
             Self.expectWellFormedExposition(text)
         }
     }
@@ -130,7 +168,8 @@ struct ServiceAPITests {
         #expect(text.hasSuffix("\n"), sourceLocation: sourceLocation)
         var helped: Set<String> = []
         var typed: [String: String] = [:]
-        var lastBucket = -1.0
+        // Buckets are cumulative within each series (the labels other than `le`).
+        var lastBucket: [String: Double] = [:]
         for line in text.split(separator: "\n") {
             if line.hasPrefix("# HELP ") {
                 helped.insert(String(line.dropFirst(7).split(separator: " ")[0]))
@@ -158,8 +197,9 @@ struct ServiceAPITests {
             #expect(value != nil, "\(line)", sourceLocation: sourceLocation)
             if series.contains("{"), !series.hasSuffix("}") { Issue.record("unterminated labels: \(line)", sourceLocation: sourceLocation) }
             if name.hasSuffix("_bucket"), let value {
-                #expect(value >= lastBucket, "buckets must be cumulative: \(line)", sourceLocation: sourceLocation)
-                lastBucket = value
+                let seriesKey = series.split(separator: ",").filter { !$0.contains("le=") }.joined(separator: ",")
+                #expect(value >= lastBucket[seriesKey, default: -1], "buckets must be cumulative: \(line)", sourceLocation: sourceLocation)
+                lastBucket[seriesKey] = value
             }
         }
         #expect(!typed.isEmpty, sourceLocation: sourceLocation)

@@ -26,12 +26,15 @@ final class TestServer: Sendable {
     }
 
     /// Starts a server; `configure` adjusts the configuration (host and port are set already).
-    static func start(_ configure: (inout ServerConfiguration) -> Void = { _ in }) async throws -> TestServer {
+    static func start(
+        logger: Logger = Logger(label: "taskserver-tests") { _ in SwiftLogNoOpLogHandler() },
+        _ configure: (inout ServerConfiguration) -> Void = { _ in }
+    ) async throws -> TestServer {
         var configuration = ServerConfiguration()
         configuration.host = "127.0.0.1"
         configuration.port = 0
         configure(&configuration)
-        let app = try Application(configuration: configuration, logger: Logger(label: "taskserver-tests") { _ in SwiftLogNoOpLogHandler() })
+        let app = try Application(configuration: configuration, logger: logger)
         let port = try await app.start()
         return TestServer(app: app, port: port)
     }
@@ -523,4 +526,44 @@ func elapsedMilliseconds<T>(_ body: () async throws -> T) async rethrows -> (T, 
     let value = try await body()
     let elapsed = ContinuousClock.now - start
     return (value, Int(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000))
+}
+
+/// The lines a `CapturingLogHandler` kept.
+final class LogSink: Sendable {
+    struct Line: Sendable {
+        var level: Logger.Level
+        var message: String
+        var metadata: [String: String]
+    }
+
+    private let lines = Mutex<[Line]>([])
+
+    var captured: [Line] { self.lines.withLock { $0 } }
+
+    func append(_ line: Line) { self.lines.withLock { $0.append(line) } }
+
+    /// A logger at `level` whose lines this sink keeps.
+    func logger(level: Logger.Level) -> Logger {
+        var logger = Logger(label: "taskserver-tests") { _ in CapturingLogHandler(sink: self) }
+        logger.logLevel = level
+        return logger
+    }
+}
+
+/// A log handler that keeps every line in a `LogSink`, for tests of what the server logs.
+struct CapturingLogHandler: LogHandler {
+    let sink: LogSink
+    var logLevel: Logger.Level = .trace
+    var metadata: Logger.Metadata = [:]
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { self.metadata[key] }
+        set { self.metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        var all = self.metadata
+        all.merge(event.metadata ?? [:]) { $1 }
+        self.sink.append(LogSink.Line(level: event.level, message: "\(event.message)", metadata: all.mapValues { "\($0)" }))
+    }
 }

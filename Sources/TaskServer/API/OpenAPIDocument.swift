@@ -677,9 +677,12 @@ paths:
       operationId: getMetrics
       summary: Prometheus metrics
       description: |
-        Metrics in the Prometheus text exposition format 0.0.4: HTTP requests,
-        jobs and tasks by state, executor pool sizes, running and queued
-        actions, webhook deliveries.
+        Metrics in the Prometheus text exposition format 0.0.4: HTTP requests
+        by route template, method and status with a latency histogram, jobs
+        submitted and finished by state, tasks by state, action and executor,
+        retries, executor pool sizes with running and queued work, webhook
+        delivery attempts by result, outbound transfers, and store commit
+        latency. The README lists every metric.
       security: []
       responses:
         '200':

@@ -34,7 +34,9 @@ struct ServiceAPI: Sendable {
     }
 
     @Sendable func metrics(_ request: Request) throws -> Future<Response> {
-        Future(value: .text(self.app.metrics.render(app: self.app), contentType: "text/plain; version=0.0.4; charset=utf-8"))
+        var headers = HTTPHeaders()
+        headers.add(name: "content-type", value: "text/plain; version=0.0.4; charset=utf-8")
+        return Future(value: Response(status: .ok, headers: headers, body: self.app.metrics.render(app: self.app)))
     }
 
     @Sendable func openAPI(_ request: Request) throws -> Future<Response> {

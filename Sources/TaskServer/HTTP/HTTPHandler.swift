@@ -184,14 +184,16 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         switch self.router.match(head.method, segments) {
         case .notFound:
             future = Future(value: HTTPProblem.notFound("route.notFound", "no route for \(request.path)").response)
-        case .methodNotAllowed(let allowed):
+        case .methodNotAllowed(let allowed, let template):
+            request.route = template
             var headers = HTTPHeaders()
             headers.add(name: "allow", value: allowed.joined(separator: ", "))
             future = Future(
                 value: HTTPProblem(.methodNotAllowed, code: "method.notAllowed", detail: "\(head.method.rawValue) is not allowed here", headers: headers).response
             )
-        case .handler(let handler, let parameters):
+        case .handler(let handler, let parameters, let template):
             request.parameters = parameters
+            request.route = template
             do {
                 future = try handler(request)
             } catch let problem as HTTPProblem {

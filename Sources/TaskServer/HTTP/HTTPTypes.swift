@@ -17,6 +17,8 @@ public struct Request: Sendable {
     public var body: ByteBuffer?
     /// Path parameters by name (`id`, `taskId`), percent-decoded.
     public var parameters: [String: String] = [:]
+    /// The template of the route the path matched (`/v1/jobs/{id}`), nil when none did.
+    public var route: String?
     /// The request's id (echoed as `X-Request-Id`, logged with every line of the request).
     public var requestID: String
 

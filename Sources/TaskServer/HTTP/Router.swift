@@ -50,8 +50,8 @@ public struct Router: Sendable {
 
     /// The outcome of matching a request.
     enum Match {
-        case handler(Handler, parameters: [String: String])
-        case methodNotAllowed(allowed: [String])
+        case handler(Handler, parameters: [String: String], template: String)
+        case methodNotAllowed(allowed: [String], template: String)
         case notFound
     }
 
@@ -70,8 +70,8 @@ public struct Router: Sendable {
                 if !matched { break }
             }
             guard matched else { continue }
-            if let handler = route.handlers[method.rawValue] { return .handler(handler, parameters: parameters) }
-            return .methodNotAllowed(allowed: route.handlers.keys.sorted())
+            if let handler = route.handlers[method.rawValue] { return .handler(handler, parameters: parameters, template: route.template) }
+            return .methodNotAllowed(allowed: route.handlers.keys.sorted(), template: route.template)
         }
         return .notFound
     }

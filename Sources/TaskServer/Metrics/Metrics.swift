@@ -1,119 +1,242 @@
+import Prometheus
 import Synchronization
 import TaskCore
 import TaskGraph
 
-/// Counters behind `GET /metrics` (Prometheus text format 0.0.4).
+/// The metrics behind `GET /metrics`, kept in a swift-prometheus registry (Prometheus text format
+/// 0.0.4).
 ///
-/// Jobs and tasks are counted from the engine's events (it is a `JobObserver`); HTTP responses by
-/// the server. The full metric set (per route, per action, store latency) comes with the operations
-/// work; these are the ones an operator needs first.
+/// Each `Application` owns its registry, so several servers in one process (the tests) keep their
+/// own figures; the executable also bootstraps swift-metrics' `MetricsSystem` on it, so anything
+/// instrumented with swift-metrics reports here too. Metric objects are created once per label set
+/// and cached: updating one is an atomic add or a short lock, cheap enough for every request.
+///
+/// Jobs and tasks are counted from the engine's events (this is a `JobObserver`), HTTP requests by
+/// the server after each response, webhook attempts by the dispatcher, commits by the SQLite store;
+/// executor and outbound gauges are sampled when `/metrics` is read.
 final class Metrics: JobObserver {
-    private struct State {
-        var jobsSubmitted = 0
-        var jobsFinished: [String: Int] = [:]
-        var tasksFinished: [String: Int] = [:]
-        var taskRetries = 0
-        var responses: [Int: Int] = [:]
-        var latencyBuckets = [Int](repeating: 0, count: Metrics.bucketBounds.count)
-        var latencyCount = 0
-        var latencySum: Double = 0
-        var webhookAttempts: [String: Int] = [:]
+    let registry = PrometheusCollectorRegistry()
+
+    private let jobsSubmitted: Counter
+    private let jobsFinished: [JobState: Counter]
+    private let storeCommits: DurationHistogram
+    private let jobsHeld: Gauge
+    private let outboundActive: Gauge
+    private let outboundQueued: Gauge
+
+    /// Counters and histograms whose label values are only known when they are first used.
+    private struct Dynamic {
+        var tasksFinished: [TaskKey: Counter] = [:]
+        var taskRetries: [TaskKey: Counter] = [:]
+        var requests: [RequestKey: Counter] = [:]
+        var latencies: [LatencyKey: DurationHistogram] = [:]
+        var webhookAttempts: [String: Counter] = [:]
+        var executors: [String: ExecutorMetrics] = [:]
     }
 
-    /// Upper bounds (seconds) of the request-latency histogram's buckets.
-    static let bucketBounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
+    private struct TaskKey: Hashable {
+        var state: String
+        var action: String
+        var executor: String
+    }
 
-    private let state = Mutex(State())
+    private struct RequestKey: Hashable {
+        var route: String
+        var method: String
+        var status: Int
+    }
+
+    private struct LatencyKey: Hashable {
+        var route: String
+        var method: String
+    }
+
+    private struct ExecutorMetrics {
+        let size: Gauge
+        let running: Gauge
+        let queued: Gauge
+        let completed: Counter
+        /// The pool's `completed` at the last scrape: the counter grows by the difference.
+        var lastCompleted = 0
+    }
+
+    private let dynamic = Mutex(Dynamic())
+
+    /// Upper bounds of the request-latency histogram's buckets.
+    static let requestBuckets: [Duration] = [
+        .microseconds(500), .milliseconds(1), .microseconds(2500), .milliseconds(5), .milliseconds(10), .milliseconds(25),
+        .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500),
+        .seconds(5), .seconds(10), .seconds(30), .seconds(60),
+    ]
+
+    /// Upper bounds of the store-commit histogram's buckets (an fsync is ~0.1–10 ms).
+    static let commitBuckets: [Duration] = [
+        .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .microseconds(2500), .milliseconds(5),
+        .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .seconds(1),
+    ]
+
+    init() {
+        let registry = self.registry
+        self.jobsSubmitted = registry.makeCounter(descriptor: Self.name("jobs_submitted", unit: "total", "Jobs accepted by POST /v1/jobs."))
+        let finished = Self.name("jobs_finished", unit: "total", "Jobs that reached a terminal state, by state.")
+        self.jobsFinished = Dictionary(
+            uniqueKeysWithValues: [JobState.succeeded, .failed, .cancelled].map { state in
+                (state, registry.makeCounter(descriptor: finished, labels: [("state", state.rawValue)]))
+            }
+        )
+        self.storeCommits = registry.makeDurationHistogram(
+            descriptor: Self.name("store_commit_duration", unit: "seconds", "Time of one store transaction (a group commit), fsync included."),
+            buckets: Self.commitBuckets
+        )
+        self.jobsHeld = registry.makeGauge(descriptor: Self.name("jobs", unit: "", "Jobs held by the store."))
+        let transfers = Self.name("outbound_transfers", unit: "", "Outbound HTTP transfers (http tasks, webhooks) in progress and waiting.")
+        self.outboundActive = registry.makeGauge(descriptor: transfers, labels: [("state", "active")])
+        self.outboundQueued = registry.makeGauge(descriptor: transfers, labels: [("state", "queued")])
+        // Families that always appear, before their first use: dashboards and alerts can rely on them.
+        for result in WebhookDispatcher.AttemptResult.allCases { self.webhookAttempt(result, count: 0) }
+    }
+
+    private static func name(_ name: String, unit: String, _ help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "taskserver", metricName: name, unitName: unit, helpText: help)
+    }
+
+    // MARK: - Recording
 
     func jobSubmitted() {
-        self.state.withLock { $0.jobsSubmitted += 1 }
+        self.jobsSubmitted.increment()
     }
 
-    func httpResponse(status: Int, nanoseconds: UInt64) {
-        let seconds = Double(nanoseconds) / 1e9
-        self.state.withLock { state in
-            state.responses[status, default: 0] += 1
-            state.latencyCount += 1
-            state.latencySum += seconds
-            if let bucket = Self.bucketBounds.firstIndex(where: { seconds <= $0 }) { state.latencyBuckets[bucket] += 1 }
+    /// One answered request: `route` is the matched path template (`/v1/jobs/{id}`), or
+    /// `unmatched` for a target no route matched (so clients cannot mint label values).
+    func httpResponse(route: String, method: String, status: Int, nanoseconds: UInt64) {
+        let (counter, histogram) = self.dynamic.withLock { dynamic -> (Counter, DurationHistogram) in
+            let key = RequestKey(route: route, method: method, status: status)
+            let counter = dynamic.requests[key] ?? {
+                let made = self.registry.makeCounter(
+                    descriptor: Self.name("http_requests", unit: "total", "HTTP requests answered, by route template, method and status."),
+                    labels: [("route", route), ("method", method), ("status", String(status))]
+                )
+                dynamic.requests[key] = made
+                return made
+            }()
+            let latencyKey = LatencyKey(route: route, method: method)
+            let histogram = dynamic.latencies[latencyKey] ?? {
+                let made = self.registry.makeDurationHistogram(
+                    descriptor: Self.name("http_request_duration", unit: "seconds", "Time from a request's head to its response, by route template and method."),
+                    labels: [("route", route), ("method", method)],
+                    buckets: Self.requestBuckets
+                )
+                dynamic.latencies[latencyKey] = made
+                return made
+            }()
+            return (counter, histogram)
+        }
+        counter.increment()
+        histogram.recordNanoseconds(Int64(clamping: nanoseconds))
+    }
+
+    func webhookAttempt(_ result: WebhookDispatcher.AttemptResult, count: Int64 = 1) {
+        let counter = self.dynamic.withLock { dynamic in
+            dynamic.webhookAttempts[result.rawValue] ?? {
+                let made = self.registry.makeCounter(
+                    descriptor: Self.name("webhook_attempts", unit: "total", "Webhook delivery attempts by result (delivered, retrying, failed)."),
+                    labels: [("result", result.rawValue)]
+                )
+                dynamic.webhookAttempts[result.rawValue] = made
+                return made
+            }()
+        }
+        counter.increment(by: count)
+    }
+
+    /// One store transaction and how long it took.
+    func storeCommit(nanoseconds: UInt64) {
+        self.storeCommits.recordNanoseconds(Int64(clamping: nanoseconds))
+    }
+
+    private func taskCounter(state: String, action: String, executor: String) -> Counter {
+        self.dynamic.withLock { dynamic in
+            let key = TaskKey(state: state, action: action, executor: executor)
+            if let counter = dynamic.tasksFinished[key] { return counter }
+            let made = self.registry.makeCounter(
+                descriptor: Self.name("tasks_finished", unit: "total", "Tasks (leaf nodes) that reached a terminal state, by state, action and executor."),
+                labels: [("state", state), ("action", action), ("executor", executor)]
+            )
+            dynamic.tasksFinished[key] = made
+            return made
         }
     }
 
-    func webhookAttempt(_ result: WebhookDispatcher.AttemptResult) {
-        self.state.withLock { $0.webhookAttempts[result.rawValue, default: 0] += 1 }
+    private func retryCounter(action: String, executor: String) -> Counter {
+        self.dynamic.withLock { dynamic in
+            let key = TaskKey(state: "", action: action, executor: executor)
+            if let counter = dynamic.taskRetries[key] { return counter }
+            let made = self.registry.makeCounter(
+                descriptor: Self.name("task_retries", unit: "total", "Failed task attempts that were retried, by action and executor."),
+                labels: [("action", action), ("executor", executor)]
+            )
+            dynamic.taskRetries[key] = made
+            return made
+        }
     }
 
     func job(_ run: JobRun, appended events: ArraySlice<JobEvent>) {
-        self.state.withLock { state in
-            for event in events {
-                switch event.type {
-                case .jobSucceeded: state.jobsFinished["succeeded", default: 0] += 1
-                case .jobFailed: state.jobsFinished["failed", default: 0] += 1
-                case .jobCancelled: state.jobsFinished["cancelled", default: 0] += 1
-                case .taskSucceeded: state.tasksFinished["succeeded", default: 0] += 1
-                case .taskFailed: state.tasksFinished["failed", default: 0] += 1
-                case .taskCancelled: state.tasksFinished["cancelled", default: 0] += 1
-                case .taskSkipped: state.tasksFinished["skipped", default: 0] += 1
-                case .taskRetrying: state.taskRetries += 1
-                default: break
+        for event in events {
+            switch event.type {
+            case .jobSucceeded: self.jobsFinished[.succeeded]?.increment()
+            case .jobFailed: self.jobsFinished[.failed]?.increment()
+            case .jobCancelled: self.jobsFinished[.cancelled]?.increment()
+            case .taskSucceeded, .taskFailed, .taskCancelled, .taskSkipped, .taskRetrying:
+                // Only tasks (leaves) have an action; composite nodes are not counted.
+                guard let taskId = event.taskId, let record = run.node(taskId), let action = record.action else { continue }
+                let executor = record.executor ?? "default"
+                if event.type == .taskRetrying {
+                    self.retryCounter(action: action, executor: executor).increment()
+                } else {
+                    let state = String(event.type.rawValue.dropFirst("task.".count))
+                    self.taskCounter(state: state, action: action, executor: executor).increment()
                 }
+            default:
+                break
             }
         }
     }
 
-    func render(app: Application) -> String {
-        let state = self.state.withLock { $0 }
-        var out = ""
-        func line(_ text: String) { out += text + "\n" }
-        line("# HELP taskserver_jobs_submitted_total Jobs accepted by POST /v1/jobs.")
-        line("# TYPE taskserver_jobs_submitted_total counter")
-        line("taskserver_jobs_submitted_total \(state.jobsSubmitted)")
-        line("# HELP taskserver_jobs_finished_total Jobs that reached a terminal state, by state.")
-        line("# TYPE taskserver_jobs_finished_total counter")
-        for name in ["succeeded", "failed", "cancelled"] { line("taskserver_jobs_finished_total{state=\"\(name)\"} \(state.jobsFinished[name] ?? 0)") }
-        line("# HELP taskserver_nodes_finished_total Nodes that reached a terminal state, by state.")
-        line("# TYPE taskserver_nodes_finished_total counter")
-        for name in ["succeeded", "failed", "cancelled", "skipped"] { line("taskserver_nodes_finished_total{state=\"\(name)\"} \(state.tasksFinished[name] ?? 0)") }
-        line("# HELP taskserver_task_retries_total Failed attempts that were retried.")
-        line("# TYPE taskserver_task_retries_total counter")
-        line("taskserver_task_retries_total \(state.taskRetries)")
-        line("# HELP taskserver_jobs Jobs held by the store.")
-        line("# TYPE taskserver_jobs gauge")
-        line("taskserver_jobs \(app.store.count)")
-        line("# HELP taskserver_executor_slots Slots of each executor (worker pool).")
-        line("# TYPE taskserver_executor_slots gauge")
-        let executors = app.engine.executorStatistics
-        for entry in executors { line("taskserver_executor_slots{executor=\"\(entry.name)\"} \(entry.statistics.size)") }
-        line("# HELP taskserver_executor_running Work running on each executor.")
-        line("# TYPE taskserver_executor_running gauge")
-        for entry in executors { line("taskserver_executor_running{executor=\"\(entry.name)\"} \(entry.statistics.running)") }
-        line("# HELP taskserver_executor_queued Work waiting for a slot on each executor.")
-        line("# TYPE taskserver_executor_queued gauge")
-        for entry in executors { line("taskserver_executor_queued{executor=\"\(entry.name)\"} \(entry.statistics.queued)") }
-        line("# HELP taskserver_executor_completed_total Work finished on each executor.")
-        line("# TYPE taskserver_executor_completed_total counter")
-        for entry in executors { line("taskserver_executor_completed_total{executor=\"\(entry.name)\"} \(entry.statistics.completed)") }
-        line("# HELP taskserver_webhook_attempts_total Webhook delivery attempts by result (delivered, retrying, failed).")
-        line("# TYPE taskserver_webhook_attempts_total counter")
-        for name in ["delivered", "retrying", "failed"] { line("taskserver_webhook_attempts_total{result=\"\(name)\"} \(state.webhookAttempts[name] ?? 0)") }
+    // MARK: - Reading
+
+    /// Samples the gauges, then renders every metric in the Prometheus text format.
+    func render(app: Application) -> [UInt8] {
+        self.jobsHeld.set(Int64(app.store.count))
         let outbound = app.outbound.statistics
-        line("# HELP taskserver_outbound_transfers Outbound HTTP transfers (http tasks, webhooks) in progress and waiting.")
-        line("# TYPE taskserver_outbound_transfers gauge")
-        line("taskserver_outbound_transfers{state=\"active\"} \(outbound.active)")
-        line("taskserver_outbound_transfers{state=\"queued\"} \(outbound.queued)")
-        line("# HELP taskserver_http_responses_total HTTP responses by status code.")
-        line("# TYPE taskserver_http_responses_total counter")
-        for code in state.responses.keys.sorted() { line("taskserver_http_responses_total{code=\"\(code)\"} \(state.responses[code]!)") }
-        line("# HELP taskserver_http_request_duration_seconds Time from request head to response written.")
-        line("# TYPE taskserver_http_request_duration_seconds histogram")
-        var cumulative = 0
-        for (index, bound) in Self.bucketBounds.enumerated() {
-            cumulative += state.latencyBuckets[index]
-            line("taskserver_http_request_duration_seconds_bucket{le=\"\(bound)\"} \(cumulative)")
+        self.outboundActive.set(Int64(outbound.active))
+        self.outboundQueued.set(Int64(outbound.queued))
+        for entry in app.engine.executorStatistics {
+            self.dynamic.withLock { dynamic in
+                var metrics = dynamic.executors[entry.name] ?? self.makeExecutorMetrics(entry.name)
+                metrics.size.set(Int64(entry.statistics.size))
+                metrics.running.set(Int64(entry.statistics.running))
+                metrics.queued.set(Int64(entry.statistics.queued))
+                let completed = entry.statistics.completed
+                if completed > metrics.lastCompleted {
+                    metrics.completed.increment(by: Int64(completed - metrics.lastCompleted))
+                    metrics.lastCompleted = completed
+                }
+                dynamic.executors[entry.name] = metrics
+            }
         }
-        line("taskserver_http_request_duration_seconds_bucket{le=\"+Inf\"} \(state.latencyCount)")
-        line("taskserver_http_request_duration_seconds_sum \(state.latencySum)")
-        line("taskserver_http_request_duration_seconds_count \(state.latencyCount)")
-        return out
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(8192)
+        self.registry.emit(into: &buffer)
+        return buffer
+    }
+
+    private func makeExecutorMetrics(_ name: String) -> ExecutorMetrics {
+        let labels = [("executor", name)]
+        return ExecutorMetrics(
+            size: self.registry.makeGauge(descriptor: Self.name("executor_slots", unit: "", "Slots of each executor (worker pool)."), labels: labels),
+            running: self.registry.makeGauge(descriptor: Self.name("executor_running", unit: "", "Work holding a slot of each executor."), labels: labels),
+            queued: self.registry.makeGauge(descriptor: Self.name("executor_queued", unit: "", "Work waiting for a slot of each executor, in FIFO order."), labels: labels),
+            completed: self.registry.makeCounter(descriptor: Self.name("executor_completed", unit: "total", "Work finished on each executor."), labels: labels)
+        )
     }
 }

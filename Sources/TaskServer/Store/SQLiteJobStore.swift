@@ -41,6 +41,8 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
         public var checkIntegrity = false
         /// Finished jobs older than this are deleted in the background (`--retention`).
         public var retention: Duration?
+        /// Told how long each transaction took, after it ends (metrics); must be quick.
+        public var onCommit: @Sendable (_ nanoseconds: UInt64) -> Void = { _ in }
         public init() {}
     }
 
@@ -284,6 +286,7 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
         completions.reserveCapacity(batch.count)
         var continueExpiring: Timestamp?
         var planned: [Delivery] = []
+        let started = DispatchTimeNanoseconds.now()
         do {
             try self.writer.transaction {
                 for write in batch {
@@ -334,6 +337,7 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
                 }
             }
         }
+        self.options.onCommit(DispatchTimeNanoseconds.now() &- started)
         // The waiting requests continue on another thread (starting their jobs, building their
         // responses) while this one commits the next batch.
         if !completions.isEmpty {

@@ -47,7 +47,7 @@ public final class WebhookDispatcher: Sendable {
     }
 
     /// How one attempt ended, for metrics.
-    public enum AttemptResult: String, Sendable {
+    public enum AttemptResult: String, Sendable, CaseIterable {
         /// Answered 2xx: delivered.
         case delivered
         /// Failed; another attempt is scheduled.
