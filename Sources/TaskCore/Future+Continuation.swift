@@ -10,34 +10,32 @@ extension Future {
         return self.outcome
     }
 
-    /// Runs `body` with the (erased) outcome on `executor` once this future completes, unless
-    /// `token` was cancelled by then (then `promise` is cancelled).
+    /// Runs `body` with the (erased) outcome and this future on `executor` once this future
+    /// completes, unless `token` was cancelled by then (then `promise` is cancelled).
     ///
-    /// Bodies take the erased outcome so that, on the immediate executor without a token, `body`
-    /// itself is the stored callback: one closure allocation per continuation.
+    /// Bodies take the erased outcome and the future so that, on the immediate executor without a
+    /// token, `body` itself is the stored callback: one closure allocation per continuation, and no
+    /// capture of this future (see `whenCompleteErased`).
     @inline(__always)
     private func schedule<New>(
         on executor: some Executor,
         token: CancellationToken?,
         promise: Promise<New>,
-        _ body: @escaping @Sendable (ErasedOutcome) -> Void
+        _ body: @escaping ErasedCallback
     ) {
         if executor.isImmediate, token == nil {
             self.whenCompleteErased(body)
             return
         }
-        self.whenCompleteErased({ [unowned self] erased in
-            // The callback runs inside this future's completion, so `self` is alive here; keep it
-            // alive until `body` (which may refer to it unowned) has run on the executor.
-            let antecedent = self
+        self.whenCompleteErased({ erased, antecedent in
+            // The closure handed to the executor holds the future strongly: it is not stored in the
+            // future's own list, so this is no cycle, and the future lives until `body` has run.
             executor.execute {
-                withExtendedLifetime(antecedent) {
-                    if let token, token.isCancellationRequested {
-                        promise.tryCancel()
-                        return
-                    }
-                    body(erased)
+                if let token, token.isCancellationRequested {
+                    promise.tryCancel()
+                    return
                 }
+                body(erased, antecedent)
             }
         })
     }
@@ -62,11 +60,13 @@ extension Future {
             return Future<New>(outcome: Outcome { try body(self) })
         }
         let promise = Promise<New>()
-        // Unowned: the callback lives in this future's own callback list, and a strong capture
-        // would keep an abandoned pending future and its continuation alive forever. `schedule`
-        // runs it only while this future is alive.
-        self.schedule(on: executor, token: token, promise: promise) { [unowned self] _ in
-            promise.tryComplete(with: Outcome { try body(self) })
+        // The callback lives in this future's own callback list, so it must not capture this
+        // future (a strong capture would keep an abandoned pending future and its continuation alive
+        // forever); it gets the future as an argument instead.
+        self.schedule(on: executor, token: token, promise: promise) { _, antecedent in
+            // `antecedent` is this future (see `ErasedCallback`), so the downcast is exact.
+            let antecedent = unsafeDowncast(antecedent, to: Future<Value>.self)
+            promise.tryComplete(with: Outcome { try body(antecedent) })
         }
         return promise.future
     }
@@ -83,9 +83,10 @@ extension Future {
             return Self.flattened(Outcome { try body(self) })
         }
         let promise = Promise<New>()
-        // Unowned for the reason given in `continueWith`.
-        self.schedule(on: executor, token: token, promise: promise) { [unowned self] _ in
-            Self.flatten(Outcome { try body(self) }, into: promise)
+        // No capture of this future, for the reason given in `continueWith`.
+        self.schedule(on: executor, token: token, promise: promise) { _, antecedent in
+            let antecedent = unsafeDowncast(antecedent, to: Future<Value>.self)
+            Self.flatten(Outcome { try body(antecedent) }, into: promise)
         }
         return promise.future
     }
@@ -102,7 +103,7 @@ extension Future {
             return Future<New>(outcome: outcome.map(body))
         }
         let promise = Promise<New>()
-        self.schedule(on: executor, token: token, promise: promise) { erased in
+        self.schedule(on: executor, token: token, promise: promise) { erased, _ in
             let outcome = Outcome<Value>(erased: erased)
             promise.tryComplete(with: outcome.map(body))
         }
@@ -121,7 +122,7 @@ extension Future {
             return Self.flattened(outcome.map(body))
         }
         let promise = Promise<New>()
-        self.schedule(on: executor, token: token, promise: promise) { erased in
+        self.schedule(on: executor, token: token, promise: promise) { erased, _ in
             let outcome = Outcome<Value>(erased: erased)
             Self.flatten(outcome.map(body), into: promise)
         }
@@ -142,7 +143,7 @@ extension Future {
             return Future(outcome: Outcome { try body(error) })
         }
         let promise = Promise<Value>()
-        self.schedule(on: executor, token: token, promise: promise) { erased in
+        self.schedule(on: executor, token: token, promise: promise) { erased, _ in
             let outcome = Outcome<Value>(erased: erased)
             if case .failure(let error) = outcome {
                 promise.tryComplete(with: Outcome { try body(error) })
@@ -165,7 +166,7 @@ extension Future {
             return Self.flattened(Outcome { try body(error) })
         }
         let promise = Promise<Value>()
-        self.schedule(on: executor, token: token, promise: promise) { erased in
+        self.schedule(on: executor, token: token, promise: promise) { erased, _ in
             let outcome = Outcome<Value>(erased: erased)
             if case .failure(let error) = outcome {
                 Self.flatten(Outcome { try body(error) }, into: promise)

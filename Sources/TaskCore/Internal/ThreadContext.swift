@@ -19,7 +19,7 @@ final class ThreadContext {
     @exclusivity(unchecked) var isDraining = false
     /// Callback lists (with their outcome and their future) of futures that completed while this
     /// thread was already draining; stored as values, not closures, to save an allocation per link.
-    @exclusivity(unchecked) var deferred = RingBuffer<(ErasedCallbackList, ErasedOutcome, AnyObject)>(capacity: 16)
+    @exclusivity(unchecked) var deferred = RingBuffer<(ErasedCallbackList, ErasedOutcome, any AnyObject & Sendable)>(capacity: 16)
     /// How many default-executor continuations are running inline, nested, on this thread.
     @exclusivity(unchecked) var inlineDepth = 0
 
@@ -57,8 +57,8 @@ final class ThreadContext {
     /// continuations completes in constant stack space (Bolts-Swift overflows at ~10,000 links).
     @inline(__always) func finishDraining() {
         while let (callbacks, outcome, future) = self.deferred.popFirst() {
-            // The future rides along so it outlives its callbacks (continuations refer to it unowned).
-            withExtendedLifetime(future) { callbacks.run(outcome) }
+            // The future rides along: its callbacks get it as an argument.
+            callbacks.run(outcome, future)
         }
         self.isDraining = false
     }
