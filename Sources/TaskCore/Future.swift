@@ -112,15 +112,19 @@ public final class Future<Value: Sendable>: Sendable {
     @discardableResult
     func tryComplete(erased outcome: ErasedOutcome) -> Bool {
         let callbacks: ErasedCallbackList? = self.state.withLock { state in
-            guard case .pending(let callbacks) = state else { return nil }
-            state = .completed(outcome)
+            guard case .pending = state else { return nil }
+            // Swap the list out rather than bind a copy of it: a copy costs a retain here and a
+            // release when the state is overwritten, on every link of a chain.
+            var taken = ErasedState.completed(outcome)
+            swap(&state, &taken)
+            guard case .pending(let callbacks) = consume taken else { return nil }
             return callbacks
         }
         guard let callbacks else { return false }
         if callbacks.isEmpty { return true }
         let context = ThreadContext.current
         if context.isDraining {
-            context.deferred.append((callbacks, outcome, self))
+            context.enqueueDeferred(callbacks, outcome, self)
         } else {
             context.isDraining = true
             callbacks.run(outcome, self)

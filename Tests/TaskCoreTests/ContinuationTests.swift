@@ -408,6 +408,29 @@ struct ContinuationTests {
         #expect(order.value == Array(0..<50))
     }
 
+    /// Futures completed while a completion is already running have their callbacks deferred to the
+    /// thread's trampoline; the trampoline runs them in completion order (first completed, first
+    /// run), also when its queue spills from its single fast slot into the ring buffer.
+    @Test func deferredCompletionsRunInCompletionOrder() {
+        let trigger = Promise<Void>()
+        let order = Locked<[String]>([])
+        let inner = (0..<5).map { _ in Promise<Int>() }
+        let late = Promise<Int>()
+        for (index, promise) in inner.enumerated() {
+            promise.future.continueWith(on: .immediate) { _ in
+                order.append("inner\(index)")
+                if index == 0 { late.succeed(0) }  // queued behind inner1...inner4
+            }
+        }
+        late.future.continueWith(on: .immediate) { _ in order.append("late") }
+        trigger.future.continueWith(on: .immediate) { _ in
+            order.append("trigger")
+            for promise in inner { promise.succeed(0) }
+        }
+        trigger.succeed(())
+        #expect(order.value == ["trigger", "inner0", "inner1", "inner2", "inner3", "inner4", "late"])
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func continuationsOnASerialQueueRunInOrder() async throws {
         let queue = SerialQueue()

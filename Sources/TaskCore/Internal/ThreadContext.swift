@@ -17,9 +17,18 @@ import Darwin
 final class ThreadContext {
     /// True while this thread is running the callbacks of a completed future.
     @exclusivity(unchecked) var isDraining = false
-    /// Callback lists (with their outcome and their future) of futures that completed while this
-    /// thread was already draining; stored as values, not closures, to save an allocation per link.
-    @exclusivity(unchecked) var deferred = RingBuffer<(ErasedCallbackList, ErasedOutcome, any AnyObject & Sendable)>(capacity: 16)
+    /// A callback list (with its outcome and its future) of a future that completed while this
+    /// thread was already draining; stored as a value, not a closure, to save an allocation per link.
+    struct Deferred {
+        var callbacks: ErasedCallbackList
+        var outcome: ErasedOutcome
+        var future: any AnyObject & Sendable
+    }
+    /// The deferred queue is `deferredFirst` followed by `deferredRest` (FIFO). A chain defers one
+    /// list at a time, so the common case stays in the single slot and skips the ring buffer's
+    /// bookkeeping; `deferredFirst` is only filled when the whole queue is empty, which keeps order.
+    @exclusivity(unchecked) var deferredFirst: Deferred? = nil
+    @exclusivity(unchecked) var deferredRest = RingBuffer<Deferred>(capacity: 16)
     /// How many default-executor continuations are running inline, nested, on this thread.
     @exclusivity(unchecked) var inlineDepth = 0
 
@@ -56,11 +65,31 @@ final class ThreadContext {
     /// recursively. The outermost completion drains the queue here, so a chain of a million
     /// continuations completes in constant stack space (Bolts-Swift overflows at ~10,000 links).
     @inline(__always) func finishDraining() {
-        while let (callbacks, outcome, future) = self.deferred.popFirst() {
+        while let next = self.dequeueDeferred() {
             // The future rides along: its callbacks get it as an argument.
-            callbacks.run(outcome, future)
+            next.callbacks.run(next.outcome, next.future)
         }
         self.isDraining = false
+    }
+
+    /// Queues a completed future's callbacks behind the ones already deferred.
+    @inline(__always) func enqueueDeferred(
+        _ callbacks: consuming ErasedCallbackList,
+        _ outcome: ErasedOutcome,
+        _ future: any AnyObject & Sendable
+    ) {
+        let deferred = Deferred(callbacks: callbacks, outcome: outcome, future: future)
+        if case .none = self.deferredFirst, self.deferredRest.isEmpty {
+            self.deferredFirst = deferred
+        } else {
+            self.deferredRest.append(deferred)
+        }
+    }
+
+    /// The oldest deferred entry, removed from the queue.
+    @inline(__always) func dequeueDeferred() -> Deferred? {
+        if let first = self.deferredFirst.take() { return first }
+        return self.deferredRest.popFirst()
     }
 }
 
