@@ -8,6 +8,7 @@
 #include <curl/curl.h>
 #include <openssl/hmac.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <netinet/in.h>

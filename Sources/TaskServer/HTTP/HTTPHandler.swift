@@ -44,7 +44,9 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let activity: ServerActivity
     private let onResponse: @Sendable (Request?, Response, _ durationNanoseconds: UInt64) -> Void
     private var state = State.idle
-    private var timer: Scheduled<Void>?
+    /// When the connection is closed unless a request arrives or completes (nil while answering).
+    private var deadline: NIODeadline?
+    private var watchdog: RepeatedTask?
     private var requestStart: UInt64 = 0
     /// Whether this connection's request counts in `activity.inFlight`.
     private var isInFlight = false
@@ -66,17 +68,17 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive { self.armTimer(context: context, self.limits.requestHeadTimeout) }
+        if context.channel.isActive { self.startWatchdog(context: context) }
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        self.armTimer(context: context, self.limits.requestHeadTimeout)
+        self.startWatchdog(context: context)
         context.fireChannelActive()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        self.timer?.cancel()
-        self.timer = nil
+        self.watchdog?.cancel()
+        self.watchdog = nil
         self.endRequest()
     }
 
@@ -94,11 +96,29 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         self.activity.inFlight.subtract(1, ordering: .relaxed)
     }
 
-    /// Closes the connection if nothing cancels the timer in time.
+    /// Closes the connection unless the deadline is moved or cleared in time.
+    ///
+    /// Setting a deadline is a clock read: one repeating check per connection (`startWatchdog`)
+    /// enforces it, instead of scheduling and cancelling a timer task twice per request, which
+    /// cost ~4% of a request's CPU.
     private func armTimer(context: ChannelHandlerContext, _ amount: TimeAmount) {
-        self.timer?.cancel()
+        self.deadline = .now() + amount
+    }
+
+    private func startWatchdog(context: ChannelHandlerContext) {
+        guard self.watchdog == nil else { return }
+        self.armTimer(context: context, self.limits.requestHeadTimeout)
+        let limits = self.limits
+        // A timeout fires up to one interval late: a tenth of the shortest one, 10 ms to 1 s.
+        let shortest = min(limits.requestHeadTimeout, limits.requestBodyTimeout, limits.idleTimeout)
+        let interval = TimeAmount.nanoseconds(min(max(shortest.nanoseconds / 10, 10_000_000), 1_000_000_000))
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         let channel = context.channel
-        self.timer = context.eventLoop.scheduleTask(in: amount) { channel.close(promise: nil) }
+        self.watchdog = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { task in
+            guard let deadline = handler.value.deadline, deadline <= .now() else { return }
+            task.cancel()
+            channel.close(promise: nil)
+        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -150,8 +170,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             self.state = .receiving(head, body)
         case .end:
             guard case .receiving(let head, let body) = self.state else { return }
-            self.timer?.cancel()
-            self.timer = nil
+            self.deadline = nil
             self.state = .responding
             self.beginRequest()
             self.dispatch(context: context, head: head, body: body)
@@ -243,7 +262,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private func fail(context: ChannelHandlerContext, _ problem: HTTPProblem, head: HTTPRequestHead?) {
         // After a framing or size error the rest of the stream cannot be trusted: answer, then close.
         self.state = .closing
-        self.timer?.cancel()
+        self.deadline = nil
         self.endRequest()
         var response = problem.response
         response.headers.replaceOrAdd(name: "connection", value: "close")

@@ -117,6 +117,10 @@ extension Request {
 
 /// Percent-decoding of URI components (RFC 3986); `nil` for malformed escapes or invalid UTF-8.
 func percentDecode(_ text: Substring, plusAsSpace: Bool = false) -> String? {
+    // Most segments have nothing to decode (and a Substring is valid UTF-8 already).
+    if !text.utf8.contains(where: { $0 == UInt8(ascii: "%") || (plusAsSpace && $0 == UInt8(ascii: "+")) }) {
+        return String(text)
+    }
     var bytes: [UInt8] = []
     bytes.reserveCapacity(text.utf8.count)
     var iterator = text.utf8.makeIterator()
@@ -146,7 +150,7 @@ private func hexValue(_ byte: UInt8) -> UInt8? {
 func parseTarget(_ uri: String) -> (segments: [String], query: [String: [String]])? {
     var target = Substring(uri)
     // The absolute form (`GET http://host/path`) must be accepted too (RFC 9112 §3.2.2).
-    for scheme in ["http://", "https://"] where target.prefix(8).lowercased().hasPrefix(scheme) {
+    for scheme in ["http://", "https://"] where target.utf8.first != UInt8(ascii: "/") && target.prefix(8).lowercased().hasPrefix(scheme) {
         target = target.dropFirst(scheme.count)
         target = target.firstIndex(of: "/").map { target[$0...] } ?? "/"
     }
