@@ -70,7 +70,13 @@ public final class Application: Sendable {
         } else {
             sqlite = nil
         }
-        self.store = sqlite ?? MemoryJobStore()
+        if let sqlite {
+            self.store = sqlite
+        } else {
+            let memory = MemoryJobStore(retention: configuration.retention)
+            self.engine.addObserver(memory)
+            self.store = memory
+        }
         self.deliveryStore = sqlite ?? MemoryDeliveryStore()
         self.webhookPlanner = WebhookPlanner(configuration: configuration)
         var backgroundLogger = logger

@@ -3,19 +3,42 @@ import Synchronization
 import TaskCore
 import TaskGraph
 
-/// Keeps every job in memory (`--memory`): fast, and gone when the process stops.
-public final class MemoryJobStore: JobStore {
+/// Keeps jobs in memory (`--memory`): fast, and gone when the process stops.
+///
+/// Bounded: finished jobs are evicted oldest-finished first once there are more than
+/// `maxFinishedJobs` of them, or once they finished longer than `retention` ago (checked as jobs
+/// finish, so an idle server keeps its last jobs). Running jobs are never evicted. It learns of
+/// finished jobs as a `JobObserver` of the engine, so eviction costs O(1) per job, with no scan.
+public final class MemoryJobStore: JobStore, JobObserver {
+    private struct Entry {
+        var position: UInt64
+        var run: JobRun
+        var idempotencyKey: String?
+    }
+
     private struct State {
-        var runs: [String: (position: UInt64, run: JobRun)] = [:]
-        /// Insertion order (position, id); deleted ids are skipped when listing.
+        var runs: [String: Entry] = [:]
+        /// Insertion order (position, id); ids deleted or evicted since are skipped when listing and
+        /// dropped when they make up half of it.
         var order: [(position: UInt64, id: String)] = []
+        var removedSinceCompaction = 0
         var idempotency: [String: (bodyHash: UInt64, id: String)] = [:]
         var nextPosition: UInt64 = 1
+        /// Finished jobs in the order they finished, with when.
+        var finished = FIFOQueue<(id: String, at: Timestamp)>()
     }
 
     private let state = Mutex(State())
+    private let maxFinishedJobs: Int
+    private let retention: Duration?
 
-    public init() {}
+    /// - Parameters:
+    ///   - maxFinishedJobs: finished jobs kept at most (default 100,000).
+    ///   - retention: finished jobs older than this are evicted (`--retention`); nil keeps them.
+    public init(maxFinishedJobs: Int = 100_000, retention: Duration? = nil) {
+        self.maxFinishedJobs = max(1, maxFinishedJobs)
+        self.retention = retention
+    }
 
     public func insert(_ run: JobRun, document: ByteBuffer, idempotency: IdempotencyKey?) -> Future<InsertResult> {
         let result: InsertResult = self.state.withLock { state in
@@ -25,12 +48,38 @@ public final class MemoryJobStore: JobStore {
             }
             let position = state.nextPosition
             state.nextPosition += 1
-            state.runs[run.id] = (position, run)
+            state.runs[run.id] = Entry(position: position, run: run, idempotencyKey: idempotency?.key)
             state.order.append((position, run.id))
             if let idempotency { state.idempotency[idempotency.key] = (idempotency.bodyHash, run.id) }
             return .inserted
         }
         return Future(value: result)
+    }
+
+    public func job(_ run: JobRun, appended events: ArraySlice<JobEvent>) {
+        guard let last = events.last, last.type == .jobSucceeded || last.type == .jobFailed || last.type == .jobCancelled else { return }
+        self.state.withLock { state in
+            guard state.runs[run.id] != nil else { return }
+            state.finished.append((run.id, last.time))
+            let expired = self.retention.map { Timestamp(milliseconds: last.time.milliseconds - $0.milliseconds) }
+            while let (id, at) = state.finished.first, state.finished.count > self.maxFinishedJobs || expired.map({ at < $0 }) == true {
+                _ = state.finished.popFirst()
+                Self.remove(id, from: &state)
+            }
+        }
+    }
+
+    /// Forgets job `id` (a no-op when it is gone already); compacts the insertion order when half
+    /// of it is stale.
+    private static func remove(_ id: String, from state: inout State) {
+        guard let entry = state.runs.removeValue(forKey: id) else { return }
+        if let key = entry.idempotencyKey, state.idempotency[key]?.id == id { state.idempotency[key] = nil }
+        state.removedSinceCompaction += 1
+        if state.removedSinceCompaction * 2 > state.order.count {
+            let runs = state.runs
+            state.order.removeAll { runs[$0.id] == nil }
+            state.removedSinceCompaction = 0
+        }
     }
 
     public func run(_ id: String) -> Future<JobRun?> {
@@ -84,7 +133,7 @@ public final class MemoryJobStore: JobStore {
         Future(value: self.state.withLock { state -> DeleteResult in
             guard let entry = state.runs[id] else { return .notFound }
             guard entry.run.snapshot.state.isTerminal else { return .notTerminal }
-            state.runs[id] = nil
+            Self.remove(id, from: &state)
             return .deleted
         })
     }
@@ -96,4 +145,7 @@ public final class MemoryJobStore: JobStore {
     public func close() -> Future<Void> { Future(value: ()) }
 
     public var count: Int { self.state.withLock { $0.runs.count } }
+
+    /// Entries of the insertion order, stale ones included (tests check it is compacted).
+    var orderCount: Int { self.state.withLock { $0.order.count } }
 }

@@ -8,6 +8,7 @@ struct FIFOQueue<Element> {
 
     var count: Int { self.storage.count - self.head }
     var isEmpty: Bool { self.head == self.storage.count }
+    var first: Element? { self.head < self.storage.count ? self.storage[self.head] : nil }
 
     mutating func append(_ element: Element) {
         self.storage.append(element)
