@@ -59,6 +59,7 @@ extension Future {
         if executor.isImmediate, token == nil, self.isCompleted {
             return Future<New>(outcome: Outcome { try body(self) })
         }
+        if executor.isImmediate, token == nil { return ContinuationFuture.attach(body, to: self) }
         let promise = Promise<New>()
         // The callback lives in this future's own callback list, so it must not capture this
         // future (a strong capture would keep an abandoned pending future and its continuation alive
@@ -194,6 +195,54 @@ extension Future {
         case .failure(let error): promise.tryFail(error)
         case .cancelled: promise.tryCancel()
         }
+    }
+}
+
+// MARK: - Continuation futures
+
+/// The future of a `continueWith` on the immediate executor without a token: it holds the
+/// continuation's body itself, and its antecedent's callback list holds it (with a function that
+/// runs it, see `ErasedCallbackList.continuation`), so a link of a chain is one allocation instead
+/// of a future plus a closure context that captures the promise and the body.
+///
+/// The stored property has a fixed-size type (a function), so the class's destroyer needs no generic
+/// metadata (see the comment on `Future.state`).
+// @unchecked Sendable: `body` is written in `init`, before the future is shared, and then only taken
+// by `run`, which runs at most once — the antecedent runs its callback list once, on one thread —
+// or dropped by `deinit`, which no other reference can race with.
+final class ContinuationFuture<Antecedent: Sendable, Value: Sendable>: Future<Value>, @unchecked Sendable {
+    @exclusivity(unchecked) private var body: (@Sendable (Future<Antecedent>) throws -> Value)?
+
+    init(_ body: @escaping @Sendable (Future<Antecedent>) throws -> Value) {
+        self.body = body
+        super.init()
+    }
+
+    /// A continuation future that runs `body` once `antecedent` completes, on the immediate executor.
+    ///
+    /// Not inlined: it keeps `continueWith` small enough to be inlined on the completed path.
+    @inline(never)
+    static func attach(
+        _ body: @escaping @Sendable (Future<Antecedent>) throws -> Value,
+        to antecedent: Future<Antecedent>
+    ) -> Future<Value> {
+        let node = ContinuationFuture(body)
+        // Captures nothing (the types are static), so this closure allocates nothing.
+        antecedent.whenCompleteContinuation({ node, erased, antecedent in Self.run(node, erased, antecedent) }, node)
+        return node
+    }
+
+    /// Runs the body of `node` (a `ContinuationFuture<Antecedent, Value>`) with `antecedent` (a
+    /// completed `Future<Antecedent>`) and completes `node` with its result.
+    @inline(__always)
+    static func run(_ node: any AnyObject & Sendable, _ erased: ErasedOutcome, _ antecedent: any AnyObject & Sendable) {
+        // Both downcasts are exact: `continueWith` pairs this function with such a node, and the
+        // antecedent passes itself.
+        let node = unsafeDowncast(node, to: ContinuationFuture<Antecedent, Value>.self)
+        let antecedent = unsafeDowncast(antecedent, to: Future<Antecedent>.self)
+        // Taken, not read: the completed future must not keep the body (and what it captures) alive.
+        guard let body = node.body.take() else { return }
+        node.tryComplete(Outcome { try body(antecedent) })
     }
 }
 

@@ -17,13 +17,17 @@ import Synchronization
 ///
 /// - Note: A future is safe to use from any thread. Callbacks never run under its lock, and a
 ///   completed future drops its callbacks, so nothing keeps a finished chain alive.
-public final class Future<Value: Sendable>: Sendable {
+// Not final: `ContinuationFuture` (internal; the class cannot be subclassed outside TaskCore) adds
+// the body of a continuation, which saves an allocation per link of a chain.
+// @unchecked Sendable only because a non-final class cannot be checked `Sendable`: the one stored
+// property is a `let` `Mutex`, which is `Sendable`.
+public class Future<Value: Sendable>: @unchecked Sendable {
     // The state is type-erased on purpose. A generic stored property (say `Mutex<State<Value>>`)
     // makes the class's destroyer, which is never specialized, look up generic metadata on every
     // deinit: profiling showed 40% of a continuation chain's time in those lookups. The erased
     // state has concrete types, and the typed API converts at the edges (`as!` of a value this
     // future itself stored, so the cast cannot fail).
-    let state: Mutex<ErasedState>
+    final let state: Mutex<ErasedState>
 
     /// A pending future; only `Promise` creates these.
     init() {
@@ -65,7 +69,7 @@ public final class Future<Value: Sendable>: Sendable {
     // MARK: - State
 
     /// The outcome, or `nil` while the future is pending.
-    public var outcome: Outcome<Value>? {
+    public final var outcome: Outcome<Value>? {
         let erased: ErasedOutcome? = self.state.withLock { state in
             if case .completed(let outcome) = state { return outcome }
             return nil
@@ -74,7 +78,7 @@ public final class Future<Value: Sendable>: Sendable {
     }
 
     /// `true` once the future has completed in any way.
-    public var isCompleted: Bool {
+    public final var isCompleted: Bool {
         self.state.withLock { state in
             if case .completed = state { return true }
             return false
@@ -82,25 +86,25 @@ public final class Future<Value: Sendable>: Sendable {
     }
 
     /// `true` when the future completed by cancellation.
-    public var isCancelled: Bool { self.outcome?.isCancelled ?? false }
+    public final var isCancelled: Bool { self.outcome?.isCancelled ?? false }
 
     /// `true` when the future completed with an error.
-    public var isFaulted: Bool { self.outcome?.error != nil }
+    public final var isFaulted: Bool { self.outcome?.error != nil }
 
     /// `true` when the future completed with a value.
-    public var isSucceeded: Bool { self.outcome?.value != nil }
+    public final var isSucceeded: Bool { self.outcome?.value != nil }
 
     /// The value, when the future succeeded (Bolts' `result`).
-    public var result: Value? { self.outcome?.value }
+    public final var result: Value? { self.outcome?.value }
 
     /// The error, when the future failed.
-    public var error: (any Error)? { self.outcome?.error }
+    public final var error: (any Error)? { self.outcome?.error }
 
     // MARK: - Completion
 
     /// Completes the future unless it already is; returns whether this call completed it.
     @discardableResult
-    func tryComplete(_ outcome: Outcome<Value>) -> Bool {
+    final func tryComplete(_ outcome: Outcome<Value>) -> Bool {
         self.tryComplete(erased: ErasedOutcome(outcome))
     }
 
@@ -110,7 +114,7 @@ public final class Future<Value: Sendable>: Sendable {
     /// already running callbacks is queued on the thread's trampoline (see `ThreadContext`), which
     /// keeps long chains iterative.
     @discardableResult
-    func tryComplete(erased outcome: ErasedOutcome) -> Bool {
+    final func tryComplete(erased outcome: ErasedOutcome) -> Bool {
         let callbacks: ErasedCallbackList? = self.state.withLock { state in
             guard case .pending = state else { return nil }
             // Swap the list out rather than bind a copy of it: a copy costs a retain here and a
@@ -139,7 +143,7 @@ public final class Future<Value: Sendable>: Sendable {
     /// The callback gets the future as an argument so that it need not capture it: a callback stored
     /// in this future's own list that captured it strongly would be a retain cycle, and an unowned
     /// capture costs three atomic unowned-count updates per continuation.
-    func whenCompleteErased(_ callback: @escaping ErasedCallback) {
+    final func whenCompleteErased(_ callback: @escaping ErasedCallback) {
         let outcome: ErasedOutcome? = self.state.withLock { state in
             switch state {
             case .completed(let outcome):
@@ -154,13 +158,30 @@ public final class Future<Value: Sendable>: Sendable {
         if let outcome { callback(outcome, self) }
     }
 
+    /// Runs the continuation `node` (see `ContinuationFuture`) with `invoke` once this future
+    /// completes (at once if it has): stored as the list's `.continuation` case, with no closure.
+    final func whenCompleteContinuation(_ invoke: @escaping ContinuationInvoker, _ node: any AnyObject & Sendable) {
+        let outcome: ErasedOutcome? = self.state.withLock { state in
+            switch state {
+            case .completed(let outcome):
+                return outcome
+            case .pending(var callbacks):
+                state = .pending(.none)
+                callbacks.append(invoke, node)
+                state = .pending(callbacks)
+                return nil
+            }
+        }
+        if let outcome { invoke(node, outcome, self) }
+    }
+
     /// Calls `callback` with the outcome once the future completes — at once, on this thread, when it
     /// already has.
     ///
     /// This is the primitive under every continuation; it runs the callback inline (on the thread
     /// that completes the future), so the callback must be short and must not block. Use a
     /// continuation with an executor to run real work.
-    public func whenComplete(_ callback: @escaping @Sendable (Outcome<Value>) -> Void) {
+    public final func whenComplete(_ callback: @escaping @Sendable (Outcome<Value>) -> Void) {
         self.whenCompleteErased({ erased, _ in callback(Outcome(erased: erased)) })
     }
 }
@@ -243,6 +264,11 @@ extension Outcome {
 /// `Future<Value>` for the `Value` the callback was registered with, so `unsafeDowncast` is exact).
 typealias ErasedCallback = @Sendable (ErasedOutcome, any AnyObject & Sendable) -> Void
 
+/// Runs the continuation future `node` (first argument) with the outcome of its antecedent (third
+/// argument). Created in code specialized for the types of both futures, so it captures nothing
+/// and storing it allocates nothing.
+typealias ContinuationInvoker = @Sendable (any AnyObject & Sendable, ErasedOutcome, any AnyObject & Sendable) -> Void
+
 enum ErasedState {
     case pending(ErasedCallbackList)
     case completed(ErasedOutcome)
@@ -252,12 +278,24 @@ enum ErasedState {
 enum ErasedCallbackList {
     case none
     case one(ErasedCallback)
+    /// A lone continuation future and the function that runs it: no closure context to allocate.
+    case continuation(ContinuationInvoker, any AnyObject & Sendable)
     case many([ErasedCallback])
+
+    mutating func append(_ invoke: @escaping ContinuationInvoker, _ node: any AnyObject & Sendable) {
+        if case .none = self {
+            self = .continuation(invoke, node)
+        } else {
+            self.append({ outcome, antecedent in invoke(node, outcome, antecedent) })
+        }
+    }
 
     mutating func append(_ callback: @escaping ErasedCallback) {
         switch self {
         case .none: self = .one(callback)
         case .one(let first): self = .many([first, callback])
+        case .continuation(let invoke, let node):
+            self = .many([{ outcome, antecedent in invoke(node, outcome, antecedent) }, callback])
         case .many(var all):
             self = .none  // drop the enum's reference so `all` is uniquely owned and grows in place
             all.append(callback)
@@ -274,6 +312,7 @@ enum ErasedCallbackList {
         switch self {
         case .none: break
         case .one(let callback): callback(outcome, future)
+        case .continuation(let invoke, let node): invoke(node, outcome, future)
         case .many(let all): for callback in all { callback(outcome, future) }
         }
     }

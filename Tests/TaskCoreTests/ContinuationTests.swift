@@ -408,6 +408,32 @@ struct ContinuationTests {
         #expect(order.value == Array(0..<50))
     }
 
+    /// The first immediate continuation of a pending future is stored without a closure; callbacks
+    /// added after it (and continuations added after a callback) still run once, in order, each
+    /// with the outcome.
+    @Test func continuationStoredFirstAndCallbacksAddedLaterRunInOrder() {
+        for first in ["continuation", "callback"] {
+            let promise = Promise<Int>()
+            let order = Locked<[String]>([])
+            var continued: [Future<Int>] = []
+            if first == "callback" { promise.future.whenComplete { _ in order.append("callback") } }
+            continued.append(promise.future.continueWith(on: .immediate) { future in
+                order.append("c0")
+                return future.result! + 1
+            })
+            if first == "continuation" { promise.future.whenComplete { _ in order.append("callback") } }
+            continued.append(promise.future.continueWith(on: .immediate) { future in
+                order.append("c1")
+                return future.result! + 2
+            })
+            #expect(order.value.isEmpty)
+            promise.succeed(10)
+            let expected = first == "callback" ? ["callback", "c0", "c1"] : ["c0", "callback", "c1"]
+            #expect(order.value == expected, "\(first)")
+            #expect(continued.map(\.result) == [11, 12], "\(first)")
+        }
+    }
+
     /// Futures completed while a completion is already running have their callbacks deferred to the
     /// thread's trampoline; the trampoline runs them in completion order (first completed, first
     /// run), also when its queue spills from its single fast slot into the ring buffer.

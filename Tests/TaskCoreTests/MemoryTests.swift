@@ -64,6 +64,26 @@ struct MemoryTests {
         #expect(await eventuallyAsync { weakCanary == nil })
     }
 
+    /// An immediate `continueWith` on a pending future stores its body in the future it returns
+    /// (`ContinuationFuture`); that future must drop the body once it ran, even while it is kept.
+    @Test func keptContinuationFutureReleasesItsBodyOnceItRan() {
+        let promise = Promise<Int>()
+        weak var weakCanary: Canary?
+        let next: Future<Int>
+        do {
+            let canary = Canary()
+            weakCanary = canary
+            next = promise.future.continueWith(on: .immediate) { future in
+                withExtendedLifetime(canary) {}
+                return future.result! + 1
+            }
+        }
+        #expect(weakCanary != nil, "a pending continuation keeps its body")
+        promise.succeed(1)
+        #expect(next.result == 2)
+        #expect(weakCanary == nil, "the completed continuation future still holds its body")
+    }
+
     @Test func continuationOnACompletedFutureIsReleasedOnceItRan() {
         weak var weakCanary: Canary?
         let next: Future<Int>
