@@ -1,3 +1,4 @@
+import Synchronization
 import TaskCore
 
 /// A kind of work a `task` node can do (SPEC §1.2): `value`, `fail`, `delay`, `await`, `http`, …
@@ -41,6 +42,9 @@ public struct ActionContext: Sendable {
     public var resumedFrom: Timestamp?
     /// For `await`-like actions: registers the promise that `complete` requests resolve.
     let registerCompletion: @Sendable (Promise<JSONValue>) -> Void
+    /// The engine's target of completions (the run and the node's record index): stored instead of
+    /// a closure in `registerCompletion`, which would cost an allocation per task.
+    let completionTarget: (run: JobRun, index: Int)?
 
     public init(
         input: JSONValue,
@@ -62,6 +66,30 @@ public struct ActionContext: Sendable {
         self.pool = pool
         self.resumedFrom = resumedFrom
         self.registerCompletion = registerCompletion
+        self.completionTarget = nil
+    }
+
+    init(
+        input: JSONValue,
+        params: JSONValue,
+        cancellationToken: CancellationToken,
+        jobID: String,
+        taskID: String,
+        attempt: Int,
+        pool: WorkerPool?,
+        resumedFrom: Timestamp?,
+        completionTarget: (run: JobRun, index: Int)
+    ) {
+        self.input = input
+        self.params = params
+        self.cancellationToken = cancellationToken
+        self.jobID = jobID
+        self.taskID = taskID
+        self.attempt = attempt
+        self.pool = pool
+        self.resumedFrom = resumedFrom
+        self.registerCompletion = { _ in }
+        self.completionTarget = completionTarget
     }
 
     /// Makes `promise` the target of `POST …/tasks/{id}/complete` for this task while it runs.
@@ -73,7 +101,11 @@ public struct ActionContext: Sendable {
     }
 
     public func acceptCompletion(_ promise: Promise<JSONValue>) {
-        self.registerCompletion(promise)
+        if let (run, index) = self.completionTarget {
+            run.state.withLock { $0.awaits[index] = promise }
+        } else {
+            self.registerCompletion(promise)
+        }
     }
 }
 

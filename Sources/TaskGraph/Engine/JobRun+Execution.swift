@@ -94,8 +94,10 @@ extension JobRun {
 extension JobRun {
     private enum Begin {
         case restored(Outcome<JSONValue>)
-        case cancelled(Int)
-        case started(Int, CancellationTokenSource, [Promise<Void>])
+        case cancelled
+        /// Started: the node's id, its token source, the waiters to wake, and (tasks) the attempts
+        /// counted so far, this one included.
+        case started(id: String, source: CancellationTokenSource, waiters: [Promise<Void>], attempts: Int)
     }
 
     /// Unless node `index` already finished before a restart or was cancelled before it started,
@@ -103,30 +105,35 @@ extension JobRun {
     private func begin(_ index: Int, token: CancellationToken) -> Begin {
         let source = CancellationTokenSource(linkedTo: [token])
         return self.state.withLock { state -> Begin in
-            let record = state.records[index]
-            if !state.restored.isEmpty, state.restored[record.id] != nil, record.state.isTerminal {
-                switch record.state {
-                case .succeeded: return .restored(.success(record.result ?? .null))
-                case .failed: return .restored(.failure(record.error ?? TaskError(code: "task.failed", message: "failed")))
-                default: return .restored(.cancelled)
+            let previous = state.records[index].state
+            if previous.isTerminal {
+                let record = state.records[index]
+                if !self.restored.isEmpty, self.restored[record.id] != nil {
+                    switch record.state {
+                    case .succeeded: return .restored(.success(record.result ?? .null))
+                    case .failed: return .restored(.failure(record.error ?? TaskError(code: "task.failed", message: "failed")))
+                    default: return .restored(.cancelled)
+                    }
                 }
+                return .cancelled
             }
-            if token.isCancellationRequested || state.cancelledBeforeStart.contains(index) || record.state.isTerminal {
-                return .cancelled(index)
+            if token.isCancellationRequested || (!state.cancelledBeforeStart.isEmpty && state.cancelledBeforeStart.contains(index)) {
+                return .cancelled
             }
             let now = Timestamp.now()
             state.records[index].state = .running
             if state.records[index].startedAt == nil { state.records[index].startedAt = now }
             if state.records[index].isTask {
-                state.progress.add(record.state, -1)
+                state.progress.add(previous, -1)
                 state.progress.add(.running, 1)
                 // The first attempt is counted with the `task.started` event that announces it, so
                 // a journal that stores the event stores the attempt too.
                 state.records[index].attempts += 1
             }
             state.nodeSources[index] = source
-            let waiters = Self.appendEvent(.taskStarted, taskId: record.id, data: nil, time: now, in: &state)
-            return .started(index, source, waiters)
+            let id = state.records[index].id
+            let waiters = Self.appendEvent(.taskStarted, taskId: id, data: nil, time: now, in: &state)
+            return .started(id: id, source: source, waiters: waiters, attempts: state.records[index].attempts)
         }
     }
 
@@ -136,20 +143,21 @@ extension JobRun {
     ///
     /// Records are found by index, not id: registration lays a node's children out in document
     /// order (`children(of:)`), which saves hashing an id per node.
-    func execute(_ node: Node, at recordIndex: Int, input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
-        let id = node.id + context.suffix
-        let index: Int
+    func execute(_ node: Node, at index: Int, input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
+        let id: String
         let source: CancellationTokenSource
-        switch self.begin(recordIndex, token: context.token) {
+        let attempts: Int
+        switch self.begin(index, token: context.token) {
         case .restored(let outcome):
             return Future(outcome: outcome)
-        case .cancelled(let index):
+        case .cancelled:
             if !self.isTerminal(index) { self.markCancelledBeforeStart(index) }
             return .cancelled()
-        case .started(let startedIndex, let startedSource, let waiters):
-            self.publish(waiters)
-            index = startedIndex
+        case .started(let startedID, let startedSource, let waiters, let startedAttempts):
+            if !waiters.isEmpty || !self.observers.isEmpty { self.publish(waiters) }
+            id = startedID
             source = startedSource
+            attempts = startedAttempts
         }
         let nodeContext = ExecutionContext(token: source.token, suffix: context.suffix, scopePrefix: context.scopePrefix)
         let nodeInput: JSONValue
@@ -166,7 +174,7 @@ extension JobRun {
         let body: Future<JSONValue>
         switch node.kind {
         case .task(let spec):
-            body = self.runTask(spec, index: index, id: id, input: nodeInput, context: nodeContext)
+            body = self.runTask(spec, index: index, id: id, attempts: attempts, input: nodeInput, context: nodeContext)
         case .series(let steps):
             body = self.runSeries(steps, at: self.children(of: index), input: nodeInput, context: nodeContext)
         case .parallel(let spec):
@@ -216,18 +224,23 @@ extension JobRun {
 
     // MARK: task
 
-    private func runTask(_ spec: TaskSpec, index: Int, id: String, input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
+    private func runTask(_ spec: TaskSpec, index: Int, id: String, attempts: Int, input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
         guard let action = self.engine.actions[spec.action] else {
             return Future(error: TaskError(code: "internal", message: "unknown action \(spec.action)"))
         }
         let pool = self.engine.pools[spec.executor]
+        let previousAttempts = attempts - 1  // `begin` counted the first attempt
         // The first attempt after a restart of one that was in flight resumes its waits.
-        let (previousAttempts, resumedFrom): (Int, Timestamp?) = self.state.withLock { state in
-            let attempts = state.records[index].attempts - 1  // `begin` counted the first attempt
-            guard !state.restored.isEmpty, let stored = state.restored[id], stored.state == .running else { return (attempts, nil) }
-            return (attempts, stored.startedAt)
-        }
+        var resumedFrom: Timestamp?
+        if !self.restored.isEmpty, let stored = self.restored[id], stored.state == .running { resumedFrom = stored.startedAt }
         let retry = spec.retry
+        if (retry?.maxAttempts ?? 1) == 1 {
+            // One attempt, already counted by `begin`: no retry machinery.
+            return self.runAttempt(
+                action, spec, index: index, id: id, input: input, attempt: attempts, pool: pool, resumedFrom: resumedFrom, context: context
+            )
+        }
+        let resumed = resumedFrom
         let policy = RetryPolicy(
             maxAttempts: retry?.maxAttempts ?? 1,
             initialDelay: .milliseconds(retry?.delayMs ?? 0),
@@ -240,7 +253,7 @@ extension JobRun {
             self.markAttempt(index, attempt: attempt)
             return self.runAttempt(
                 action, spec, index: index, id: id, input: input, attempt: attempt, pool: pool,
-                resumedFrom: number == 1 ? resumedFrom : nil, context: context
+                resumedFrom: number == 1 ? resumed : nil, context: context
             )
         }
         if policy.maxAttempts == 1 { return attempt(1) }
@@ -280,8 +293,8 @@ extension JobRun {
         // a `task.timeout` failure (retryable like any other failure).
         var attemptSource: CancellationTokenSource?
         var timer: TimerQueue.ID?
-        let timedOut = AtomicFlag()
-        if let timeoutMs = spec.timeoutMs {
+        let timedOut: AtomicFlag? = spec.timeoutMs == nil ? nil : AtomicFlag()
+        if let timeoutMs = spec.timeoutMs, let timedOut {
             let source = CancellationTokenSource(linkedTo: [context.token])
             attemptSource = source
             timer = TimerQueue.shared.schedule(after: .milliseconds(timeoutMs)) {
@@ -300,7 +313,7 @@ extension JobRun {
             attempt: attempt,
             pool: pool,
             resumedFrom: resumedFrom,
-            registerCompletion: { promise in self.state.withLock { $0.awaits[index] = promise } }
+            completionTarget: (self, index)
         )
         let result: Future<JSONValue>
         if action.holdsWorkerSlot, let pool {
@@ -317,7 +330,7 @@ extension JobRun {
             if let timerRef { TimerQueue.shared.cancel(timerRef) }
             withExtendedLifetime(attemptSourceRef) {}
             let outcome = finished.outcome!
-            if outcome.isCancelled, timedOut.isSet, !context.token.isCancellationRequested {
+            if outcome.isCancelled, timedOut?.isSet == true, !context.token.isCancellationRequested {
                 throw TaskError(code: "task.timeout", message: "the attempt did not finish within \(timeoutMs) ms")
             }
             return try outcome.get()
@@ -453,8 +466,9 @@ extension JobRun {
             // Instances already registered (a restart re-runs the map) are not registered twice.
             if items.isEmpty || !state.children[index].isEmpty { return state.children[index] }
             guard state.records.count + items.count * perInstance <= limit else { return nil }
+            state.reserve(items.count * perInstance)
             for item in items.indices {
-                Self.register(template, suffix: context.suffix + "[\(item)]", parent: index, in: &state)
+                Self.register(template, suffix: Self.instanceSuffix(context.suffix, item), parent: index, restored: self.restored, in: &state)
             }
             return state.children[index]
         }
@@ -467,7 +481,7 @@ extension JobRun {
             )
         }
         let instanceContext: @Sendable (Int, CancellationToken) -> ExecutionContext = { item, token in
-            ExecutionContext(token: token, suffix: context.suffix + "[\(item)]", scopePrefix: context.scopePrefix)
+            ExecutionContext(token: token, suffix: Self.instanceSuffix(context.suffix, item), scopePrefix: context.scopePrefix)
         }
         switch spec.mode {
         case .parallel:
@@ -488,6 +502,34 @@ extension JobRun {
         }
     }
 
+    /// `base` + `[item]`: the id suffix of map instance `item`, written without interpolation
+    /// (once per instance when it is registered and once when it runs).
+    static func instanceSuffix(_ base: String, _ item: Int) -> String {
+        var digits = 1
+        var rest = item / 10
+        while rest > 0 {
+            digits += 1
+            rest /= 10
+        }
+        let baseCount = base.utf8.count
+        return String(unsafeUninitializedCapacity: baseCount + digits + 2) { buffer in
+            var end = 0
+            for byte in base.utf8 {
+                buffer[end] = byte
+                end += 1
+            }
+            buffer[end] = UInt8(ascii: "[")
+            var value = item
+            for position in stride(from: end + digits, to: end, by: -1) {
+                buffer[position] = UInt8(ascii: "0") + UInt8(value % 10)
+                value /= 10
+            }
+            end += digits + 1
+            buffer[end] = UInt8(ascii: "]")
+            return end + 1
+        }
+    }
+
     // MARK: dynamic
 
     private func runDynamic(_ source: Node, index: Int, sourceIndex: Int, id: String, input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
@@ -502,7 +544,8 @@ extension JobRun {
                 throw TaskError(code: "graph.invalid", message: "unknown field \"\(extra)\" in the dynamic source's result")
             }
             let (reserved, budget) = self.state.withLock { state in
-                (Set(state.index.keys), self.engine.limits.maxNodes - state.records.count)
+                state.catchUpIndex()
+                return (Set(state.index.keys), self.engine.limits.maxNodes - state.records.count)
             }
             let root: Node
             do {
@@ -516,7 +559,7 @@ extension JobRun {
                 )
             }
             let rootIndex = self.state.withLock { state in
-                state.index[root.id] ?? Self.register(root, suffix: "", parent: index, in: &state)
+                state.lookup(root.id) ?? Self.register(root, suffix: "", parent: index, restored: self.restored, in: &state)
             }
             var spawned = context
             spawned.suffix = ""
@@ -575,7 +618,7 @@ extension JobRun {
     /// the rules of its parents (a cancelled series step ends the series, and so on).
     public func cancel(node id: String) -> NodeControlResult {
         let (result, source): (NodeControlResult, CancellationTokenSource?) = self.state.withLock { state in
-            guard let index = state.index[id] else { return (.notFound, nil) }
+            guard let index = state.lookup(id) else { return (.notFound, nil) }
             let record = state.records[index]
             if record.state.isTerminal { return (.terminal, nil) }
             if record.state == .pending {
@@ -593,7 +636,7 @@ extension JobRun {
     /// `TaskCompletionSource.trySetResult`).
     public func complete(node id: String, with outcome: Outcome<JSONValue>) -> NodeControlResult {
         let (result, promise): (NodeControlResult?, Promise<JSONValue>?) = self.state.withLock { state in
-            guard let index = state.index[id] else { return (.notFound, nil) }
+            guard let index = state.lookup(id) else { return (.notFound, nil) }
             let record = state.records[index]
             if record.action != "await" { return (.notAwait, nil) }
             if record.state.isTerminal { return (.terminal, nil) }

@@ -20,6 +20,9 @@ public final class JobRun: Sendable {
     let cleanupSource = CancellationTokenSource()
     /// The job as templates see it (`${job…}`).
     let jobObject: JSONValue
+    /// The stored node records by id of a job resumed after a restart (empty otherwise); never
+    /// changes after `init`, so it is read without the lock.
+    let restored: [String: NodeRecord]
 
     struct State {
         var jobState: JobState = .pending
@@ -30,8 +33,10 @@ public final class JobRun: Sendable {
         var finishedAt: Timestamp?
         var records: [NodeRecord] = []
         var children: [[Int]] = []
+        /// Record index by id, for `records[..<indexedCount]`: filled in lazily by `lookup(_:)`,
+        /// so running a node costs no hashing of its id unless something asks for a node by id.
         var index: [String: Int] = [:]
-        var restored: [String: NodeRecord] = [:]
+        var indexedCount = 0
         var progress = JobProgress()
         var events: [JobEvent] = []
         var dispatchedCount = 0
@@ -39,11 +44,33 @@ public final class JobRun: Sendable {
         var eventWaiters: [Promise<Void>] = []
         var terminalWaiters: [Promise<Void>] = []
         var awaits: [Int: Promise<JSONValue>] = [:]
-        var nodeSources: [Int: CancellationTokenSource] = [:]
+        /// The token source of each running node, by record index (nil when not running).
+        var nodeSources: [CancellationTokenSource?] = []
         var cancelledBeforeStart: Set<Int> = []
         var cancelRequested = false
         var timedOut = false
         var timer: TimerQueue.ID?
+
+        /// The record index of node `id`.
+        mutating func lookup(_ id: String) -> Int? {
+            self.catchUpIndex()
+            return self.index[id]
+        }
+
+        /// Indexes the records added since the last lookup.
+        mutating func catchUpIndex() {
+            guard self.indexedCount < self.records.count else { return }
+            self.index.reserveCapacity(self.records.count)
+            for index in self.indexedCount..<self.records.count { self.index[self.records[index].id] = index }
+            self.indexedCount = self.records.count
+        }
+
+        /// Makes room for `count` more records.
+        mutating func reserve(_ count: Int) {
+            self.records.reserveCapacity(self.records.count + count)
+            self.children.reserveCapacity(self.children.count + count)
+            self.nodeSources.reserveCapacity(self.nodeSources.count + count)
+        }
     }
 
     init(engine: Engine, id: String, spec: JobSpec, createdAt: Timestamp, restored: RestoredJob?) {
@@ -52,9 +79,9 @@ public final class JobRun: Sendable {
         self.spec = spec
         self.observers = engine.observers
         self.jobObject = ["id": .string(id), "name": spec.name.map(JSONValue.string) ?? .null, "input": spec.input]
+        self.restored = restored?.nodes ?? [:]
         var state = State(createdAt: createdAt)
         if let restored {
-            state.restored = restored.nodes
             state.events = restored.events
             state.dispatchedCount = restored.events.count
             state.startedAt = restored.startedAt
@@ -65,7 +92,10 @@ public final class JobRun: Sendable {
         }
         self.state = Mutex(state)
         self.state.withLock { state in
-            if restored?.finished == nil { Self.register(spec.graph, suffix: "", parent: nil, in: &state) }
+            if restored?.finished == nil {
+                state.reserve(spec.nodeCount)
+                Self.register(spec.graph, suffix: "", parent: nil, restored: self.restored, in: &state)
+            }
             if state.events.isEmpty { Self.appendEvent(.jobCreated, taskId: nil, data: nil, time: createdAt, in: &state) }
         }
         if restored?.cancelRequested == true { self.jobSource.cancel() }
@@ -102,12 +132,12 @@ public final class JobRun: Sendable {
 
     /// The record of node `id`, if the job has one.
     public func node(_ id: String) -> NodeRecord? {
-        self.state.withLock { state in state.index[id].map { state.records[$0] } }
+        self.state.withLock { state in state.lookup(id).map { state.records[$0] } }
     }
 
     /// The record of node `id` with its place in `nodes` (registration order).
     public func indexedNode(_ id: String) -> (ordinal: Int, record: NodeRecord)? {
-        self.state.withLock { state in state.index[id].map { ($0, state.records[$0]) } }
+        self.state.withLock { state in state.lookup(id).map { ($0, state.records[$0]) } }
     }
 
     /// Whether a cancellation of the whole job has been requested.
@@ -165,6 +195,7 @@ public final class JobRun: Sendable {
         state.finishedAt = finished.finishedAt
         state.records = finished.records
         state.children = Array(repeating: [], count: finished.records.count)
+        state.nodeSources = Array(repeating: nil, count: finished.records.count)
         for (index, record) in finished.records.enumerated() {
             state.index[record.id] = index
             if let parent = record.parent, let parentIndex = state.index[parent] { state.children[parentIndex].append(index) }
@@ -173,51 +204,63 @@ public final class JobRun: Sendable {
                 state.progress.add(record.state, 1)
             }
         }
+        state.indexedCount = finished.records.count
     }
 
     // MARK: - Registration
 
-    /// Adds records for `node`'s subtree, ids suffixed with `suffix` (map instances).
-    /// Iterative: graphs can be deep and wide.
+    /// Adds records for `node`'s subtree, ids suffixed with `suffix` (map instances), and returns
+    /// the index of `node`'s record. Iterative: graphs can be deep and wide.
     @discardableResult
-    static func register(_ node: Node, suffix: String, parent: Int?, in state: inout State) -> Int {
+    static func register(_ node: Node, suffix: String, parent: Int?, restored: [String: NodeRecord], in state: inout State) -> Int {
+        let first = state.records.count
+        if node.isTask {
+            // A lone task (the usual map template): no stack to allocate.
+            self.registerOne(node, id: suffix.isEmpty ? node.id : node.id + suffix, parent: parent, restored: restored, in: &state)
+            return first
+        }
         var stack: [(Node, Int?)] = [(node, parent)]
-        var first = -1
         while let (current, parentIndex) = stack.popLast() {
-            let id = current.id + suffix
-            let index = state.records.count
-            if first < 0 { first = index }
-            var record = NodeRecord(id: id, type: current.typeName, parent: parentIndex.map { state.records[$0].id })
-            if case .task(let task) = current.kind {
-                record.action = task.action
-                record.executor = task.executor
-            }
-            if let stored = state.restored[id] {
-                record.attempts = stored.attempts
-                if stored.state.isTerminal {
-                    record.state = stored.state
-                    record.result = stored.result
-                    record.error = stored.error
-                    record.startedAt = stored.startedAt
-                    record.finishedAt = stored.finishedAt
-                } else {
-                    record.startedAt = stored.startedAt
-                }
-            }
-            state.records.append(record)
-            state.children.append([])
-            if let parentIndex { state.children[parentIndex].append(index) }
-            state.index[id] = index
-            if current.isTask {
-                state.progress.total += 1
-                state.progress.add(record.state, 1)
-            }
+            let index = self.registerOne(current, id: suffix.isEmpty ? current.id : current.id + suffix, parent: parentIndex, restored: restored, in: &state)
             // Push children in reverse so they are registered in document order. A map's template
             // is not a node of its own: its instances are registered when the map starts.
             if case .map = current.kind { continue }
             for child in current.children.reversed() { stack.append((child, index)) }
         }
         return first
+    }
+
+    /// Adds the record of `node` alone, with id `id`, and returns its index.
+    @discardableResult
+    private static func registerOne(_ node: Node, id: String, parent parentIndex: Int?, restored: [String: NodeRecord], in state: inout State) -> Int {
+        let index = state.records.count
+        var record: NodeRecord
+        if case .task(let task) = node.kind {
+            record = NodeRecord(id: id, type: "task", action: task.action, executor: task.executor, parent: parentIndex.map { state.records[$0].id })
+        } else {
+            record = NodeRecord(id: id, type: node.typeName, parent: parentIndex.map { state.records[$0].id })
+        }
+        if !restored.isEmpty, let stored = restored[id] {
+            record.attempts = stored.attempts
+            if stored.state.isTerminal {
+                record.state = stored.state
+                record.result = stored.result
+                record.error = stored.error
+                record.startedAt = stored.startedAt
+                record.finishedAt = stored.finishedAt
+            } else {
+                record.startedAt = stored.startedAt
+            }
+        }
+        if node.isTask {
+            state.progress.total += 1
+            state.progress.add(record.state, 1)
+        }
+        state.records.append(record)
+        state.children.append([])
+        state.nodeSources.append(nil)
+        if let parentIndex { state.children[parentIndex].append(index) }
+        return index
     }
 
     // MARK: - Events
@@ -281,7 +324,6 @@ public final class JobRun: Sendable {
         var final = outcome
         let waiters: [Promise<Void>] = self.state.withLock { state in
             let now = Timestamp.now()
-            var waiters: [Promise<Void>] = []
             let id = state.records[index].id
             let newState: NodeState
             var data: JSONValue?
@@ -300,10 +342,10 @@ public final class JobRun: Sendable {
                 newState = .cancelled
             }
             Self.setTerminal(index, newState, now, in: &state)
-            state.awaits[index] = nil
+            if !state.awaits.isEmpty { state.awaits[index] = nil }
             state.nodeSources[index] = nil
-            waiters += Self.appendEvent(Self.eventType(for: newState), taskId: id, data: data, time: now, in: &state)
-            waiters += Self.skipPendingDescendants(of: index, now: now, in: &state)
+            var waiters = Self.appendEvent(Self.eventType(for: newState), taskId: id, data: data, time: now, in: &state)
+            if !state.children[index].isEmpty { waiters += Self.skipPendingDescendants(of: index, now: now, in: &state) }
             return waiters
         }
         self.publish(waiters)
@@ -316,7 +358,7 @@ public final class JobRun: Sendable {
             let now = Timestamp.now()
             Self.setTerminal(index, .cancelled, now, in: &state)
             var waiters = Self.appendEvent(.taskCancelled, taskId: state.records[index].id, data: nil, time: now, in: &state)
-            waiters += Self.skipPendingDescendants(of: index, now: now, in: &state)
+            if !state.children[index].isEmpty { waiters += Self.skipPendingDescendants(of: index, now: now, in: &state) }
             return waiters
         }
         self.publish(waiters)
@@ -350,7 +392,8 @@ public final class JobRun: Sendable {
             switch state.records[child].state {
             case .pending:
                 setTerminal(child, .skipped, now, in: &state)
-                waiters += appendEvent(.taskSkipped, taskId: state.records[child].id, data: nil, time: now, in: &state)
+                let toWake = appendEvent(.taskSkipped, taskId: state.records[child].id, data: nil, time: now, in: &state)
+                if !toWake.isEmpty { waiters += toWake }
                 stack.append(contentsOf: state.children[child])
             case .running:
                 // A running descendant (e.g. a cancelled branch still unwinding) finishes on its own;
@@ -381,7 +424,7 @@ struct RunScope: TemplateScope {
         let suffix = self.context.suffix
         return self.run.state.withLock { state in
             for candidate in [prefix + id + suffix, prefix + id, id + suffix, id] {
-                if let index = state.index[candidate] { return state.records[index].outcomeObject }
+                if let index = state.lookup(candidate) { return state.records[index].outcomeObject }
             }
             return nil
         }
