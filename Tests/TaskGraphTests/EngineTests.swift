@@ -413,6 +413,59 @@ struct EngineTests {
         #expect(run.cancel(node: "zzz") == .notFound)
     }
 
+    @Test func cancellingACompositeNodeCancelsEverythingRunningBelowIt() async throws {
+        // The cancellation of `inner` must reach tasks two and three levels down (map instances,
+        // a series step inside a continuation), while the sibling `other` runs on.
+        let run = try startJob(
+            #"""
+            {"input":[1,2,3],"graph":{"type":"parallel","mode":"settled","branches":[
+              {"type":"parallel","id":"inner","branches":[
+                {"type":"map","id":"m","template":{"type":"task","id":"w","action":"delay","params":{"ms":60000}}},
+                {"type":"continuation","id":"c","on":"success",
+                  "antecedent":{"type":"series","id":"s","steps":[{"type":"task","id":"deep","action":"delay","params":{"ms":60000}}]},
+                  "then":{"type":"task","id":"never","action":"value"}}
+              ]},
+              {"type":"task","id":"other","action":"delay","params":{"ms":50}}
+            ]}}
+            """#
+        )
+        try await waitForNode(run, "w[2]", .running)
+        try await waitForNode(run, "deep", .running)
+        guard case .done = run.cancel(node: "inner") else {
+            Issue.record("cancel(node:) did not accept a running node")
+            return
+        }
+        try await run.waitForTerminal(timeout: .seconds(10)).value
+        #expect(run.snapshot.state == .succeeded)
+        for id in ["inner", "m", "w[0]", "w[1]", "w[2]", "c", "s", "deep"] {
+            #expect(run.state(of: id) == .cancelled, "\(id) is \(String(describing: run.state(of: id)))")
+        }
+        #expect(run.state(of: "never") == .skipped)
+        #expect(run.state(of: "other") == .succeeded)
+        checkInvariants(run)
+    }
+
+    @Test func cancellingAJobReachesNestedBranchesAndFailFastBranchTokens() async throws {
+        let run = try startJob(
+            #"""
+            {"input":[1,2],"graph":{"type":"series","steps":[
+              {"type":"parallel","failFast":true,"branches":[
+                {"type":"map","template":{"type":"series","id":"ts","steps":[{"type":"task","id":"t","action":"delay","params":{"ms":60000}}]}},
+                {"type":"parallel","mode":"any","branches":[{"type":"task","id":"slow","action":"delay","params":{"ms":60000}}]}
+              ]}
+            ]}}
+            """#
+        )
+        try await waitForNode(run, "slow", .running)
+        try await waitForNode(run, "t[1]", .running)
+        #expect(run.cancel() == .cancelling)
+        try await run.waitForTerminal(timeout: .seconds(10)).value
+        #expect(run.snapshot.state == .cancelled)
+        #expect(run.state(of: "slow") == .cancelled)
+        #expect(run.nodes.filter(\.isTask).allSatisfy { $0.state == .cancelled })
+        checkInvariants(run)
+    }
+
     // MARK: - await
 
     @Test func anAwaitTaskCompletesFromOutside() async throws {

@@ -8,6 +8,10 @@ struct ExecutionContext: Sendable {
     var suffix: String
     /// `dyn/` inside the graph spawned by dynamic node `dyn`: `${tasks.x}` there means `dyn/x` first.
     var scopePrefix: String = ""
+    /// `true` when the engine itself passes a cancellation of `token` on to the nodes started
+    /// under it (a handler on `token` calls `cancelStarted`), so a node's own token source need
+    /// not be linked to `token`. `false` (the cleanup token): the node's source is linked.
+    var propagates: Bool = false
 }
 
 // MARK: - Starting and ending the job
@@ -35,7 +39,10 @@ extension JobRun {
             }
             self.state.withLock { $0.timer = timer }
         }
-        let context = ExecutionContext(token: self.jobSource.token, suffix: "")
+        let jobToken = self.jobSource.token
+        let jobTokenID = ObjectIdentifier(jobToken)
+        jobToken.register { [weak self] in self?.cancelStarted(under: jobTokenID, parent: nil) }
+        let context = ExecutionContext(token: jobToken, suffix: "", propagates: true)
         self.execute(self.spec.graph, at: 0, input: self.spec.input, context: context).whenComplete { outcome in
             self.finishJob(outcome)
         }
@@ -102,8 +109,11 @@ extension JobRun {
 
     /// Unless node `index` already finished before a restart or was cancelled before it started,
     /// marks it running — in one critical section.
-    private func begin(_ index: Int, token: CancellationToken) -> Begin {
-        let source = CancellationTokenSource(linkedTo: [token])
+    private func begin(_ index: Int, context: ExecutionContext) -> Begin {
+        let token = context.token
+        // Unlinked when the engine propagates `token`'s cancellation itself (`cancelStarted`):
+        // linking costs a handler on the parent token per node, added and removed again.
+        let source = context.propagates ? CancellationTokenSource() : CancellationTokenSource(linkedTo: [token])
         return self.state.withLock { state -> Begin in
             let previous = state.records[index].state
             if previous.isTerminal {
@@ -130,7 +140,7 @@ extension JobRun {
                 // a journal that stores the event stores the attempt too.
                 state.records[index].attempts += 1
             }
-            state.nodeSources[index] = source
+            state.nodeSources[index] = RunningSource(source: source, startToken: token)
             let id = state.records[index].id
             let waiters = Self.appendEvent(.taskStarted, taskId: id, data: nil, time: now, in: &state)
             return .started(id: id, source: source, waiters: waiters, attempts: state.records[index].attempts)
@@ -147,7 +157,7 @@ extension JobRun {
         let id: String
         let source: CancellationTokenSource
         let attempts: Int
-        switch self.begin(index, token: context.token) {
+        switch self.begin(index, context: context) {
         case .restored(let outcome):
             return Future(outcome: outcome)
         case .cancelled:
@@ -159,7 +169,13 @@ extension JobRun {
             source = startedSource
             attempts = startedAttempts
         }
-        let nodeContext = ExecutionContext(token: source.token, suffix: context.suffix, scopePrefix: context.scopePrefix)
+        let isComposite = !node.isTask
+        if isComposite {
+            // Children start with unlinked sources: this node's cancellation reaches them here.
+            let tokenID = ObjectIdentifier(source.token)
+            source.token.register { [weak self] in self?.cancelStarted(under: tokenID, parent: index) }
+        }
+        let nodeContext = ExecutionContext(token: source.token, suffix: context.suffix, scopePrefix: context.scopePrefix, propagates: isComposite)
         let nodeInput: JSONValue
         if let template = node.input {
             do {
@@ -181,6 +197,7 @@ extension JobRun {
             let branches = spec.branches
             let indices = self.children(of: index)
             body = self.runBranches(
+                parent: index,
                 count: branches.count,
                 maxConcurrency: spec.maxConcurrency,
                 mode: spec.mode,
@@ -211,6 +228,22 @@ extension JobRun {
             promise.tryComplete(with: final)
         }
         return promise.future
+    }
+
+    /// Cancels the running nodes started under the token with identity `token`: children of
+    /// `parent`, or the root when `parent` is nil. Runs as that token's cancellation handler, so a
+    /// node that starts after it sees the token cancelled in `begin` (checked under the lock).
+    /// Sources are cancelled outside the lock, in document order, as linked sources would be.
+    func cancelStarted(under token: ObjectIdentifier, parent: Int?) {
+        let sources: [CancellationTokenSource] = self.state.withLock { state in
+            var found: [CancellationTokenSource] = []
+            let candidates = parent.map { state.children[$0] } ?? (state.records.isEmpty ? [] : [0])
+            for child in candidates {
+                if let running = state.nodeSources[child], ObjectIdentifier(running.startToken) == token { found.append(running.source) }
+            }
+            return found
+        }
+        for source in sources { source.cancel() }
     }
 
     /// The record indices of node `index`'s children, in document order.
@@ -356,6 +389,7 @@ extension JobRun {
     /// failure does. Either way the node ends once every branch has settled (cancellation acts at
     /// once), so no branch is left running under a finished node.
     func runBranches(
+        parent: Int,
         count: Int,
         maxConcurrency: Int?,
         mode: ParallelSpec.Mode,
@@ -365,6 +399,11 @@ extension JobRun {
     ) -> Future<JSONValue> {
         let branchSource = (mode == .any || failFast) ? CancellationTokenSource(linkedTo: [token]) : nil
         let branchToken = branchSource?.token ?? token
+        if let branchSource {
+            // The branches start under `branchToken` with unlinked sources (see `ExecutionContext.propagates`).
+            let tokenID = ObjectIdentifier(branchSource.token)
+            branchSource.token.register { [weak self] in self?.cancelStarted(under: tokenID, parent: parent) }
+        }
         let winner = FirstIndex()
         let settled = Future<JSONValue>.whenAllSettled(count: count, maxConcurrency: maxConcurrency ?? max(1, count)) { branch in
             let future = make(branch, branchToken)
@@ -442,6 +481,7 @@ extension JobRun {
             if spec.on == .cancellation || spec.on == .always {
                 // Cleanup hooks run even while the job is being cancelled (SPEC §1.1).
                 thenContext.token = self.cleanupSource.token
+                thenContext.propagates = false
             }
             return self.execute(spec.then, at: indices[1], input: thenInput, context: thenContext)
         }
@@ -481,11 +521,11 @@ extension JobRun {
             )
         }
         let instanceContext: @Sendable (Int, CancellationToken) -> ExecutionContext = { item, token in
-            ExecutionContext(token: token, suffix: Self.instanceSuffix(context.suffix, item), scopePrefix: context.scopePrefix)
+            ExecutionContext(token: token, suffix: Self.instanceSuffix(context.suffix, item), scopePrefix: context.scopePrefix, propagates: context.propagates)
         }
         switch spec.mode {
         case .parallel:
-            return self.runBranches(count: items.count, maxConcurrency: spec.maxConcurrency, mode: .all, failFast: false, token: context.token) { item, token in
+            return self.runBranches(parent: index, count: items.count, maxConcurrency: spec.maxConcurrency, mode: .all, failFast: false, token: context.token) { item, token in
                 self.execute(template, at: instances[item], input: items[item], context: instanceContext(item, token))
             }
         case .series:
@@ -625,7 +665,7 @@ extension JobRun {
                 state.cancelledBeforeStart.insert(index)
                 return (.done(record), nil)
             }
-            return (.done(record), state.nodeSources[index])
+            return (.done(record), state.nodeSources[index]?.source)
         }
         source?.cancel()
         if case .done = result, let record = self.node(id) { return .done(record) }

@@ -45,7 +45,7 @@ public final class JobRun: Sendable {
         var terminalWaiters: [Promise<Void>] = []
         var awaits: [Int: Promise<JSONValue>] = [:]
         /// The token source of each running node, by record index (nil when not running).
-        var nodeSources: [CancellationTokenSource?] = []
+        var nodeSources: [RunningSource?] = []
         var cancelledBeforeStart: Set<Int> = []
         var cancelRequested = false
         var timedOut = false
@@ -405,6 +405,13 @@ public final class JobRun: Sendable {
         }
         return waiters
     }
+}
+
+/// The token source of a running node and the token it was started under (its parent's, a
+/// branch token, the job's or the cleanup token), which `cancelStarted` matches.
+struct RunningSource: Sendable {
+    let source: CancellationTokenSource
+    let startToken: CancellationToken
 }
 
 // MARK: - Templates
