@@ -117,6 +117,9 @@ extension Action {
 /// The actions a server knows, by name.
 public struct ActionRegistry: Sendable {
     private var actions: [String: any Action] = [:]
+    /// The same actions as a list, for `lookup`: a registry holds a handful, and comparing a few
+    /// names costs less than hashing one (a task looks its action up every time it runs).
+    private var list: [(name: String, action: any Action)] = []
 
     /// An empty registry.
     public init() {}
@@ -133,10 +136,23 @@ public struct ActionRegistry: Sendable {
 
     /// Adds (or replaces) an action.
     public mutating func register(_ action: any Action) {
-        self.actions[action.name] = action
+        let name = action.name
+        self.actions[name] = action
+        if let index = self.list.firstIndex(where: { $0.name == name }) {
+            self.list[index].action = action
+        } else {
+            self.list.append((name: name, action: action))
+        }
     }
 
     public subscript(name: String) -> (any Action)? { self.actions[name] }
+
+    /// `self[name]` by a scan of the names (see `list`).
+    func lookup(_ name: String) -> (any Action)? {
+        if self.list.count > 16 { return self.actions[name] }
+        for entry in self.list where entry.name == name { return entry.action }
+        return nil
+    }
 
     /// Every registered name, sorted.
     public var names: [String] { self.actions.keys.sorted() }

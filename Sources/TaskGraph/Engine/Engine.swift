@@ -37,6 +37,8 @@ public final class Engine: Sendable {
     public static let immediateExecutor = "immediate"
 
     public let pools: [String: WorkerPool]
+    /// `pools` as a list: a task finds its pool by a scan of a few names, cheaper than hashing one.
+    private let poolList: [(name: String, pool: WorkerPool)]
     public let actions: ActionRegistry
     public let limits: GraphLimits
     public let decoder: JobDecoder
@@ -49,6 +51,7 @@ public final class Engine: Sendable {
         var pools: [String: WorkerPool] = [:]
         for (name, size) in sizes { pools[name] = WorkerPool(name: name, size: max(1, size)) }
         self.pools = pools
+        self.poolList = pools.map { (name: $0.key, pool: $0.value) }
         self.actions = configuration.actions
         self.limits = configuration.limits
         self.decoder = JobDecoder(
@@ -56,6 +59,13 @@ public final class Engine: Sendable {
             executors: Set(pools.keys).union([Engine.immediateExecutor]),
             limits: configuration.limits
         )
+    }
+
+    /// The pool named `name` (`pools[name]`).
+    func pool(named name: String) -> WorkerPool? {
+        if self.poolList.count > 16 { return self.pools[name] }
+        for entry in self.poolList where entry.name == name { return entry.pool }
+        return nil
     }
 
     /// Adds an observer of every job's events (jobs created before keep their observers).

@@ -157,6 +157,9 @@ extension JobRun {
         let id: String
         let source: CancellationTokenSource
         let attempts: Int
+        // A task's `task.started` is published with its end when the action finishes inline (one
+        // delivery to the observers instead of two); any other node's at once.
+        var startWaiters: [Promise<Void>] = []
         switch self.begin(index, context: context) {
         case .restored(let outcome):
             return Future(outcome: outcome)
@@ -164,7 +167,11 @@ extension JobRun {
             if !self.isTerminal(index) { self.markCancelledBeforeStart(index) }
             return .cancelled()
         case .started(let startedID, let startedSource, let waiters, let startedAttempts):
-            if !waiters.isEmpty || !self.observers.isEmpty { self.publish(waiters) }
+            if node.isTask {
+                startWaiters = waiters
+            } else {
+                self.publish(waiters)
+            }
             id = startedID
             source = startedSource
             attempts = startedAttempts
@@ -181,7 +188,7 @@ extension JobRun {
             do {
                 nodeInput = try template.render(in: RunScope(run: self, input: input, context: context))
             } catch {
-                return Future(outcome: self.markFinished(index, .failure(TaskError.from(error))))
+                return Future(outcome: self.markFinished(index, .failure(TaskError.from(error)), waking: startWaiters))
             }
         } else {
             nodeInput = input
@@ -217,9 +224,13 @@ extension JobRun {
         }
 
         if let outcome = body.outcome {
-            // Finished inline (value tasks, restored subtrees): skip the promise.
-            return Future(outcome: self.markFinished(index, outcome))
+            // Finished inline (value tasks, restored subtrees): skip the promise, and unless
+            // `markFinished` filled in a failure's `taskId`, hand back the body's own future.
+            let final = self.markFinished(index, outcome, waking: startWaiters)
+            if case .failure = outcome { return Future(outcome: final) }
+            return body
         }
+        if node.isTask { self.publish(startWaiters) }
         let promise = Promise<JSONValue>()
         body.whenComplete { outcome in
             let final = self.markFinished(index, outcome)
@@ -258,10 +269,10 @@ extension JobRun {
     // MARK: task
 
     private func runTask(_ spec: TaskSpec, index: Int, id: String, attempts: Int, input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
-        guard let action = self.engine.actions[spec.action] else {
+        guard let action = self.engine.actions.lookup(spec.action) else {
             return Future(error: TaskError(code: "internal", message: "unknown action \(spec.action)"))
         }
-        let pool = self.engine.pools[spec.executor]
+        let pool = self.engine.pool(named: spec.executor)
         let previousAttempts = attempts - 1  // `begin` counted the first attempt
         // The first attempt after a restart of one that was in flight resumes its waits.
         var resumedFrom: Timestamp?
@@ -350,10 +361,18 @@ extension JobRun {
         )
         let result: Future<JSONValue>
         if action.holdsWorkerSlot, let pool {
-            result = pool.acquireSlot(cancellationToken: token).continueOnSuccessWithTask(on: .immediate) { slot in
-                let running = action.run(actionContext)
-                running.whenComplete { _ in slot.release() }
-                return running
+            let acquired = pool.acquireSlot(cancellationToken: token)
+            if let outcome = acquired.outcome {
+                // A free slot (the usual case): run now, without a continuation and its future.
+                switch outcome {
+                case .success(let slot): result = Self.run(action, actionContext, holding: slot)
+                case .failure(let error): result = Future(error: error)
+                case .cancelled: result = .cancelled()
+                }
+            } else {
+                result = acquired.continueOnSuccessWithTask(on: .immediate) { slot in
+                    Self.run(action, actionContext, holding: slot)
+                }
             }
         } else {
             result = action.run(actionContext)
@@ -368,6 +387,17 @@ extension JobRun {
             }
             return try outcome.get()
         }
+    }
+
+    /// Runs `action`, releasing `slot` when its future completes (at once when it completed inline).
+    private static func run(_ action: any Action, _ context: ActionContext, holding slot: WorkerPool.Slot) -> Future<JSONValue> {
+        let running = action.run(context)
+        if running.isCompleted {
+            slot.release()
+        } else {
+            running.whenComplete { _ in slot.release() }
+        }
+        return running
     }
 
     // MARK: series

@@ -279,14 +279,16 @@ public final class JobRun: Sendable {
     func publish(_ waiters: [Promise<Void>]) {
         defer { for waiter in waiters { waiter.trySucceed(()) } }
         guard !self.observers.isEmpty else { return }
-        let start = self.state.withLock { state -> Bool in
-            if state.isDispatching || state.dispatchedCount == state.events.count { return false }
+        // Become the deliverer and take the first batch in one critical section.
+        var batch: ArraySlice<JobEvent>? = self.state.withLock { state in
+            if state.isDispatching || state.dispatchedCount == state.events.count { return nil }
             state.isDispatching = true
-            return true
+            defer { state.dispatchedCount = state.events.count }
+            return state.events[state.dispatchedCount..<state.events.count]
         }
-        guard start else { return }
-        while true {
-            let batch: ArraySlice<JobEvent>? = self.state.withLock { state in
+        while let current = batch {
+            for observer in self.observers { observer.job(self, appended: current) }
+            batch = self.state.withLock { state in
                 if state.dispatchedCount == state.events.count {
                     state.isDispatching = false
                     return nil
@@ -294,8 +296,6 @@ public final class JobRun: Sendable {
                 defer { state.dispatchedCount = state.events.count }
                 return state.events[state.dispatchedCount..<state.events.count]
             }
-            guard let batch else { return }
-            for observer in self.observers { observer.job(self, appended: batch) }
         }
     }
 
@@ -319,8 +319,9 @@ public final class JobRun: Sendable {
 
     /// Ends node `index` with `outcome` and emits its event; pending nodes below it become skipped.
     /// Returns the outcome with a failure's `taskId` filled in.
+    /// `earlier`: waiters of an earlier event not yet published, woken with this one.
     @discardableResult
-    func markFinished(_ index: Int, _ outcome: Outcome<JSONValue>) -> Outcome<JSONValue> {
+    func markFinished(_ index: Int, _ outcome: Outcome<JSONValue>, waking earlier: [Promise<Void>] = []) -> Outcome<JSONValue> {
         var final = outcome
         let waiters: [Promise<Void>] = self.state.withLock { state in
             let now = Timestamp.now()
@@ -345,6 +346,7 @@ public final class JobRun: Sendable {
             if !state.awaits.isEmpty { state.awaits[index] = nil }
             state.nodeSources[index] = nil
             var waiters = Self.appendEvent(Self.eventType(for: newState), taskId: id, data: data, time: now, in: &state)
+            if !earlier.isEmpty { waiters = earlier + waiters }
             if !state.children[index].isEmpty { waiters += Self.skipPendingDescendants(of: index, now: now, in: &state) }
             return waiters
         }
