@@ -58,6 +58,24 @@ print("map_100k \(String(format: "%.1f", mapMs)) ms")
 // Engine overhead per node: the 100k map's time over its nodes (decode, records, events, futures).
 print("node_overhead_us \(String(format: "%.2f", mapMs * 1000 / 100_001))")
 
+// Fixed cost of a job (what every POST /v1/jobs pays): a one-task job decoded, run and waited
+// for, 20,000 times in a row; microseconds per job.
+let oneTask: JSONValue = ["graph": ["type": "task", "action": "value", "params": ["value": 1]]]
+let jobUs = median(
+    (0...reps).map { _ in
+        let jobs = 20_000
+        let start = DispatchTime.now().uptimeNanoseconds
+        for _ in 0..<jobs {
+            let spec = try! engine.decoder.decodeJob(oneTask)
+            let run = engine.makeRun(id: "one", spec: spec)
+            run.start()
+            _ = try! run.waitForTerminal(timeout: .seconds(120)).wait()
+        }
+        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e3 / Double(jobs)
+    }.dropFirst().map { $0 }
+)
+print("job_1task_us \(String(format: "%.2f", jobUs))")
+
 /// Resident memory in bytes (from /proc/self/statm).
 func residentBytes() -> Int {
     guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
