@@ -9,8 +9,9 @@ struct ExecutionContext: Sendable {
     /// `dyn/` inside the graph spawned by dynamic node `dyn`: `${tasks.x}` there means `dyn/x` first.
     var scopePrefix: String = ""
     /// `true` when the engine itself passes a cancellation of `token` on to the nodes started
-    /// under it (a handler on `token` calls `cancelStarted`), so a node's own token source need
-    /// not be linked to `token`. `false` (the cleanup token): the node's source is linked.
+    /// under it (`cancelStarted`, from a handler on a node or branch token, or from
+    /// `cancelJobSource`), or `token` is never cancelled (the cleanup token), so a node's own
+    /// token source need not be linked to `token`. `false`: the node's source is linked.
     var propagates: Bool = false
 }
 
@@ -39,12 +40,13 @@ extension JobRun {
             }
             self.state.withLock { $0.timer = timer }
         }
-        let jobToken = self.jobSource.token
-        let jobTokenID = ObjectIdentifier(jobToken)
-        jobToken.register { [weak self] in self?.cancelStarted(under: jobTokenID, parent: nil) }
-        let context = ExecutionContext(token: jobToken, suffix: "", propagates: true)
-        self.execute(self.spec.graph, at: 0, input: self.spec.input, context: context).whenComplete { outcome in
+        // `cancelJobSource` passes the job token's cancellation on to the root.
+        let context = ExecutionContext(token: self.jobSource.token, suffix: "", propagates: true)
+        let root = self.execute(self.spec.graph, at: 0, input: self.spec.input, context: context)
+        if let outcome = root.outcome {
             self.finishJob(outcome)
+        } else {
+            root.whenComplete { outcome in self.finishJob(outcome) }
         }
     }
 
@@ -54,7 +56,14 @@ extension JobRun {
             state.timedOut = true
             return true
         }
-        if proceed { self.jobSource.cancel() }
+        if proceed { self.cancelJobSource() }
+    }
+
+    /// Cancels the job's token and the root node started under it (see `cancelStarted`). The
+    /// token is checked in `begin` under the lock, so a root that starts meanwhile sees it.
+    func cancelJobSource() {
+        self.jobSource.cancel()
+        self.cancelStarted(under: ObjectIdentifier(self.jobSource.token), parent: nil)
     }
 
     private func finishJob(_ outcome: Outcome<JSONValue>) {
@@ -510,8 +519,9 @@ extension JobRun {
             }
             if spec.on == .cancellation || spec.on == .always {
                 // Cleanup hooks run even while the job is being cancelled (SPEC §1.1).
-                thenContext.token = self.cleanupSource.token
-                thenContext.propagates = false
+                // Never cancelled: nothing to pass on, so its nodes need no linked source.
+                thenContext.token = self.cleanupToken
+                thenContext.propagates = true
             }
             return self.execute(spec.then, at: indices[1], input: thenInput, context: thenContext)
         }
@@ -665,7 +675,7 @@ extension JobRun {
             return .cancelling
         }
         if result == .cancelling {
-            self.jobSource.cancel()
+            self.cancelJobSource()
             // A job that was never started ends now.
             if self.state.withLock({ $0.jobState == .pending }) { self.start() }
         }

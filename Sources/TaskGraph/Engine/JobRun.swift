@@ -13,13 +13,16 @@ public final class JobRun: Sendable {
     let engine: Engine
     let observers: [any JobObserver]
     let state: Mutex<State>
-    /// Cancelled by `cancel()` and the job timeout; every node's token descends from it.
+    /// Cancelled by `cancel()` and the job timeout (which then call `cancelStarted` for the root:
+    /// nothing else cancels it, so it needs no handler); every node's token descends from it.
     let jobSource = CancellationTokenSource()
     /// The token of cleanup continuations (`on: cancellation|always`): job cancellation does not
-    /// reach it, so `finally` work runs to its end (SPEC §1.1).
-    let cleanupSource = CancellationTokenSource()
-    /// The job as templates see it (`${job…}`).
-    let jobObject: JSONValue
+    /// reach it, so `finally` work runs to its end (SPEC §1.1). Nothing cancels it.
+    var cleanupToken: CancellationToken { CancellationToken.none }
+    /// The job as templates see it (`${job…}`); built when a template asks.
+    var jobObject: JSONValue {
+        ["id": .string(self.id), "name": self.spec.name.map(JSONValue.string) ?? .null, "input": self.spec.input]
+    }
     /// The stored node records by id of a job resumed after a restart (empty otherwise); never
     /// changes after `init`, so it is read without the lock.
     let restored: [String: NodeRecord]
@@ -78,7 +81,6 @@ public final class JobRun: Sendable {
         self.id = id
         self.spec = spec
         self.observers = engine.observers
-        self.jobObject = ["id": .string(id), "name": spec.name.map(JSONValue.string) ?? .null, "input": spec.input]
         self.restored = restored?.nodes ?? [:]
         var state = State(createdAt: createdAt)
         if let restored {
@@ -94,6 +96,8 @@ public final class JobRun: Sendable {
         self.state.withLock { state in
             if restored?.finished == nil {
                 state.reserve(spec.nodeCount)
+                // Two events per node, and the job's created, started and terminal events.
+                state.events.reserveCapacity(state.events.count + 2 * spec.nodeCount + 3)
                 Self.register(spec.graph, suffix: "", parent: nil, restored: self.restored, in: &state)
             }
             if state.events.isEmpty { Self.appendEvent(.jobCreated, taskId: nil, data: nil, time: createdAt, in: &state) }
