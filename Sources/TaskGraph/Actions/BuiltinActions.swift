@@ -21,7 +21,13 @@ public struct ParamChecker {
             self.problems.append(ValidationProblem(pointer: pointer, message: "must be an object"))
             return
         }
-        for key in object.keys where !allowed.contains(key) {
+        // Every task's params are checked at submission: scan the members (no array of keys) and,
+        // for the usual handful of allowed names, compare rather than hash.
+        func isAllowed(_ key: String) -> Bool {
+            allowed.count <= 8 ? allowed.contains(where: { $0 == key }) : allowed.contains(key)
+        }
+        for member in object.members where !isAllowed(member.key) {
+            let key = member.key
             let known = allowed.sorted().joined(separator: ", ")
             self.problems.append(
                 ValidationProblem(

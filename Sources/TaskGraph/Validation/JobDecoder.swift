@@ -765,7 +765,7 @@ private struct DecodeState {
             if let last = self.lastAction, last.name == name {
                 action = last.action
             } else {
-                action = actions[name]
+                action = actions.lookup(name)
                 if let action { self.lastAction = (name, action) }
             }
             if action == nil {
