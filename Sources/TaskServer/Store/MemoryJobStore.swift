@@ -10,17 +10,30 @@ import TaskGraph
 /// finish, so an idle server keeps its last jobs). Running jobs are never evicted. It learns of
 /// finished jobs as a `JobObserver` of the engine, so eviction costs O(1) per job, with no scan.
 public final class MemoryJobStore: JobStore, JobObserver {
+    /// A job's place in the insertion order; `run` is nil once the job is deleted or evicted.
+    /// A class, so that removing a job clears its place without a search and compacting the order
+    /// tests a pointer per entry rather than hashing an id (that took ~20 ms under the lock at
+    /// 200,000 entries, which showed as a p99 spike).
+    private final class Slot {
+        let position: UInt64
+        var run: JobRun?
+
+        init(position: UInt64, run: JobRun) {
+            self.position = position
+            self.run = run
+        }
+    }
+
     private struct Entry {
-        var position: UInt64
-        var run: JobRun
+        var slot: Slot
         var idempotencyKey: String?
     }
 
     private struct State {
         var runs: [String: Entry] = [:]
-        /// Insertion order (position, id); ids deleted or evicted since are skipped when listing and
+        /// Insertion order; places of jobs deleted or evicted since are skipped when listing and
         /// dropped when they make up half of it.
-        var order: [(position: UInt64, id: String)] = []
+        var order: [Slot] = []
         var removedSinceCompaction = 0
         var idempotency: [String: (bodyHash: UInt64, id: String)] = [:]
         var nextPosition: UInt64 = 1
@@ -44,12 +57,12 @@ public final class MemoryJobStore: JobStore, JobObserver {
         let result: InsertResult = self.state.withLock { state in
             if let idempotency, let seen = state.idempotency[idempotency.key] {
                 guard seen.bodyHash == idempotency.bodyHash else { return .mismatch }
-                if let existing = state.runs[seen.id] { return .existing(existing.run) }
+                if let existing = state.runs[seen.id]?.slot.run { return .existing(existing) }
             }
-            let position = state.nextPosition
+            let slot = Slot(position: state.nextPosition, run: run)
             state.nextPosition += 1
-            state.runs[run.id] = Entry(position: position, run: run, idempotencyKey: idempotency?.key)
-            state.order.append((position, run.id))
+            state.runs[run.id] = Entry(slot: slot, idempotencyKey: idempotency?.key)
+            state.order.append(slot)
             if let idempotency { state.idempotency[idempotency.key] = (idempotency.bodyHash, run.id) }
             return .inserted
         }
@@ -73,17 +86,17 @@ public final class MemoryJobStore: JobStore, JobObserver {
     /// of it is stale.
     private static func remove(_ id: String, from state: inout State) {
         guard let entry = state.runs.removeValue(forKey: id) else { return }
+        entry.slot.run = nil
         if let key = entry.idempotencyKey, state.idempotency[key]?.id == id { state.idempotency[key] = nil }
         state.removedSinceCompaction += 1
         if state.removedSinceCompaction * 2 > state.order.count {
-            let runs = state.runs
-            state.order.removeAll { runs[$0.id] == nil }
+            state.order.removeAll { $0.run == nil }
             state.removedSinceCompaction = 0
         }
     }
 
     public func run(_ id: String) -> Future<JobRun?> {
-        Future(value: self.state.withLock { $0.runs[id]?.run })
+        Future(value: self.state.withLock { $0.runs[id]?.slot.run })
     }
 
     public func list(_ query: JobQuery) -> Future<JobPage> {
@@ -108,11 +121,11 @@ public final class MemoryJobStore: JobStore, JobObserver {
             // Collect more than a page when filtering by state (snapshots are read outside the lock).
             let want = query.state == nil ? query.limit + 1 : Int.max
             while index >= 0, found.count < want {
-                let entry = state.order[index]
+                let slot = state.order[index]
                 index -= 1
-                guard let run = state.runs[entry.id]?.run else { continue }
+                guard let run = slot.run else { continue }
                 if query.labels.contains(where: { run.spec.labels[$0.key] != $0.value }) { continue }
-                found.append((entry.position, run))
+                found.append((slot.position, run))
             }
             return found
         }
@@ -131,8 +144,8 @@ public final class MemoryJobStore: JobStore, JobObserver {
 
     public func delete(_ id: String) -> Future<DeleteResult> {
         Future(value: self.state.withLock { state -> DeleteResult in
-            guard let entry = state.runs[id] else { return .notFound }
-            guard entry.run.snapshot.state.isTerminal else { return .notTerminal }
+            guard let run = state.runs[id]?.slot.run else { return .notFound }
+            guard run.snapshot.state.isTerminal else { return .notTerminal }
             Self.remove(id, from: &state)
             return .deleted
         })
