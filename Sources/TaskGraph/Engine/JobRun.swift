@@ -144,6 +144,9 @@ public final class JobRun: Sendable {
         self.state.withLock { state in state.lookup(id).map { ($0, state.records[$0]) } }
     }
 
+    /// The job's state, without building a snapshot.
+    public var jobState: JobState { self.state.withLock { $0.jobState } }
+
     /// Whether a cancellation of the whole job has been requested.
     public var isCancelRequested: Bool { self.state.withLock { $0.cancelRequested } }
 

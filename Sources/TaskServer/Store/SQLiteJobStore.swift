@@ -68,6 +68,9 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
         var finished: [String] = []
         var finishedHead = 0
         var count = 0
+        /// Jobs just evicted, freed by the completion thread after the next commit: freeing a job
+        /// is many small frees, and the writer thread bounds durable throughput.
+        var evicted: [JobRun] = []
     }
 
     private struct WriteQueue {
@@ -276,8 +279,29 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
                 return Array(queue.items[0..<take])
             }
             if batch.isEmpty { return }
-            self.commit(batch)
+            self.commit(Self.coalescingEvents(batch))
         }
+    }
+
+    /// `batch` with each job's event writes merged into its first one, in order: a job that
+    /// starts and ends within one batch (most short jobs: `job.started` is published on its own)
+    /// then costs one pass of `writeEvents` — one row update instead of two. Moving a job's later
+    /// events forward is safe: nothing else in a batch depends on them.
+    private static func coalescingEvents(_ batch: [Write]) -> [Write] {
+        var merged: [Write] = []
+        merged.reserveCapacity(batch.count)
+        var firstEvents: [ObjectIdentifier: Int] = [:]
+        for write in batch {
+            if case .events(let run, let events) = write {
+                if let index = firstEvents[ObjectIdentifier(run)], case .events(_, let earlier) = merged[index] {
+                    merged[index] = .events(run, earlier + events)
+                    continue
+                }
+                firstEvents[ObjectIdentifier(run)] = merged.count
+            }
+            merged.append(write)
+        }
+        return merged
     }
 
     /// Writes `batch` in one transaction; then completes its futures (outside the transaction).
@@ -340,9 +364,16 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
         self.options.onCommit(DispatchTimeNanoseconds.now() &- started)
         // The waiting requests continue on another thread (starting their jobs, building their
         // responses) while this one commits the next batch.
-        if !completions.isEmpty {
+        let evicted = self.cache.withLock { cache in
+            defer { cache.evicted = [] }
+            return cache.evicted
+        }
+        if !completions.isEmpty || !evicted.isEmpty {
             let finished = completions
-            self.completionPool.execute { for completion in finished { completion() } }
+            self.completionPool.execute {
+                for completion in finished { completion() }
+                withExtendedLifetime(evicted) {}
+            }
         }
         if let continueExpiring { self.enqueue(.expire(before: continueExpiring)) }
         // Deliveries are sent only once they are on disk with the events they announce.
@@ -705,7 +736,10 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
             let excess = cache.finished.count - cache.finishedHead - self.options.cachedFinishedJobs
             if excess > 0 {
                 for id in cache.finished[cache.finishedHead..<(cache.finishedHead + excess)] {
-                    if let old = cache.runs[id], old.snapshot.state.isTerminal { cache.runs[id] = nil }
+                    if let old = cache.runs[id], old.jobState.isTerminal {
+                        cache.runs[id] = nil
+                        cache.evicted.append(old)
+                    }
                 }
                 cache.finishedHead += excess
                 if cache.finishedHead > 4096, cache.finishedHead * 2 > cache.finished.count {
