@@ -57,18 +57,13 @@ public struct ActionContext: Sendable {
         resumedFrom: Timestamp? = nil,
         registerCompletion: @escaping @Sendable (Promise<JSONValue>) -> Void = { _ in }
     ) {
-        self.input = input
-        self.params = params
-        self.cancellationToken = cancellationToken
-        self.jobID = jobID
-        self.taskID = taskID
-        self.attempt = attempt
-        self.pool = pool
-        self.resumedFrom = resumedFrom
-        self.registerCompletion = registerCompletion
-        self.completionTarget = nil
+        self.init(
+            input: input, params: params, cancellationToken: cancellationToken, jobID: jobID, taskID: taskID,
+            attempt: attempt, pool: pool, resumedFrom: resumedFrom, registerCompletion: registerCompletion, completionTarget: nil
+        )
     }
 
+    /// The engine's context: completions go to `completionTarget`.
     init(
         input: JSONValue,
         params: JSONValue,
@@ -80,6 +75,24 @@ public struct ActionContext: Sendable {
         resumedFrom: Timestamp?,
         completionTarget: (run: JobRun, index: Int)
     ) {
+        self.init(
+            input: input, params: params, cancellationToken: cancellationToken, jobID: jobID, taskID: taskID,
+            attempt: attempt, pool: pool, resumedFrom: resumedFrom, registerCompletion: { _ in }, completionTarget: completionTarget
+        )
+    }
+
+    private init(
+        input: JSONValue,
+        params: JSONValue,
+        cancellationToken: CancellationToken,
+        jobID: String,
+        taskID: String,
+        attempt: Int,
+        pool: WorkerPool?,
+        resumedFrom: Timestamp?,
+        registerCompletion: @escaping @Sendable (Promise<JSONValue>) -> Void,
+        completionTarget: (run: JobRun, index: Int)?
+    ) {
         self.input = input
         self.params = params
         self.cancellationToken = cancellationToken
@@ -88,7 +101,7 @@ public struct ActionContext: Sendable {
         self.attempt = attempt
         self.pool = pool
         self.resumedFrom = resumedFrom
-        self.registerCompletion = { _ in }
+        self.registerCompletion = registerCompletion
         self.completionTarget = completionTarget
     }
 
