@@ -40,10 +40,9 @@ public struct ActionContext: Sendable {
     /// Waits (`delay`, `await` timeouts) count their time from it, so a timer resumes with its
     /// remaining time rather than starting over.
     public var resumedFrom: Timestamp?
-    /// For `await`-like actions: registers the promise that `complete` requests resolve.
-    let registerCompletion: @Sendable (Promise<JSONValue>) -> Void
-    /// The engine's target of completions (the run and the node's record index): stored instead of
-    /// a closure in `registerCompletion`, which would cost an allocation per task.
+    /// Where `acceptCompletion` registers an `await`-like action's promise: the run and the node's
+    /// record index (not a closure, which would cost an allocation per task). Nil outside the
+    /// engine, where nothing can complete the task.
     let completionTarget: (run: JobRun, index: Int)?
 
     public init(
@@ -54,12 +53,11 @@ public struct ActionContext: Sendable {
         taskID: String,
         attempt: Int,
         pool: WorkerPool?,
-        resumedFrom: Timestamp? = nil,
-        registerCompletion: @escaping @Sendable (Promise<JSONValue>) -> Void = { _ in }
+        resumedFrom: Timestamp? = nil
     ) {
         self.init(
             input: input, params: params, cancellationToken: cancellationToken, jobID: jobID, taskID: taskID,
-            attempt: attempt, pool: pool, resumedFrom: resumedFrom, registerCompletion: registerCompletion, completionTarget: nil
+            attempt: attempt, pool: pool, resumedFrom: resumedFrom, completionTarget: nil
         )
     }
 
@@ -73,24 +71,6 @@ public struct ActionContext: Sendable {
         attempt: Int,
         pool: WorkerPool?,
         resumedFrom: Timestamp?,
-        completionTarget: (run: JobRun, index: Int)
-    ) {
-        self.init(
-            input: input, params: params, cancellationToken: cancellationToken, jobID: jobID, taskID: taskID,
-            attempt: attempt, pool: pool, resumedFrom: resumedFrom, registerCompletion: { _ in }, completionTarget: completionTarget
-        )
-    }
-
-    private init(
-        input: JSONValue,
-        params: JSONValue,
-        cancellationToken: CancellationToken,
-        jobID: String,
-        taskID: String,
-        attempt: Int,
-        pool: WorkerPool?,
-        resumedFrom: Timestamp?,
-        registerCompletion: @escaping @Sendable (Promise<JSONValue>) -> Void,
         completionTarget: (run: JobRun, index: Int)?
     ) {
         self.input = input
@@ -101,11 +81,9 @@ public struct ActionContext: Sendable {
         self.attempt = attempt
         self.pool = pool
         self.resumedFrom = resumedFrom
-        self.registerCompletion = registerCompletion
         self.completionTarget = completionTarget
     }
 
-    /// Makes `promise` the target of `POST …/tasks/{id}/complete` for this task while it runs.
     /// `milliseconds` less the time already waited before a restart (see `resumedFrom`).
     public func remaining(_ milliseconds: Int) -> Int {
         guard let resumedFrom else { return milliseconds }
@@ -113,12 +91,10 @@ public struct ActionContext: Sendable {
         return Int(max(0, Int64(milliseconds) - max(0, waited)))
     }
 
+    /// Makes `promise` the target of `POST …/tasks/{id}/complete` for this task while it runs.
     public func acceptCompletion(_ promise: Promise<JSONValue>) {
-        if let (run, index) = self.completionTarget {
-            run.state.withLock { $0.awaits[index] = promise }
-        } else {
-            self.registerCompletion(promise)
-        }
+        guard let (run, index) = self.completionTarget else { return }
+        run.state.withLock { $0.awaits[index] = promise }
     }
 }
 
