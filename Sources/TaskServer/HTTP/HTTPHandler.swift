@@ -101,13 +101,13 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// Setting a deadline is a clock read: one repeating check per connection (`startWatchdog`)
     /// enforces it, instead of scheduling and cancelling a timer task twice per request, which
     /// cost ~4% of a request's CPU.
-    private func armTimer(context: ChannelHandlerContext, _ amount: TimeAmount) {
+    private func closeUnlessActive(within amount: TimeAmount) {
         self.deadline = .now() + amount
     }
 
     private func startWatchdog(context: ChannelHandlerContext) {
         guard self.watchdog == nil else { return }
-        self.armTimer(context: context, self.limits.requestHeadTimeout)
+        self.closeUnlessActive(within: self.limits.requestHeadTimeout)
         let limits = self.limits
         // A timeout fires up to one interval late: a tenth of the shortest one, 10 ms to 1 s.
         let shortest = min(limits.requestHeadTimeout, limits.requestBodyTimeout, limits.idleTimeout)
@@ -146,7 +146,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
                 }
             }
             self.state = .receiving(head, nil)
-            self.armTimer(context: context, self.limits.requestBodyTimeout)
+            self.closeUnlessActive(within: self.limits.requestBodyTimeout)
             // `Expect: 100-continue` (curl sends it with bodies over 1 KiB): the body is acceptable
             // so far, so ask for it now rather than let the client wait (RFC 9110 §10.1.1).
             if head.version.major == 1, head.version.minor >= 1,
@@ -281,7 +281,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         // must find this handler idle, or it is dropped and the connection hangs.
         if keepAlive {
             self.state = .idle
-            self.armTimer(context: context, self.limits.idleTimeout)
+            self.closeUnlessActive(within: self.limits.idleTimeout)
         } else {
             self.state = .closing
         }
