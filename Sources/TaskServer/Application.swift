@@ -241,7 +241,7 @@ public final class Application: Sendable {
         var headers = HTTPHeaders()
         if location { headers.add(name: "location", value: "/v1/jobs/\(run.id)") }
         let headersCopy = headers
-        let make: @Sendable () -> Response = { .json(run.snapshot.json(), status: status, headers: headersCopy) }
+        let make: @Sendable () -> Response = { .json(bytes: run.snapshot.jsonBytes(), status: status, headers: headersCopy) }
         guard let waitMs, waitMs > 0 else { return Future(value: make()) }
         return run.waitForTerminal(timeout: .milliseconds(waitMs)).map { make() }
     }

@@ -119,12 +119,31 @@ public struct JobProgress: Sendable, Equatable {
         }
     }
 
-    public var json: JSONValue {
-        [
-            "total": .int(self.total), "pending": .int(self.pending), "running": .int(self.running),
-            "succeeded": .int(self.succeeded), "failed": .int(self.failed), "cancelled": .int(self.cancelled),
-            "skipped": .int(self.skipped),
-        ]
+    /// Writes the counts as a JSON object.
+    public func write(to json: inout JSONWriter) {
+        json.beginObject()
+        json.key("total")
+        json.int(self.total)
+        json.key("pending")
+        json.int(self.pending)
+        json.key("running")
+        json.int(self.running)
+        json.key("succeeded")
+        json.int(self.succeeded)
+        json.key("failed")
+        json.int(self.failed)
+        json.key("cancelled")
+        json.int(self.cancelled)
+        json.key("skipped")
+        json.int(self.skipped)
+        json.endObject()
+    }
+
+    /// The counts as compact JSON text.
+    public var jsonString: String {
+        var json = JSONWriter(capacity: 96)
+        self.write(to: &json)
+        return String(decoding: json.bytes, as: UTF8.self)
     }
 }
 
@@ -172,24 +191,63 @@ public struct JobSnapshot: Sendable, Equatable {
         self.lastEventSeq = lastEventSeq
     }
 
-    /// The job as its JSON object; `includePayloads: false` omits input and result (list views).
-    public func json(includePayloads: Bool = true) -> JSONValue {
-        var object = JSONObject()
-        object["id"] = .string(self.id)
-        if let name { object["name"] = .string(name) }
-        object["state"] = .string(self.state.rawValue)
-        if includePayloads {
-            object["input"] = self.input
-            if let result, self.state == .succeeded { object["result"] = result }
+    /// Writes the job as its JSON object (SPEC §3.2); `includePayloads: false` omits input and
+    /// result (list views).
+    ///
+    /// Written straight to bytes: this is the body of every `POST /v1/jobs` answer.
+    public func write(to json: inout JSONWriter, includePayloads: Bool = true) {
+        json.beginObject()
+        json.key("id")
+        json.string(self.id)
+        if let name {
+            json.key("name")
+            json.string(name)
         }
-        if let error { object["error"] = error.json }
-        var labels = JSONObject()
-        for key in self.labels.keys.sorted() { labels[key] = .string(self.labels[key]!) }
-        object["labels"] = .object(labels)
-        object["createdAt"] = .string(self.createdAt.rfc3339)
-        if let startedAt { object["startedAt"] = .string(startedAt.rfc3339) }
-        if let finishedAt { object["finishedAt"] = .string(finishedAt.rfc3339) }
-        object["progress"] = self.progress.json
-        return .object(object)
+        json.key("state")
+        json.string(self.state.rawValue)
+        if includePayloads {
+            json.key("input")
+            json.value(self.input)
+            if let result, self.state == .succeeded {
+                json.key("result")
+                json.value(result)
+            }
+        }
+        if let error {
+            json.key("error")
+            json.value(error.json)
+        }
+        json.key("labels")
+        json.beginObject()
+        if self.labels.count == 1, let (key, value) = self.labels.first {
+            json.key(key)
+            json.string(value)
+        } else {
+            for key in self.labels.keys.sorted() {
+                json.key(key)
+                json.string(self.labels[key]!)
+            }
+        }
+        json.endObject()
+        json.key("createdAt")
+        json.timestamp(self.createdAt)
+        if let startedAt {
+            json.key("startedAt")
+            json.timestamp(startedAt)
+        }
+        if let finishedAt {
+            json.key("finishedAt")
+            json.timestamp(finishedAt)
+        }
+        json.key("progress")
+        self.progress.write(to: &json)
+        json.endObject()
+    }
+
+    /// The job as compact JSON bytes.
+    public func jsonBytes(includePayloads: Bool = true) -> [UInt8] {
+        var json = JSONWriter(capacity: 512)
+        self.write(to: &json, includePayloads: includePayloads)
+        return json.bytes
     }
 }

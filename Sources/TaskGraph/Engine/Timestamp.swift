@@ -22,10 +22,29 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool { lhs.milliseconds < rhs.milliseconds }
 
     /// RFC 3339, UTC, with milliseconds: `2026-11-21T23:42:57.123Z`.
-    ///
-    /// Formatted by hand (days-from-civil arithmetic): Foundation's formatters cost microseconds per
-    /// call, and every job and event representation carries several timestamps.
     public var rfc3339: String {
+        String(unsafeUninitializedCapacity: Self.rfc3339Length) { buffer in
+            self.formatRFC3339(into: UnsafeMutableRawBufferPointer(buffer))
+            return Self.rfc3339Length
+        }
+    }
+
+    /// Appends `rfc3339` to `out` without making a `String` first.
+    public func appendRFC3339(to out: inout [UInt8]) {
+        withUnsafeTemporaryAllocation(byteCount: Self.rfc3339Length, alignment: 1) { buffer in
+            self.formatRFC3339(into: buffer)
+            out.append(contentsOf: buffer)
+        }
+    }
+
+    /// The length of `rfc3339` (years 0–9999).
+    static let rfc3339Length = 24
+
+    /// Formats `rfc3339` into the first 24 bytes of `buffer`.
+    ///
+    /// By hand (days-from-civil arithmetic) and with no allocation: Foundation's formatters cost
+    /// microseconds per call, and every job and event representation carries several timestamps.
+    private func formatRFC3339(into buffer: UnsafeMutableRawBufferPointer) {
         let ms = self.milliseconds
         var days = ms >= 0 ? ms / 86_400_000 : (ms - 86_399_999) / 86_400_000
         var rest = ms - days * 86_400_000
@@ -46,32 +65,28 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         let day = doy - (153 * mp + 2) / 5 + 1
         let month = mp < 10 ? mp + 3 : mp - 9
         if month <= 2 { year += 1 }
-        var out = [UInt8]()
-        out.reserveCapacity(24)
-        func put(_ value: Int64, _ width: Int) {
-            var digits = [UInt8](repeating: 0x30, count: width)
+        // Digits of `value` (its last `width` of them) ending just before `end`.
+        func put(_ value: Int64, _ width: Int, endingAt end: Int) {
             var v = value
-            for i in stride(from: width - 1, through: 0, by: -1) {
-                digits[i] = 0x30 + UInt8(v % 10)
+            for i in stride(from: end - 1, through: end - width, by: -1) {
+                buffer[i] = 0x30 + UInt8(truncatingIfNeeded: v % 10)
                 v /= 10
             }
-            out.append(contentsOf: digits)
         }
-        put(year, 4)
-        out.append(0x2D)
-        put(month, 2)
-        out.append(0x2D)
-        put(day, 2)
-        out.append(0x54)
-        put(hour, 2)
-        out.append(0x3A)
-        put(minute, 2)
-        out.append(0x3A)
-        put(second, 2)
-        out.append(0x2E)
-        put(milli, 3)
-        out.append(0x5A)
-        return String(decoding: out, as: UTF8.self)
+        put(year, 4, endingAt: 4)
+        buffer[4] = 0x2D  // -
+        put(month, 2, endingAt: 7)
+        buffer[7] = 0x2D
+        put(day, 2, endingAt: 10)
+        buffer[10] = 0x54  // T
+        put(hour, 2, endingAt: 13)
+        buffer[13] = 0x3A  // :
+        put(minute, 2, endingAt: 16)
+        buffer[16] = 0x3A
+        put(second, 2, endingAt: 19)
+        buffer[19] = 0x2E  // .
+        put(milli, 3, endingAt: 23)
+        buffer[23] = 0x5A  // Z
     }
 
     public var description: String { self.rfc3339 }

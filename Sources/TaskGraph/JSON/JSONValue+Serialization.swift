@@ -23,10 +23,9 @@ extension JSONValue {
     /// serializer were built by the parser (depth-limited) or by our own code.
     public func write(into out: inout [UInt8]) {
         switch self {
-        case .null: out.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])
-        case .bool(let b):
-            if b { out.append(contentsOf: [0x74, 0x72, 0x75, 0x65]) } else { out.append(contentsOf: [0x66, 0x61, 0x6C, 0x73, 0x65]) }
-        case .int(let i): out.append(contentsOf: String(i).utf8)
+        case .null: JSONValue.writeNull(into: &out)
+        case .bool(let b): JSONValue.writeLiteral(b ? "true" : "false", into: &out)
+        case .int(let i): JSONValue.writeInt(i, into: &out)
         case .double(let d): JSONValue.writeDouble(d, into: &out)
         case .string(let s): JSONValue.writeString(s, into: &out)
         case .array(let items):
@@ -52,10 +51,39 @@ extension JSONValue {
         }
     }
 
+    static func writeNull(into out: inout [UInt8]) {
+        JSONValue.writeLiteral("null", into: &out)
+    }
+
+    /// Appends ASCII text that needs no escaping.
+    static func writeLiteral(_ text: StaticString, into out: inout [UInt8]) {
+        out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    /// Appends the decimal digits of `value` (no `String` in between).
+    static func writeInt(_ value: Int, into out: inout [UInt8]) {
+        if value < 0 { out.append(UInt8(ascii: "-")) }
+        // The magnitude as unsigned, so `Int.min` has one too.
+        var magnitude = value.magnitude
+        if magnitude < 10 {
+            out.append(0x30 + UInt8(magnitude))
+            return
+        }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var start = 20
+            while magnitude > 0 {
+                start -= 1
+                digits[start] = 0x30 + UInt8(magnitude % 10)
+                magnitude /= 10
+            }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
+        }
+    }
+
     static func writeDouble(_ d: Double, into out: inout [UInt8]) {
         guard d.isFinite else {
             // JSON has no NaN or infinity; the parser never produces them, so this only guards our own values.
-            out.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])
+            JSONValue.writeNull(into: &out)
             return
         }
         if abs(d) < 1e15, Double(Int(d)) == d {
@@ -74,16 +102,17 @@ extension JSONValue {
     static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         var utf8 = s.utf8
-        // Fast path: no byte needs escaping.
-        let needsEscape = utf8.withContiguousStorageIfAvailable { buffer in
-            buffer.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }
+        // Fast path: no byte needs escaping, so the bytes are copied as they are.
+        let copied = utf8.withContiguousStorageIfAvailable { buffer -> Bool in
+            if buffer.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) { return false }
+            out.append(contentsOf: buffer)
+            return true
         }
-        if needsEscape == false {
-            out.append(contentsOf: utf8)
+        if copied == true {
             out.append(UInt8(ascii: "\""))
             return
         }
-        if needsEscape == nil {
+        if copied == nil {
             var copy = s
             copy.makeContiguousUTF8()
             utf8 = copy.utf8

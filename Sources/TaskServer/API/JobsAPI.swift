@@ -83,11 +83,17 @@ struct JobsAPI: Sendable {
             guard let position = Cursor.decode(cursor) else { throw HTTPProblem.badQuery("cursor is not one this server issued") }
             query.before = position
         }
-        return self.app.store.list(query).map { page in
-            .json([
-                "items": .array(page.items.map { $0.json(includePayloads: false) }),
-                "nextCursor": page.next.map { .string(Cursor.encode($0)) } ?? .null,
-            ])
+        return self.app.store.list(query).map { page -> Response in
+            var json = JSONWriter(capacity: 64 + 320 * page.items.count)
+            json.beginObject()
+            json.key("items")
+            json.beginArray()
+            for item in page.items { item.write(to: &json, includePayloads: false) }
+            json.endArray()
+            json.key("nextCursor")
+            if let next = page.next { json.string(Cursor.encode(next)) } else { json.null() }
+            json.endObject()
+            return .json(bytes: json.bytes)
         }
     }
 
@@ -99,9 +105,9 @@ struct JobsAPI: Sendable {
             switch run.cancel() {
             case .cancelling:
                 store.noteCancelRequested(run)
-                return store.flush().map { .json(run.snapshot.json(), status: .accepted) }
+                return store.flush().map { .json(bytes: run.snapshot.jsonBytes(), status: .accepted) }
             case .alreadyCancelled:
-                return Future(value: .json(run.snapshot.json(), status: .ok))
+                return Future(value: .json(bytes: run.snapshot.jsonBytes(), status: .ok))
             case .terminal(let state):
                 throw HTTPProblem.conflict("job.terminal", "the job already \(state.rawValue)")
             }

@@ -40,9 +40,14 @@ public struct Response: Sendable {
 
     /// A JSON response (`application/json`).
     public static func json(_ value: JSONValue, status: HTTPResponseStatus = .ok, headers: HTTPHeaders = HTTPHeaders()) -> Response {
+        .json(bytes: value.jsonBytes, status: status, headers: headers)
+    }
+
+    /// A JSON response of bytes already encoded (by a `JSONWriter`).
+    public static func json(bytes: [UInt8], status: HTTPResponseStatus = .ok, headers: HTTPHeaders = HTTPHeaders()) -> Response {
         var headers = headers
         headers.replaceOrAdd(name: "content-type", value: "application/json")
-        return Response(status: status, headers: headers, body: value.jsonBytes)
+        return Response(status: status, headers: headers, body: bytes)
     }
 
     /// A text response.

@@ -484,7 +484,7 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
                 .text(snapshot.state.rawValue),
                 snapshot.result.map { .text($0.jsonString) },
                 snapshot.error.map { .text($0.json.jsonString) },
-                .text(snapshot.progress.json.jsonString),
+                .text(snapshot.progress.jsonString),
                 snapshot.startedAt.map { .int($0.milliseconds) },
                 .int((snapshot.finishedAt ?? .now()).milliseconds),
                 .text(run.id)

@@ -29,21 +29,35 @@ public struct WebhookPlanner: Sendable {
         if let server = self.serverDefault { endpoints.append((server, "_server", server.secret == nil ? .none : .serverDefault)) }
         guard !endpoints.isEmpty else { return [] }
         var deliveries: [Delivery] = []
-        var jobJSON: JSONValue?
+        var jobJSON: [UInt8]?
         let now = Timestamp.now()
         for event in events {
             let type = event.type.rawValue
             guard endpoints.contains(where: { $0.spec.wants(type) }) else { continue }
-            let data: JSONValue
+            // {"type", "timestamp", "data": {"seq", "job"} or {"seq", "jobId", "task"}}
+            var payload = JSONWriter(capacity: 640)
+            payload.beginObject()
+            payload.key("type")
+            payload.string(type)
+            payload.key("timestamp")
+            payload.timestamp(event.time)
+            payload.key("data")
+            payload.beginObject()
+            payload.key("seq")
+            payload.int(event.seq)
             if event.type.isJobEvent {
-                if jobJSON == nil { jobJSON = run.snapshot.json() }
-                data = ["seq": .int(event.seq), "job": jobJSON!]
+                if jobJSON == nil { jobJSON = run.snapshot.jsonBytes() }
+                payload.key("job")
+                payload.encoded(jobJSON!)
             } else {
-                let task = event.taskId.flatMap { run.node($0)?.json } ?? ["id": event.taskId.map(JSONValue.string) ?? .null]
-                data = ["seq": .int(event.seq), "jobId": .string(run.id), "task": task]
+                payload.key("jobId")
+                payload.string(run.id)
+                payload.key("task")
+                payload.value(event.taskId.flatMap { run.node($0)?.json } ?? ["id": event.taskId.map(JSONValue.string) ?? .null])
             }
-            let payload: JSONValue = ["type": .string(type), "timestamp": .string(event.time.rfc3339), "data": data]
-            let body = payload.jsonBytes
+            payload.endObject()
+            payload.endObject()
+            let body = payload.bytes
             for endpoint in endpoints where endpoint.spec.wants(type) {
                 deliveries.append(
                     Delivery(
