@@ -361,6 +361,19 @@ struct EngineTests {
         checkInvariants(run)
     }
 
+    @Test func aJobTimeoutIsArmedOnlyWhileTheJobOutlivesStart() async throws {
+        // Every node inline: the job ends inside `start`, with no timer left behind.
+        let inline = try startJob(#"{"timeoutMs":600000,"graph":{"type":"series","steps":[{"type":"task","action":"value"},{"type":"task","action":"value"}]}}"#)
+        #expect(inline.snapshot.state == .succeeded)
+        #expect(inline.state.withLock { $0.timer } == nil)
+        // A job still running holds its timer until it ends, which cancels it.
+        let waiting = try startJob(#"{"timeoutMs":600000,"graph":{"type":"task","action":"delay","params":{"ms":50}}}"#)
+        #expect(waiting.state.withLock { $0.timer } != nil)
+        try await waiting.waitForTerminal(timeout: .seconds(20)).value
+        #expect(waiting.snapshot.state == .succeeded)
+        #expect(waiting.state.withLock { $0.timer } == nil)
+    }
+
     // MARK: - cancellation
 
     @Test func cancellingAJobStopsWaitsAndRunsCleanupHooks() async throws {

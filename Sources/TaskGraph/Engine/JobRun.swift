@@ -56,6 +56,8 @@ public final class JobRun: Sendable {
 
         /// The record index of node `id`.
         mutating func lookup(_ id: String) -> Int? {
+            // A handful of records (most jobs): a scan beats building, and later freeing, a dictionary.
+            if self.records.count <= 8 { return self.records.firstIndex { $0.id == id } }
             self.catchUpIndex()
             return self.index[id]
         }
