@@ -202,7 +202,8 @@ public final class Application: Sendable {
     /// for malformed JSON.
     func jsonBody(_ request: Request) throws(HTTPProblem) -> JSONValue {
         let contentType = request.headers.first(name: "content-type") ?? ""
-        let mediaType = contentType.split(separator: ";").first.map { $0.trimmingSpaces.lowercased() } ?? ""
+        // The usual header as is; anything else (parameters, case, `+json` types) parsed.
+        let mediaType = contentType == "application/json" ? contentType : contentType.split(separator: ";").first.map { $0.trimmingSpaces.lowercased() } ?? ""
         guard mediaType == "application/json" || (mediaType.hasPrefix("application/") && mediaType.hasSuffix("+json")) else {
             throw HTTPProblem(
                 .unsupportedMediaType,

@@ -192,8 +192,8 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         var request = Request(
             method: head.method,
             uri: head.uri,
-            path: "/" + segments.joined(separator: "/"),
-            query: query.compactMapValues(\.first),
+            segments: segments,
+            query: query.isEmpty ? [:] : query.compactMapValues(\.first),
             queryValues: query,
             headers: head.headers,
             body: body,
@@ -300,8 +300,9 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     private func write(context: ChannelHandlerContext, _ response: Response, keepAlive: Bool, head: HTTPRequestHead?, requestID: String) {
         var headers = response.headers
-        headers.replaceOrAdd(name: "content-length", value: String(response.body.count))
-        headers.replaceOrAdd(name: "x-request-id", value: requestID)
+        // Handlers never set these two (a response's length and id are the server's business).
+        headers.add(name: "content-length", value: String(response.body.count))
+        headers.add(name: "x-request-id", value: requestID)
         if !keepAlive { headers.replaceOrAdd(name: "connection", value: "close") }
         let version = head?.version ?? .http1_1
         let responseHead = HTTPResponseHead(version: version, status: response.status, headers: headers)
@@ -346,15 +347,17 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 }
 
-/// Request ids: a per-process random prefix and a counter (cheap, unique, and short).
+/// Request ids: a per-process random prefix and a counter in base 36 (cheap, unique, and short:
+/// `k3x9qa-1z4`).
 final class RequestIDGenerator: Sendable {
-    private let prefix: String
+    private static let alphabet = Array("0123456789abcdefghijklmnopqrstuvwxyz".utf8)
+    /// The random prefix and its dash.
+    private let prefix: [UInt8]
     private let counter = Atomic<UInt64>(0)
 
     init() {
         var generator = SystemRandomNumberGenerator()
-        let alphabet = Array("0123456789abcdefghijklmnopqrstuvwxyz")
-        self.prefix = String((0..<6).map { _ in alphabet[Int(generator.next() % 36)] })
+        self.prefix = (0..<6).map { _ in Self.alphabet[Int(generator.next() % 36)] } + [UInt8(ascii: "-")]
     }
 
     /// A client's `X-Request-Id` when it is sane (1–64 visible ASCII characters, as openapi.yaml
@@ -366,8 +369,19 @@ final class RequestIDGenerator: Sendable {
     }
 
     func next() -> String {
-        let n = self.counter.add(1, ordering: .relaxed).newValue
-        return self.prefix + "-" + String(n, radix: 36)
+        var n = self.counter.add(1, ordering: .relaxed).newValue
+        // 7 bytes of prefix and at most 13 base-36 digits.
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buffer in
+            var start = 20
+            repeat {
+                start -= 1
+                buffer[start] = Self.alphabet[Int(n % 36)]
+                n /= 36
+            } while n > 0
+            start -= self.prefix.count
+            for (offset, byte) in self.prefix.enumerated() { buffer[start + offset] = byte }
+            return String(decoding: UnsafeBufferPointer(rebasing: buffer[start...]), as: UTF8.self)
+        }
     }
 }
 

@@ -7,8 +7,10 @@ public struct Request: Sendable {
     public var method: HTTPMethod
     /// The raw request target (`/v1/jobs?limit=5`).
     public var uri: String
+    /// The percent-decoded path segments (`["v1", "jobs", "j1"]`).
+    public var segments: [String]
     /// The decoded path segments joined back (`/v1/jobs/j1`).
-    public var path: String
+    public var path: String { "/" + self.segments.joined(separator: "/") }
     /// Query parameters, the first value of each.
     public var query: [String: String]
     /// Every value of each query parameter, in order (`?label=a:1&label=b:2`).
@@ -153,6 +155,10 @@ private func hexValue(_ byte: UInt8) -> UInt8? {
 
 /// Splits `/a/b?x=1&y=2` into decoded path segments and query parameters (every value, in order).
 func parseTarget(_ uri: String) -> (segments: [String], query: [String: [String]])? {
+    // Most API calls: an origin-form path with no query and nothing to decode.
+    if uri.utf8.first == UInt8(ascii: "/"), !uri.utf8.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "?") }) {
+        return (uri.utf8.split(separator: UInt8(ascii: "/")).map { String(Substring($0)) }, [:])
+    }
     var target = Substring(uri)
     // The absolute form (`GET http://host/path`) must be accepted too (RFC 9112 §3.2.2).
     for scheme in ["http://", "https://"] where target.utf8.first != UInt8(ascii: "/") && target.prefix(8).lowercased().hasPrefix(scheme) {

@@ -28,7 +28,8 @@ final class Metrics: JobObserver {
     private struct Dynamic {
         var tasksFinished: [TaskKey: Counter] = [:]
         var taskRetries: [TaskKey: Counter] = [:]
-        var requests: [RequestKey: Counter] = [:]
+        /// Each response's counter, and the latency histogram of its route and method.
+        var requests: [RequestKey: (count: Counter, latency: DurationHistogram)] = [:]
         var latencies: [LatencyKey: DurationHistogram] = [:]
         var webhookAttempts: [String: Counter] = [:]
         var executors: [String: ExecutorMetrics] = [:]
@@ -111,14 +112,11 @@ final class Metrics: JobObserver {
     func httpResponse(route: String, method: String, status: Int, nanoseconds: UInt64) {
         let (counter, histogram) = self.dynamic.withLock { dynamic -> (Counter, DurationHistogram) in
             let key = RequestKey(route: route, method: method, status: status)
-            let counter = dynamic.requests[key] ?? {
-                let made = self.registry.makeCounter(
-                    descriptor: Self.name("http_requests", unit: "total", "HTTP requests answered, by route template, method and status."),
-                    labels: [("route", route), ("method", method), ("status", String(status))]
-                )
-                dynamic.requests[key] = made
-                return made
-            }()
+            if let known = dynamic.requests[key] { return known }
+            let counter = self.registry.makeCounter(
+                descriptor: Self.name("http_requests", unit: "total", "HTTP requests answered, by route template, method and status."),
+                labels: [("route", route), ("method", method), ("status", String(status))]
+            )
             let latencyKey = LatencyKey(route: route, method: method)
             let histogram = dynamic.latencies[latencyKey] ?? {
                 let made = self.registry.makeDurationHistogram(
@@ -129,6 +127,7 @@ final class Metrics: JobObserver {
                 dynamic.latencies[latencyKey] = made
                 return made
             }()
+            dynamic.requests[key] = (counter, histogram)
             return (counter, histogram)
         }
         counter.increment()
@@ -190,11 +189,12 @@ final class Metrics: JobObserver {
                 // Only tasks (leaves) have an action; composite nodes are not counted.
                 guard let taskId = event.taskId, let record = run.node(taskId), let action = record.action else { continue }
                 let executor = record.executor ?? "default"
-                if event.type == .taskRetrying {
-                    self.retryCounter(action: action, executor: executor).increment()
-                } else {
-                    let state = String(event.type.rawValue.dropFirst("task.".count))
-                    self.taskCounter(state: state, action: action, executor: executor).increment()
+                switch event.type {
+                case .taskRetrying: self.retryCounter(action: action, executor: executor).increment()
+                case .taskSucceeded: self.taskCounter(state: "succeeded", action: action, executor: executor).increment()
+                case .taskFailed: self.taskCounter(state: "failed", action: action, executor: executor).increment()
+                case .taskCancelled: self.taskCounter(state: "cancelled", action: action, executor: executor).increment()
+                default: self.taskCounter(state: "skipped", action: action, executor: executor).increment()
                 }
             default:
                 break
