@@ -46,6 +46,28 @@ struct MemoryJobStoreTests {
         #expect(existing.id == "j5")
     }
 
+    @Test func idsThisServerIssuesAndAnyOtherIdsAreFoundByTheirExactString() throws {
+        let engine = Engine()
+        let store = MemoryJobStore(maxFinishedJobs: 100)
+        engine.addObserver(store)
+        let issued = (0..<20).map { _ in JobID.make() }
+        // Look-alikes: another case, a first digit past 7 (over 128 bits), letters base32 skips, 25 and 27 characters.
+        let others = [
+            issued[0].uppercased(), "8" + issued[0].dropFirst(), "7zzzzzzzzzzzzzzzzzzzzzzzzz", "0000000000000000000000000i",
+            String(issued[0].dropLast()), issued[0] + "0", "job", "",
+        ]
+        for id in issued + others { _ = try Self.submit(Jobs.value(.string(id)), id: id, engine: engine, store: store) }
+        for id in issued + others {
+            let run = try store.run(id).wait()
+            #expect(run?.id == id, "\(id)")
+        }
+        #expect(try store.run("7zzzzzzzzzzzzzzzzzzzzzzzzy").wait() == nil)
+        #expect(store.count == issued.count + others.count)
+        #expect(try store.delete(issued[3]).wait() == .deleted)
+        #expect(try store.run(issued[3]).wait() == nil)
+        #expect(try store.run(issued[3].uppercased()).wait() == nil)
+    }
+
     @Test func finishedJobsOlderThanTheRetentionAreEvictedAsOthersFinish() throws {
         let engine = Engine()
         let store = MemoryJobStore(retention: .milliseconds(200))

@@ -29,16 +29,56 @@ public final class MemoryJobStore: JobStore, JobObserver {
         var idempotencyKey: String?
     }
 
+    /// A job id as a dictionary key: an id this server issued (a ULID) as its 128 bits, so that
+    /// hashing and comparing keys never reads a string's storage. With 100,000 jobs held, that
+    /// storage is cold: every insert and eviction paid cache misses for the keys it probed or
+    /// moved. Any other id (a test's, a client's typo) is kept as its string.
+    private enum Key: Hashable {
+        case ulid(UInt64, UInt64)
+        case other(String)
+
+        init(_ id: String) {
+            self = Key.ulid(id).map { .ulid($0.high, $0.low) } ?? .other(id)
+        }
+
+        /// The 128 bits of a 26-character lower-case Crockford base32 ULID, nil for anything else.
+        private static func ulid(_ id: String) -> (high: UInt64, low: UInt64)? {
+            guard id.utf8.count == 26 else { return nil }
+            var value = (high: UInt64(0), low: UInt64(0))
+            var isFirst = true
+            for byte in id.utf8 {
+                // 26 × 5 = 130 bits: the first digit may carry only 3 of them.
+                guard let digit = digit(byte), !isFirst || digit < 8 else { return nil }
+                isFirst = false
+                value = (value.high << 5 | value.low >> 59, value.low << 5 | UInt64(digit))
+            }
+            return value
+        }
+
+        /// The value of a digit of `0123456789abcdefghjkmnpqrstvwxyz`.
+        private static func digit(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "h"): return byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "j"), UInt8(ascii: "k"): return byte - UInt8(ascii: "j") + 18
+            case UInt8(ascii: "m"), UInt8(ascii: "n"): return byte - UInt8(ascii: "m") + 20
+            case UInt8(ascii: "p")...UInt8(ascii: "t"): return byte - UInt8(ascii: "p") + 22
+            case UInt8(ascii: "v")...UInt8(ascii: "z"): return byte - UInt8(ascii: "v") + 27
+            default: return nil
+            }
+        }
+    }
+
     private struct State {
-        var runs: [String: Entry] = [:]
+        var runs: [Key: Entry] = [:]
         /// Insertion order; places of jobs deleted or evicted since are skipped when listing and
         /// dropped when they make up half of it.
         var order: [Slot] = []
         var removedSinceCompaction = 0
-        var idempotency: [String: (bodyHash: UInt64, id: String)] = [:]
+        var idempotency: [String: (bodyHash: UInt64, id: Key)] = [:]
         var nextPosition: UInt64 = 1
         /// Finished jobs in the order they finished, with when.
-        var finished = FIFOQueue<(id: String, at: Timestamp)>()
+        var finished = FIFOQueue<(id: Key, at: Timestamp)>()
     }
 
     private let state = Mutex(State())
@@ -54,6 +94,7 @@ public final class MemoryJobStore: JobStore, JobObserver {
     }
 
     public func insert(_ run: JobRun, document: ByteBuffer, idempotency: IdempotencyKey?) -> Future<InsertResult> {
+        let key = Key(run.id)
         let result: InsertResult = self.state.withLock { state in
             if let idempotency, let seen = state.idempotency[idempotency.key] {
                 guard seen.bodyHash == idempotency.bodyHash else { return .mismatch }
@@ -61,9 +102,9 @@ public final class MemoryJobStore: JobStore, JobObserver {
             }
             let slot = Slot(position: state.nextPosition, run: run)
             state.nextPosition += 1
-            state.runs[run.id] = Entry(slot: slot, idempotencyKey: idempotency?.key)
+            state.runs[key] = Entry(slot: slot, idempotencyKey: idempotency?.key)
             state.order.append(slot)
-            if let idempotency { state.idempotency[idempotency.key] = (idempotency.bodyHash, run.id) }
+            if let idempotency { state.idempotency[idempotency.key] = (idempotency.bodyHash, key) }
             return .inserted
         }
         return Future(value: result)
@@ -71,21 +112,30 @@ public final class MemoryJobStore: JobStore, JobObserver {
 
     public func job(_ run: JobRun, appended events: ArraySlice<JobEvent>) {
         guard let last = events.last, last.type == .jobSucceeded || last.type == .jobFailed || last.type == .jobCancelled else { return }
-        self.state.withLock { state in
-            guard state.runs[run.id] != nil else { return }
-            state.finished.append((run.id, last.time))
+        // Usually one job; freed after the lock is released, so the other event loop's inserts do
+        // not wait while its memory (cold by now) is released.
+        let key = Key(run.id)
+        let evicted: (first: JobRun?, more: [JobRun]) = self.state.withLock { state in
+            guard state.runs[key] != nil else { return (nil, []) }
+            state.finished.append((key, last.time))
             let expired = self.retention.map { Timestamp(milliseconds: last.time.milliseconds - $0.milliseconds) }
+            var evicted: (first: JobRun?, more: [JobRun]) = (nil, [])
             while let (id, at) = state.finished.first, state.finished.count > self.maxFinishedJobs || expired.map({ at < $0 }) == true {
                 _ = state.finished.popFirst()
-                Self.remove(id, from: &state)
+                guard let run = Self.remove(id, from: &state) else { continue }
+                if evicted.first == nil { evicted.first = run } else { evicted.more.append(run) }
             }
+            return evicted
         }
+        withExtendedLifetime(evicted) {}
     }
 
-    /// Forgets job `id` (a no-op when it is gone already); compacts the insertion order when half
-    /// of it is stale.
-    private static func remove(_ id: String, from state: inout State) {
-        guard let entry = state.runs.removeValue(forKey: id) else { return }
+    /// Forgets job `id` and returns it (nil when it is gone already); compacts the insertion order
+    /// when half of it is stale.
+    @discardableResult
+    private static func remove(_ id: Key, from state: inout State) -> JobRun? {
+        guard let entry = state.runs.removeValue(forKey: id) else { return nil }
+        let run = entry.slot.run
         entry.slot.run = nil
         if let key = entry.idempotencyKey, state.idempotency[key]?.id == id { state.idempotency[key] = nil }
         state.removedSinceCompaction += 1
@@ -93,10 +143,12 @@ public final class MemoryJobStore: JobStore, JobObserver {
             state.order.removeAll { $0.run == nil }
             state.removedSinceCompaction = 0
         }
+        return run
     }
 
     public func run(_ id: String) -> Future<JobRun?> {
-        Future(value: self.state.withLock { $0.runs[id]?.slot.run })
+        let key = Key(id)
+        return Future(value: self.state.withLock { $0.runs[key]?.slot.run })
     }
 
     public func list(_ query: JobQuery) -> Future<JobPage> {
@@ -143,10 +195,11 @@ public final class MemoryJobStore: JobStore, JobObserver {
     }
 
     public func delete(_ id: String) -> Future<DeleteResult> {
-        Future(value: self.state.withLock { state -> DeleteResult in
-            guard let run = state.runs[id]?.slot.run else { return .notFound }
+        let key = Key(id)
+        return Future(value: self.state.withLock { state -> DeleteResult in
+            guard let run = state.runs[key]?.slot.run else { return .notFound }
             guard run.snapshot.state.isTerminal else { return .notTerminal }
-            Self.remove(id, from: &state)
+            Self.remove(key, from: &state)
             return .deleted
         })
     }
