@@ -51,17 +51,19 @@ struct MemoryJobStoreTests {
         let store = MemoryJobStore(maxFinishedJobs: 100)
         engine.addObserver(store)
         let issued = (0..<20).map { _ in JobID.make() }
-        // Look-alikes: another case, a first digit past 7 (over 128 bits), letters base32 skips, 25 and 27 characters.
+        // Look-alikes (another case, one character more or less), ids of 31 and 32 bytes (the
+        // longest kept inline, the shortest kept as a string), a long one, an empty one.
         let others = [
-            issued[0].uppercased(), "8" + issued[0].dropFirst(), "7zzzzzzzzzzzzzzzzzzzzzzzzz", "0000000000000000000000000i",
-            String(issued[0].dropLast()), issued[0] + "0", "job", "",
+            issued[0].uppercased(), String(issued[0].dropLast()), issued[0] + "0", "8" + issued[0].dropFirst(),
+            String(repeating: "a", count: 31), String(repeating: "a", count: 32), String(repeating: "é", count: 40), "job", "",
         ]
         for id in issued + others { _ = try Self.submit(Jobs.value(.string(id)), id: id, engine: engine, store: store) }
         for id in issued + others {
             let run = try store.run(id).wait()
             #expect(run?.id == id, "\(id)")
         }
-        #expect(try store.run("7zzzzzzzzzzzzzzzzzzzzzzzzy").wait() == nil)
+        #expect(try store.run(String(repeating: "a", count: 30)).wait() == nil)
+        #expect(try store.run(String(repeating: "a", count: 33)).wait() == nil)
         #expect(store.count == issued.count + others.count)
         #expect(try store.delete(issued[3]).wait() == .deleted)
         #expect(try store.run(issued[3]).wait() == nil)
