@@ -219,14 +219,9 @@ public struct JobSnapshot: Sendable, Equatable {
         }
         json.key("labels")
         json.beginObject()
-        if self.labels.count == 1, let (key, value) = self.labels.first {
+        for (key, value) in self.labels.count < 2 ? Array(self.labels) : self.labels.sorted(by: { $0.key < $1.key }) {
             json.key(key)
             json.string(value)
-        } else {
-            for key in self.labels.keys.sorted() {
-                json.key(key)
-                json.string(self.labels[key]!)
-            }
         }
         json.endObject()
         json.key("createdAt")
