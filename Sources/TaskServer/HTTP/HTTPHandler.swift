@@ -130,12 +130,26 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
                 self.fail(context: context, HTTPProblem(.uriTooLong, code: "uri.tooLong", detail: "the request target is longer than \(self.limits.maxURIBytes) bytes"), head: head)
                 return
             }
-            let lengths = head.headers["content-length"]
-            if lengths.count > 1 || (!lengths.isEmpty && head.headers.contains(name: "transfer-encoding")) {
+            // One pass over the headers for the framing ones.
+            var length: String?
+            var lengthCount = 0
+            var hasTransferEncoding = false
+            var expectsContinue = false
+            for header in head.headers {
+                if asciiCaseInsensitiveEquals(header.name, "content-length") {
+                    length = header.value
+                    lengthCount += 1
+                } else if asciiCaseInsensitiveEquals(header.name, "transfer-encoding") {
+                    hasTransferEncoding = true
+                } else if asciiCaseInsensitiveEquals(header.name, "expect") {
+                    expectsContinue = expectsContinue || asciiCaseInsensitiveEquals(header.value, "100-continue")
+                }
+            }
+            if lengthCount > 1 || (lengthCount == 1 && hasTransferEncoding) {
                 self.fail(context: context, HTTPProblem(.badRequest, code: "http.malformed", detail: "conflicting Content-Length / Transfer-Encoding headers"), head: head)
                 return
             }
-            if let length = lengths.first {
+            if let length {
                 guard let value = Int(length), value >= 0 else {
                     self.fail(context: context, HTTPProblem(.badRequest, code: "http.malformed", detail: "invalid Content-Length"), head: head)
                     return
@@ -149,9 +163,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             self.closeUnlessActive(within: self.limits.requestBodyTimeout)
             // `Expect: 100-continue` (curl sends it with bodies over 1 KiB): the body is acceptable
             // so far, so ask for it now rather than let the client wait (RFC 9110 §10.1.1).
-            if head.version.major == 1, head.version.minor >= 1,
-                head.headers["expect"].contains(where: { $0.lowercased() == "100-continue" })
-            {
+            if expectsContinue, head.version.major == 1, head.version.minor >= 1 {
                 context.writeAndFlush(self.wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
             }
         case .body(var chunk):
@@ -382,6 +394,15 @@ final class RequestIDGenerator: Sendable {
             for (offset, byte) in self.prefix.enumerated() { buffer[start + offset] = byte }
             return String(decoding: UnsafeBufferPointer(rebasing: buffer[start...]), as: UTF8.self)
         }
+    }
+}
+
+/// Whether `text` is `lowercase` in any ASCII case (no `String` is made, unlike `lowercased()`).
+func asciiCaseInsensitiveEquals(_ text: String, _ lowercase: StaticString) -> Bool {
+    let expected = UnsafeBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount)
+    guard text.utf8.count == expected.count else { return false }
+    return text.utf8.elementsEqual(expected) { byte, lower in
+        (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte) == lower
     }
 }
 

@@ -48,7 +48,11 @@ public struct Response: Sendable {
     /// A JSON response of bytes already encoded (by a `JSONWriter`).
     public static func json(bytes: [UInt8], status: HTTPResponseStatus = .ok, headers: HTTPHeaders = HTTPHeaders()) -> Response {
         var headers = headers
-        headers.replaceOrAdd(name: "content-type", value: "application/json")
+        if headers.contains(name: "content-type") {
+            headers.replaceOrAdd(name: "content-type", value: "application/json")
+        } else {
+            headers.add(name: "content-type", value: "application/json")
+        }
         return Response(status: status, headers: headers, body: bytes)
     }
 
