@@ -24,7 +24,7 @@ struct JSONWriterTests {
         json.key("empty")
         json.beginObject()
         json.endObject()
-        json.key("data key \"quoted\"")
+        json.escapedKey("data key \"quoted\"")
         json.value(["k": [true, false, 1.5]])
         json.key("raw")
         json.encoded(Array(#"{"x":[1]}"#.utf8))

@@ -219,8 +219,8 @@ public struct JobSnapshot: Sendable, Equatable {
         }
         json.key("labels")
         json.beginObject()
-        for (key, value) in self.labels.count < 2 ? Array(self.labels) : self.labels.sorted(by: { $0.key < $1.key }) {
-            json.key(key)
+        for (key, value) in self.labels.sorted(by: { $0.key < $1.key }) {
+            json.escapedKey(key)
             json.string(value)
         }
         json.endObject()

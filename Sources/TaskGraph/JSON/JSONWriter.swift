@@ -2,8 +2,8 @@
 ///
 /// For the representations written on every request (a job after `POST /v1/jobs`, a page of a
 /// list, a webhook payload): building a `JSONValue` tree first and serializing it cost about as
-/// much again as writing the bytes. Commas are placed by the writer; keys are static ASCII that
-/// needs no escaping.
+/// much again as writing the bytes. Commas are placed by the writer. Field names are
+/// `StaticString`s written as they are; keys that come from data go through `escapedKey`.
 ///
 /// ```swift
 /// var json = JSONWriter()
@@ -44,18 +44,20 @@ public struct JSONWriter {
         self.atStart = false
     }
 
-    /// A member's key; its value comes next. `key` must need no escaping (our own field names).
-    public mutating func key(_ key: StaticString) {
+    /// A member's key; its value comes next. `name` must need no escaping (our own field names).
+    public mutating func key(_ name: StaticString) {
         self.separate()
         self.bytes.append(UInt8(ascii: "\""))
-        self.bytes.append(contentsOf: UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
+        JSONValue.writeLiteral(name, into: &self.bytes)
         self.bytes.append(UInt8(ascii: "\""))
         self.bytes.append(UInt8(ascii: ":"))
         self.atStart = true
     }
 
-    /// A member's key that comes from data (escaped as needed).
-    public mutating func key(_ key: String) {
+    /// A member's key that comes from data (escaped as needed). Named apart from `key(_:)`: with
+    /// one name, a string literal would pick the `String` overload and every field name would be
+    /// scanned for escapes.
+    public mutating func escapedKey(_ key: String) {
         self.separate()
         JSONValue.writeString(key, into: &self.bytes)
         self.bytes.append(UInt8(ascii: ":"))
