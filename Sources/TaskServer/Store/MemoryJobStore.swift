@@ -116,7 +116,6 @@ public final class MemoryJobStore: JobStore, JobObserver {
 
     /// Forgets job `id` and returns it (nil when it is gone already); compacts the insertion order
     /// when half of it is stale.
-    @discardableResult
     private static func remove(_ id: Key, from state: inout State) -> JobRun? {
         guard let entry = state.runs.removeValue(forKey: id) else { return nil }
         let run = entry.slot.run
@@ -180,12 +179,14 @@ public final class MemoryJobStore: JobStore, JobObserver {
 
     public func delete(_ id: String) -> Future<DeleteResult> {
         let key = Key(id)
-        return Future(value: self.state.withLock { state -> DeleteResult in
-            guard let run = state.runs[key]?.slot.run else { return .notFound }
-            guard run.snapshot.state.isTerminal else { return .notTerminal }
-            Self.remove(key, from: &state)
-            return .deleted
-        })
+        // The job is freed after the lock is released (see `job(_:appended:)`).
+        let (result, removed) = self.state.withLock { state -> (DeleteResult, JobRun?) in
+            guard let run = state.runs[key]?.slot.run else { return (.notFound, nil) }
+            guard run.snapshot.state.isTerminal else { return (.notTerminal, nil) }
+            return (.deleted, Self.remove(key, from: &state))
+        }
+        withExtendedLifetime(removed) {}
+        return Future(value: result)
     }
 
     public func flush() -> Future<Void> { Future(value: ()) }
