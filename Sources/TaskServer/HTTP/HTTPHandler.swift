@@ -227,8 +227,8 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             request.route = template
             do {
                 future = try handler(request)
-            } catch let problem as HTTPProblem {
-                future = Future(value: problem.response)
+            } catch let error as any HTTPResponseError {
+                future = Future(value: error.problem.response)
             } catch {
                 self.logger.error("handler failed", metadata: ["http.request.id": "\(requestID)", "error": "\(error)"])
                 future = Future(value: HTTPProblem.internalError.response)
@@ -260,7 +260,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private static func response(_ outcome: Outcome<Response>, requestID: String, logger: Logger) -> Response {
         switch outcome {
         case .success(let response): return response
-        case .failure(let problem as HTTPProblem): return problem.response
+        case .failure(let error as any HTTPResponseError): return error.problem.response
         case .failure(let error):
             logger.error("handler failed", metadata: ["http.request.id": "\(requestID)", "error": "\(error)"])
             return HTTPProblem.internalError.response

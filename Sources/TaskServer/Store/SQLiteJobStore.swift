@@ -5,7 +5,6 @@ import Darwin
 #endif
 import Logging
 import NIOCore
-import NIOHTTP1
 import Synchronization
 import TaskCore
 import TaskGraph
@@ -127,7 +126,7 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
     public func insert(_ run: JobRun, document: ByteBuffer, idempotency: IdempotencyKey?) -> Future<InsertResult> {
         let promise = Promise<InsertResult>()
         guard self.enqueue(.insert(run, document, idempotency, promise), refuseWhenFull: true) else {
-            return Future(error: HTTPProblem(.serviceUnavailable, code: "store.busy", detail: "the store is behind on writes; retry shortly"))
+            return Future(error: StoreError.busy)
         }
         return promise.future
     }
@@ -347,7 +346,7 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
             self.logger.error("store commit failed", metadata: ["error": "\(error)", "writes": "\(batch.count)"])
             completions = []
             planned = []
-            let problem = HTTPProblem(.serviceUnavailable, code: "store.unavailable", detail: "the job could not be stored; retry shortly")
+            let problem = StoreError.writeFailed
             for write in batch {
                 switch write {
                 case .insert(let run, _, _, let promise):
@@ -722,7 +721,7 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
                 return try body(connection)
             } catch let error as SQLiteError {
                 self.logger.error("store read failed", metadata: ["error": "\(error)"])
-                throw HTTPProblem(.serviceUnavailable, code: "store.unavailable", detail: "the store could not be read; retry shortly")
+                throw StoreError.readFailed
             }
         }
     }

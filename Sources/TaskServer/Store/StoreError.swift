@@ -1,0 +1,34 @@
+/// Why a store could not do what it was asked, in store terms.
+///
+/// The HTTP layer decides how each answers a client (`StoreError+HTTP.swift`); the store never
+/// speaks HTTP, so another store (PostgreSQL) is an addition behind the same seam.
+public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
+    private enum Code: Hashable, Sendable {
+        case busy
+        case writeFailed
+        case readFailed
+    }
+
+    private let code: Code
+
+    private init(_ code: Code) { self.code = code }
+
+    /// The store is behind on writes and refuses new work rather than queue it without bound.
+    public static let busy = StoreError(.busy)
+    /// A transaction failed and rolled back: nothing it carried is stored.
+    public static let writeFailed = StoreError(.writeFailed)
+    /// A read failed (the cause is logged by the store).
+    public static let readFailed = StoreError(.readFailed)
+
+    /// Whether the caller may try the same thing again shortly (every store error today).
+    public var isTransient: Bool { true }
+
+    /// A short, stable name, safe as a log or metric label.
+    public var description: String {
+        switch self.code {
+        case .busy: "store.busy"
+        case .writeFailed: "store.writeFailed"
+        case .readFailed: "store.readFailed"
+        }
+    }
+}
