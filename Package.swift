@@ -36,8 +36,9 @@ let package = Package(
     ],
     targets: [
         .target(name: "TaskCore"),
-        // System libraries from Debian: libcurl4-openssl-dev (+ libssl-dev) and libsqlite3-dev.
-        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev", "libssl-dev"])]),
+        // System libraries from Debian: libcurl4-openssl-dev, libssl-dev (libcrypto) and libsqlite3-dev.
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "TaskGraph", dependencies: ["TaskCore"]),
         .target(
@@ -46,6 +47,7 @@ let package = Package(
                 "TaskCore",
                 "TaskGraph",
                 "CCurl",
+                "CCrypto",
                 "CSQLite",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -1,14 +1,10 @@
-// libcurl and OpenSSL's libcrypto (libcurl's own TLS library, so no new runtime dependency) for
-// TaskServer's outbound requests. curl_easy_setopt is variadic and unavailable in Swift: each
+// libcurl for TaskServer's outbound requests (cryptography has its own module, CCrypto). curl_easy_setopt is variadic and unavailable in Swift: each
 // option type we use gets a small typed inline wrapper here, and so do the macros Swift does not
 // import (CURL_GLOBAL_DEFAULT, CURL_SOCKET_BAD, …).
 #ifndef TASKSERVER_CCURL_SHIM_H
 #define TASKSERVER_CCURL_SHIM_H
 
 #include <curl/curl.h>
-#include <openssl/hmac.h>
-#include <openssl/evp.h>
-#include <openssl/rand.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -82,14 +78,6 @@ static inline int ts_sockaddr_address(const struct curl_sockaddr *address, unsig
 /// Opens the socket libcurl asked for, close-on-exec so child processes never inherit it.
 static inline curl_socket_t ts_open_socket(const struct curl_sockaddr *address) {
     return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
-}
-
-// MARK: - HMAC-SHA256 (libcrypto)
-
-/// HMAC-SHA256 of `data` keyed with `key`; writes 32 bytes to `out`. Returns 1 on success.
-static inline int ts_hmac_sha256(const void *key, int key_length, const unsigned char *data, size_t data_length, unsigned char *out) {
-    unsigned int length = 0;
-    return HMAC(EVP_sha256(), key, key_length, data, data_length, out, &length) != NULL && length == 32;
 }
 
 #endif

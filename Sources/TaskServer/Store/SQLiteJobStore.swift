@@ -133,7 +133,7 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
 
     public func run(_ id: String) -> Future<JobRun?> {
         if let run = self.cache.withLock({ $0.runs[id] }) { return Future(value: run) }
-        guard JobIDs.isPlausible(id) else { return Future(value: nil) }
+        guard JobID.isPlausible(id) else { return Future(value: nil) }
         return self.read { db in try self.load(id, db) }.map { run in
             guard let run else { return nil }
             return self.cacheFinished(run)
@@ -182,7 +182,7 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
 
     public func delete(_ id: String) -> Future<DeleteResult> {
         if let run = self.cache.withLock({ $0.runs[id] }), !run.snapshot.state.isTerminal { return Future(value: .notTerminal) }
-        guard JobIDs.isPlausible(id) else { return Future(value: .notFound) }
+        guard JobID.isPlausible(id) else { return Future(value: .notFound) }
         let promise = Promise<DeleteResult>()
         self.enqueue(.delete(id, promise))
         return promise.future
@@ -859,13 +859,6 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
                 throw SQLiteError(code: 0, message: "cannot create the directory \(current) for \(path): \(String(cString: strerror(errno)))")
             }
         }
-    }
-}
-
-/// Which strings can be job ids at all (saves a disk read for obvious garbage).
-enum JobIDs {
-    static func isPlausible(_ id: String) -> Bool {
-        !id.isEmpty && id.utf8.count <= 64 && id.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x7A).contains($0) || (0x41...0x5A).contains($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }
     }
 }
 

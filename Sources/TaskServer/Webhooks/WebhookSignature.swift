@@ -1,8 +1,8 @@
-import CCurl
+import CCrypto
 
 /// Standard Webhooks signatures: `v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`.
 ///
-/// The HMAC is OpenSSL's (libcrypto, through the CCurl shim); nothing here hashes by hand.
+/// The HMAC is OpenSSL's (libcrypto, through the CCrypto shim); nothing here hashes by hand.
 enum WebhookSignature {
     /// The key bytes of a secret: the base64 after `whsec_` (padding optional), or the UTF-8 bytes
     /// of any other secret. Nil for a `whsec_` secret whose base64 is invalid.
