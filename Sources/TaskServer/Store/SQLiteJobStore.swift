@@ -201,15 +201,17 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
     public var count: Int { self.cache.withLock { $0.count } }
 
     public func recoverUnfinished() throws -> [JobRun] {
-        // Start-up, before the server listens: the writer connection is not in use yet.
-        let statement = try self.writer.prepared("SELECT id FROM jobs WHERE state IN ('pending', 'running') ORDER BY position")
+        // A connection of its own: the writer's belongs to the writer thread, which may already be
+        // running retention (`writeExpire`) on it — its prepared-statement cache is not shareable.
+        let db = try SQLiteConnection(path: self.path)
+        let statement = try db.prepared("SELECT id FROM jobs WHERE state IN ('pending', 'running') ORDER BY position")
         var ids: [String] = []
         while try statement.step() { ids.append(statement.text(0)) }
         statement.reset()
         var runs: [JobRun] = []
         for id in ids {
             do {
-                guard let run = try self.load(id, self.writer) else { continue }
+                guard let run = try self.load(id, db) else { continue }
                 runs.append(run)
             } catch {
                 self.logger.error("cannot resume a stored job; it stays as it was", metadata: ["job.id": "\(id)", "error": "\(error)"])
