@@ -1,0 +1,152 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Logging
+import NIOCore
+import Synchronization
+import TaskCore
+import TaskGraph
+
+// The webhook outbox: deliveries are rows written in the same transaction as the events they
+// announce, so a delivery is never sent for an event that is not stored, nor lost after a crash.
+
+extension SQLiteJobStore {
+
+    public func attachWebhooks(planner: WebhookPlanner, deliveries: any DeliveryStore, dispatcher: WebhookDispatcher) {
+        self.webhooks.withLock { $0 = (planner, dispatcher) }
+    }
+
+    /// Queues new deliveries (the server plans its own inside the journal instead).
+    public func add(_ deliveries: [Delivery]) {
+        self.enqueue(.addDeliveries(deliveries))
+    }
+
+    /// Records an attempt. Queued, not awaited: if the process dies first, the delivery is still
+    /// `pending` on disk and is sent again after the restart (at least once).
+    public func update(_ delivery: Delivery) {
+        self.enqueue(.updateDelivery(delivery))
+    }
+
+    public func deliveries(jobID: String) -> Future<[Delivery]> {
+        self.read { db in
+            let rows = try db.prepared(
+                "SELECT id, job_id, seq, event_type, url, headers, secret, body, state, attempts, next_attempt_at, retry, created_at FROM deliveries WHERE job_id = ? ORDER BY seq, id"
+            ).bind(.text(jobID))
+            var found: [Delivery] = []
+            while try rows.step() { if let delivery = try Self.delivery(rows) { found.append(delivery) } }
+            rows.reset()
+            return found
+        }
+    }
+
+    /// The deliveries still to send (start-up, on a connection of its own).
+    public func pending() -> [Delivery] {
+        do {
+            let db = try SQLiteConnection(path: self.path)
+            let rows = try db.prepared(
+                "SELECT id, job_id, seq, event_type, url, headers, secret, body, state, attempts, next_attempt_at, retry, created_at FROM deliveries WHERE state = 'pending' ORDER BY next_attempt_at"
+            )
+            var found: [Delivery] = []
+            while try rows.step() { if let delivery = try Self.delivery(rows) { found.append(delivery) } }
+            rows.reset()
+            return found
+        } catch {
+            self.logger.error("cannot read pending webhook deliveries", metadata: ["error": "\(error)"])
+            return []
+        }
+    }
+
+    /// Nothing to do: deleting a job removes its deliveries in the same transaction.
+    public func remove(jobID: String) {}
+
+    func writeDelivery(_ delivery: Delivery) throws {
+        var headers = JSONObject()
+        for key in delivery.headers.keys.sorted() { headers[key] = .string(delivery.headers[key]!) }
+        var retry = JSONObject()
+        retry["maxAttempts"] = .int(delivery.retry.maxAttempts)
+        retry["delayMs"] = .int(delivery.retry.delayMs)
+        retry["backoff"] = .double(delivery.retry.backoff)
+        if let maxDelayMs = delivery.retry.maxDelayMs { retry["maxDelayMs"] = .int(maxDelayMs) }
+        retry["jitter"] = .bool(delivery.retry.jitter)
+        try self.writer.prepared(
+            """
+            INSERT OR IGNORE INTO deliveries (id, job_id, seq, event_type, url, headers, secret, body, state, attempts, next_attempt_at, retry, created_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """
+        ).bind(
+            .text(delivery.id),
+            .text(delivery.jobID),
+            .int(Int64(delivery.seq)),
+            .text(delivery.eventType.rawValue),
+            .text(delivery.url),
+            .text(JSONValue.object(headers).jsonString),
+            .text(delivery.secret.storageText),
+            .bytes(delivery.body),
+            .text(delivery.state.rawValue),
+            .text(Self.attemptsJSON(delivery.attempts).jsonString),
+            .int(delivery.nextAttemptAt.milliseconds),
+            .text(JSONValue.object(retry).jsonString),
+            .int(delivery.createdAt.milliseconds)
+        ).run()
+    }
+
+    static func attemptsJSON(_ attempts: [DeliveryAttempt]) -> JSONValue {
+        .array(
+            attempts.map { attempt in
+                var object = JSONObject()
+                object["at"] = .int(Int(attempt.at.milliseconds))
+                if let status = attempt.status { object["status"] = .int(status) }
+                if let error = attempt.error { object["error"] = .string(error) }
+                object["durationMs"] = .int(attempt.durationMs)
+                return .object(object)
+            }
+        )
+    }
+
+    static func delivery(_ row: SQLiteStatement) throws -> Delivery? {
+        guard let type = JobEventType(rawValue: row.text(3)), let state = DeliveryState(rawValue: row.text(8)),
+            let secret = SecretReference(storageText: row.text(6))
+        else { return nil }
+        var headers: [String: String] = [:]
+        if case .object(let object) = try JSONParser.parse(row.text(5), limits: storedLimits) {
+            for (key, value) in object { headers[key] = value.stringValue ?? "" }
+        }
+        var attempts: [DeliveryAttempt] = []
+        for item in try JSONParser.parse(row.text(9), limits: storedLimits).arrayValue ?? [] {
+            attempts.append(
+                DeliveryAttempt(
+                    at: Timestamp(milliseconds: Int64(item["at"]?.intValue ?? 0)),
+                    status: item["status"]?.intValue,
+                    error: item["error"]?.stringValue,
+                    durationMs: item["durationMs"]?.intValue ?? 0
+                )
+            )
+        }
+        let retryObject = try JSONParser.parse(row.text(11), limits: storedLimits)
+        let retry = RetrySpec(
+            maxAttempts: retryObject["maxAttempts"]?.intValue ?? 1,
+            delayMs: retryObject["delayMs"]?.intValue ?? 0,
+            backoff: retryObject["backoff"]?.doubleValue ?? 2,
+            maxDelayMs: retryObject["maxDelayMs"]?.intValue,
+            jitter: retryObject["jitter"]?.boolValue ?? false
+        )
+        let body = row.withBytes(7) { Array($0) }
+        return Delivery(
+            id: row.text(0),
+            jobID: row.text(1),
+            seq: Int(row.int(2)),
+            eventType: type,
+            url: row.text(4),
+            headers: headers,
+            secret: secret,
+            body: body,
+            state: state,
+            attempts: attempts,
+            nextAttemptAt: Timestamp(milliseconds: row.int(10)),
+            retry: retry,
+            createdAt: Timestamp(milliseconds: row.int(12))
+        )
+    }
+}
