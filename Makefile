@@ -3,7 +3,7 @@
 SWIFT ?= swift
 ARGS ?=
 
-.PHONY: run test deps build release bench clean openapi
+.PHONY: run test deps build release bench clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -23,10 +23,6 @@ test: deps
 bench: deps
 	$(SWIFT) run -c release taskcore-bench
 	$(SWIFT) run -c release taskgraph-bench
-
-# Re-embeds openapi.yaml into the binary's sources after an edit (a test checks they match).
-openapi:
-	bash scripts/embed-openapi.sh
 
 clean:
 	rm -rf .build .build-*

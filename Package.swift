@@ -54,7 +54,10 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
-            ]
+            ],
+            // The API contract, served at /openapi.yaml, is compiled into the binary from the
+            // repository's own file (Resources/openapi.yaml links to it): no copy to keep in step.
+            resources: [.embedInCode("Resources/openapi.yaml")]
         ),
         .executableTarget(
             name: "taskserver",

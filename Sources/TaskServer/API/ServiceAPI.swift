@@ -40,6 +40,8 @@ struct ServiceAPI: Sendable {
     }
 
     @Sendable func openAPI(_ request: Request) throws -> Future<Response> {
-        Future(value: .text(OpenAPIDocument.yaml, contentType: "application/yaml"))
+        var headers = HTTPHeaders()
+        headers.add(name: "content-type", value: "application/yaml")
+        return Future(value: Response(status: .ok, headers: headers, body: PackageResources.openapi_yaml))
     }
 }
