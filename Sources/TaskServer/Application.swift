@@ -105,6 +105,7 @@ public final class Application: Sendable {
         var router = Router()
         JobsAPI(app: self).register(in: &router)
         TasksAPI(app: self).register(in: &router)
+        EventsAPI(app: self).register(in: &router)
         DeliveriesAPI(app: self).register(in: &router)
         ServiceAPI(app: self).register(in: &router)
         if !self.configuration.apiKeys.isEmpty { router = Authentication(keys: self.configuration.apiKeys).protect(router) }

@@ -2,7 +2,7 @@ import NIOHTTP1
 import TaskCore
 import TaskGraph
 
-/// `/v1/jobs/{id}/tasks…` and `/events` (SPEC §3.3, §3.4, §3.5, §3.6).
+/// `/v1/jobs/{id}/tasks…`: nodes, cancelling one, completing an `await` task.
 struct TasksAPI: Sendable {
     let app: Application
 
@@ -11,7 +11,6 @@ struct TasksAPI: Sendable {
         router.add(.GET, "/v1/jobs/{id}/tasks/{taskId}", self.get)
         router.add(.POST, "/v1/jobs/{id}/tasks/{taskId}/cancel", self.cancel)
         router.add(.POST, "/v1/jobs/{id}/tasks/{taskId}/complete", self.complete)
-        router.add(.GET, "/v1/jobs/{id}/events", self.events)
     }
 
     @Sendable func list(_ request: Request) throws -> Future<Response> {
@@ -95,18 +94,5 @@ struct TasksAPI: Sendable {
         }
         if let error { return .failure(error) }
         return .success(object["result"] ?? .null)
-    }
-
-    @Sendable func events(_ request: Request) throws -> Future<Response> {
-        let after = try request.integerQuery("after", in: 0...9_007_199_254_740_991) ?? 0
-        let waitMs = try request.integerQuery("waitMs", in: 0...self.app.configuration.maxWaitMs)
-        let limit = try request.integerQuery("limit", in: 1...10_000) ?? 1000
-        return self.app.withRun(request) { run -> Future<Response> in
-            let respond: @Sendable () -> Response = {
-                .json(["items": .array(run.events(after: after, limit: limit).map(\.json))])
-            }
-            guard let waitMs, waitMs > 0 else { return Future(value: respond()) }
-            return run.waitForEvents(after: after, timeout: .milliseconds(waitMs)).map { respond() }
-        }
     }
 }
