@@ -125,7 +125,15 @@ public final class CancellationTokenSource: Sendable {
     }
 
     /// Requests cancellation after `delay`, without holding a thread while it waits.
+    ///
+    /// A `delay` of zero or less cancels at once, on this thread, before returning (Bolts'
+    /// `cancelAfterDelay:` does the same for zero; it rejects a negative delay, which here simply
+    /// means "already due").
     public func cancel(after delay: Duration) {
+        guard delay > .zero else {
+            self.cancel()
+            return
+        }
         let token = self.token
         let timer = TimerQueue.shared.schedule(after: delay) { token.cancel() }
         token.register { TimerQueue.shared.cancel(timer) }

@@ -74,6 +74,10 @@ extension Future {
 
     /// Like `continueWith`, for a `body` that returns a future: the returned future completes with
     /// that future's outcome (Bolts' `continueWithTask`, flattened).
+    ///
+    /// With a `token`, the token is checked again when that future completes: if cancellation was
+    /// requested by then (by the body itself, say), the returned future is cancelled, as in Bolts.
+    /// The same holds for `continueOnSuccessWithTask` and `continueOnErrorWithTask`.
     @discardableResult
     public func continueWithTask<New: Sendable>(
         on executor: some Executor = .default,
@@ -87,7 +91,7 @@ extension Future {
         // No capture of this future, for the reason given in `continueWith`.
         self.schedule(on: executor, token: token, promise: promise) { _, antecedent in
             let antecedent = unsafeDowncast(antecedent, to: Future<Value>.self)
-            Self.flatten(Outcome { try body(antecedent) }, into: promise)
+            Self.flatten(Outcome { try body(antecedent) }, into: promise, token: token)
         }
         return promise.future
     }
@@ -125,7 +129,7 @@ extension Future {
         let promise = Promise<New>()
         self.schedule(on: executor, token: token, promise: promise) { erased, _ in
             let outcome = Outcome<Value>(erased: erased)
-            Self.flatten(outcome.map(body), into: promise)
+            Self.flatten(outcome.map(body), into: promise, token: token)
         }
         return promise.future
     }
@@ -170,7 +174,7 @@ extension Future {
         self.schedule(on: executor, token: token, promise: promise) { erased, _ in
             let outcome = Outcome<Value>(erased: erased)
             if case .failure(let error) = outcome {
-                Self.flatten(Outcome { try body(error) }, into: promise)
+                Self.flatten(Outcome { try body(error) }, into: promise, token: token)
             } else {
                 promise.tryComplete(with: outcome)
             }
@@ -189,9 +193,25 @@ extension Future {
 
     /// Completes `promise` with the outcome of the future inside `outcome` (or with `outcome`'s own
     /// failure or cancellation).
-    private static func flatten<New>(_ outcome: Outcome<Future<New>>, into promise: Promise<New>) {
+    ///
+    /// With a `token`, the token is checked again when the inner future completes, as Bolts'
+    /// `continueWithExecutor:block:cancellationToken:` does: a body that requested cancellation
+    /// (or whose token was cancelled while its future ran) ends the continuation cancelled, not
+    /// with the inner future's outcome.
+    private static func flatten<New>(_ outcome: Outcome<Future<New>>, into promise: Promise<New>, token: CancellationToken?) {
         switch outcome {
-        case .success(let inner): promise.completeWith(inner)
+        case .success(let inner):
+            guard let token else {
+                promise.completeWith(inner)
+                return
+            }
+            inner.whenComplete { outcome in
+                if token.isCancellationRequested {
+                    promise.tryCancel()
+                } else {
+                    promise.tryComplete(with: outcome)
+                }
+            }
         case .failure(let error): promise.tryFail(error)
         case .cancelled: promise.tryCancel()
         }

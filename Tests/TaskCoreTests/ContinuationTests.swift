@@ -114,6 +114,69 @@ struct ContinuationTests {
         }
     }
 
+    // MARK: - Tokens checked again after a future-returning body (Bolts parity)
+
+    @Test(.timeLimit(.minutes(1)), arguments: ExecutorKind.allCases)
+    func aTaskBodyThatCancelsItsTokenEndsCancelled(executorKind: ExecutorKind) async {
+        // BFTask's continueWithExecutor:block:cancellationToken: checks the token again when the
+        // body's task completes; so does TaskCore, for each future-returning form.
+        for antecedent in [Outcome<Int>.success(1), .failure(TestError.boom)] {
+            let bodies: [(Future<Int>, CancellationTokenSource) -> Future<Int>] = [
+                { future, source in
+                    future.continueWithTask(on: executorKind.make(), cancellationToken: source.token) { _ in
+                        source.cancel()
+                        return Future(value: 100)
+                    }
+                },
+                { future, source in
+                    future.continueOnSuccessWithTask(on: executorKind.make(), cancellationToken: source.token) { _ in
+                        source.cancel()
+                        return Future(value: 100)
+                    }
+                },
+                { future, source in
+                    future.continueOnErrorWithTask(on: executorKind.make(), cancellationToken: source.token) { _ in
+                        source.cancel()
+                        return Future(value: 100)
+                    }
+                },
+            ]
+            for (index, attach) in bodies.enumerated() {
+                let source = CancellationTokenSource()
+                let next = attach(Future(outcome: antecedent), source)
+                let outcome = await next.settled()
+                // A body that does not run (success into an error handler, failure into a success
+                // handler) passes the antecedent through, as before.
+                let succeeded = if case .success = antecedent { true } else { false }
+                let runs = index == 0 || (index == 1) == succeeded
+                if runs {
+                    #expect(outcome.isSame(as: .cancelled), "body \(index) after \(antecedent): \(outcome)")
+                } else {
+                    #expect(outcome.isSame(as: antecedent), "body \(index) after \(antecedent): \(outcome)")
+                }
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aTokenCancelledWhileTheBodysFutureRunsEndsCancelled() async {
+        let source = CancellationTokenSource()
+        let inner = Promise<Int>()
+        let next = Future(value: 1).continueWithTask(on: .immediate, cancellationToken: source.token) { _ in inner.future }
+        #expect(!next.isCompleted)
+        source.cancel()
+        #expect(!next.isCompleted)
+        inner.succeed(5)
+        #expect(await next.settled().isSame(as: .cancelled))
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aTaskBodyWithAnUncancelledTokenEndsWithItsFuture() async {
+        let source = CancellationTokenSource()
+        let next = Future(value: 1).continueWithTask(on: .immediate, cancellationToken: source.token) { _ in Future(value: 7) }
+        #expect(await next.settled().isSame(as: .success(7)))
+    }
+
     // MARK: - continueWith
 
     @Test(.timeLimit(.minutes(1)), arguments: ExecutorKind.allCases)
