@@ -1,4 +1,5 @@
 import Foundation
+import TaskCore
 
 /// `taskserver submit --watch`: follows a job until it ends, showing its progress.
 ///
@@ -47,8 +48,7 @@ struct JobWatcher {
     }
 
     static func seconds(_ duration: Duration) -> String {
-        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
-        return String(format: "%.1fs", Double(milliseconds) / 1000)
+        String(format: "%.1fs", Double(duration.wholeMilliseconds) / 1000)
     }
 
     /// The parts of a job representation the progress line shows.

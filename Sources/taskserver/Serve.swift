@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Metrics
 import Prometheus
+import TaskCore
 import TaskServer
 
 struct Serve: AsyncParsableCommand {
@@ -116,16 +117,12 @@ struct Serve: AsyncParsableCommand {
         // follows soon after): requests get the grace less a reserve for closing connections and
         // flushing the store; should even that hang, the watchdog exits non-zero at the deadline.
         let reserve = min(.seconds(2), grace / 4)
-        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(Self.nanoseconds(grace)))) {
+        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(grace.wholeNanoseconds))) {
             logger.error("shutdown did not finish within the grace period; exiting")
             Foundation.exit(1)
         }
         await app.shutdown(gracePeriod: grace - reserve)
         logger.notice("taskserver stopped")
-    }
-
-    static func nanoseconds(_ duration: Duration) -> Int64 {
-        duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
     }
 
     func configuration(_ environment: [String: String]) throws -> ServerConfiguration {

@@ -57,21 +57,3 @@ final class ConditionLock: @unchecked Sendable {
     func signal() { pthread_cond_signal(self.cond) }
     func broadcast() { pthread_cond_broadcast(self.cond) }
 }
-
-/// Monotonic time in nanoseconds (CLOCK_MONOTONIC), the clock of `ConditionLock` and the timer queue.
-@inline(__always) func monotonicNanoseconds() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
-}
-
-extension Duration {
-    /// The duration in whole nanoseconds, clamped at zero and at about 292 years.
-    var clampedNanoseconds: UInt64 {
-        let (seconds, attoseconds) = self.components
-        // Both components carry the sign: -0.5 s is (0, -5e17), so `seconds` alone is not enough.
-        if seconds < 0 || attoseconds < 0 { return 0 }
-        if seconds >= 9_000_000_000 { return UInt64(Int64.max) }
-        return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
-    }
-}

@@ -319,7 +319,7 @@ public final class JobRun: Sendable {
     func markRetrying(_ index: Int, attempt: Int, error: TaskError, delay: Duration) {
         let waiters: [Promise<Void>] = self.state.withLock { state in
             let data: JSONValue = [
-                "attempt": .int(attempt), "error": error.json, "delayMs": .int(Int(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000)),
+                "attempt": .int(attempt), "error": error.json, "delayMs": .int(Int(delay.wholeMilliseconds)),
             ]
             return Self.appendEvent(.taskRetrying, taskId: state.records[index].id, data: data, time: .now(), in: &state)
         }

@@ -125,7 +125,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         switch self.unwrapInboundIn(data) {
         case .head(let head):
             guard case .idle = self.state else { return }
-            self.requestStart = DispatchTimeNanoseconds.now()
+            self.requestStart = monotonicNanoseconds()
             if head.uri.utf8.count > self.limits.maxURIBytes {
                 self.fail(context: context, HTTPProblem(.uriTooLong, code: "uri.tooLong", detail: "the request target is longer than \(self.limits.maxURIBytes) bytes"), head: head)
                 return
@@ -279,7 +279,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         var response = problem.response
         response.headers.replaceOrAdd(name: "connection", value: "close")
         self.write(context: context, response, keepAlive: false, head: head, requestID: self.requestIDs.next())
-        self.onResponse(nil, response, DispatchTimeNanoseconds.now() &- self.requestStart)
+        self.onResponse(nil, response, monotonicNanoseconds() &- self.requestStart)
     }
 
     private func respond(context: ChannelHandlerContext, head: HTTPRequestHead, request: Request?, _ response: Response, requestID: String) {
@@ -287,7 +287,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         guard case .responding = self.state, context.channel.isActive else { return }
         // A stopping server closes each connection after its answer, so keep-alive clients move on.
         let keepAlive = head.isKeepAlive && !self.activity.isDraining.load(ordering: .relaxed)
-        let duration = DispatchTimeNanoseconds.now() &- self.requestStart
+        let duration = monotonicNanoseconds() &- self.requestStart
         // Settle the state before writing: writing the response's end makes the pipelining handler
         // deliver the next buffered request at once (re-entrantly, inside `write`), and that request
         // must find this handler idle, or it is dropped and the connection hangs.
@@ -403,12 +403,5 @@ func asciiCaseInsensitiveEquals(_ text: String, _ lowercase: StaticString) -> Bo
     guard text.utf8.count == expected.count else { return false }
     return text.utf8.elementsEqual(expected) { byte, lower in
         (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte) == lower
-    }
-}
-
-/// Monotonic nanoseconds for request timing.
-enum DispatchTimeNanoseconds {
-    static func now() -> UInt64 {
-        UInt64(NIODeadline.now().uptimeNanoseconds)
     }
 }

@@ -179,7 +179,7 @@ final class CurlCore: Sendable {
 
     /// Queues a request for the thread; nil when the client is shut down.
     func enqueue(_ request: OutboundRequest, promise: Promise<OutboundResponse>) -> UInt64? {
-        let start = monotonicNow()
+        let start = monotonicNanoseconds()
         let timeout = max(0, request.timeout.wholeNanoseconds)
         let deadline = start &+ UInt64(min(timeout, Int64(Int64.max / 2)))
         return self.inbox.withLock { inbox -> UInt64? in
@@ -232,24 +232,3 @@ final class CurlCore: Sendable {
     }
 }
 
-// MARK: - Time
-
-/// Monotonic nanoseconds (CLOCK_MONOTONIC).
-func monotonicNow() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-}
-
-extension Duration {
-    /// The duration in whole nanoseconds, saturating.
-    var wholeNanoseconds: Int64 {
-        let (seconds, attoseconds) = self.components
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        if overflow { return seconds < 0 ? .min : .max }
-        return whole.addingReportingOverflow(attoseconds / 1_000_000_000).partialValue
-    }
-
-    /// The duration in whole milliseconds, saturating.
-    var wholeMilliseconds: Int64 { self.wholeNanoseconds / 1_000_000 }
-}

@@ -183,7 +183,7 @@ final class CurlLoop {
     }
 
     private func start(_ pending: PendingTransfer) {
-        let now = monotonicNow()
+        let now = monotonicNanoseconds()
         guard now < pending.deadline else {
             self.finish(pending, .failure(OutboundError(.timeout, "no response within \(pending.request.timeout) (the request waited for a free connection)")))
             return
@@ -315,7 +315,7 @@ final class CurlLoop {
 
     private func outcome(of transfer: Transfer, code: CURLcode) -> Outcome<OutboundResponse> {
         let request = transfer.pending.request
-        let duration = Duration.nanoseconds(Int64(monotonicNow() - transfer.pending.start))
+        let duration = Duration.nanoseconds(Int64(monotonicNanoseconds() - transfer.pending.start))
         let detail = transfer.errorText.isEmpty ? String(cString: curl_easy_strerror(code)) : transfer.errorText
         let curlCode = Int(code.rawValue)
         switch code {
@@ -361,7 +361,7 @@ final class CurlLoop {
 
     /// Fails queued requests whose deadline passed (at most ten times a second).
     private func expireQueued() {
-        let now = monotonicNow()
+        let now = monotonicNanoseconds()
         guard now &- self.lastQueueScan >= 100_000_000 else { return }
         self.lastQueueScan = now
         var kept: [PendingTransfer] = []

@@ -102,7 +102,7 @@ public final class MemoryJobStore: JobStore, JobObserver {
         let evicted: (first: JobRun?, more: [JobRun]) = self.state.withLock { state in
             guard state.runs[key] != nil else { return (nil, []) }
             state.finished.append((key, last.time))
-            let expired = self.retention.map { Timestamp(milliseconds: last.time.milliseconds - $0.milliseconds) }
+            let expired = self.retention.map { Timestamp(milliseconds: last.time.milliseconds - $0.wholeMilliseconds) }
             var evicted: (first: JobRun?, more: [JobRun]) = (nil, [])
             while let (id, at) = state.finished.first, state.finished.count > self.maxFinishedJobs || expired.map({ at < $0 }) == true {
                 _ = state.finished.popFirst()

@@ -99,7 +99,7 @@ extension SQLiteJobStore {
         completions.reserveCapacity(batch.count)
         var continueExpiring: Timestamp?
         var planned: [Delivery] = []
-        let started = DispatchTimeNanoseconds.now()
+        let started = monotonicNanoseconds()
         do {
             try self.writer.transaction {
                 for write in batch {
@@ -150,7 +150,7 @@ extension SQLiteJobStore {
                 }
             }
         }
-        self.options.onCommit(DispatchTimeNanoseconds.now() &- started)
+        self.options.onCommit(monotonicNanoseconds() &- started)
         // The waiting requests continue on another thread (starting their jobs, building their
         // responses) while this one commits the next batch.
         let evicted = self.cache.withLock { cache in
@@ -354,7 +354,7 @@ extension SQLiteJobStore {
     func scheduleRetention(_ retention: Duration) {
         let seconds = Double(retention.components.seconds)
         let period = Duration.milliseconds(Int64(max(1, min(60, seconds / 10)) * 1000))
-        self.enqueue(.expire(before: Timestamp(milliseconds: Timestamp.now().milliseconds - retention.milliseconds)))
+        self.enqueue(.expire(before: Timestamp(milliseconds: Timestamp.now().milliseconds - retention.wholeMilliseconds)))
         let timer = TimerQueue.shared.schedule(after: period) { [weak self] in self?.scheduleRetention(retention) }
         self.retentionTimer.withLock { $0 = timer }
     }

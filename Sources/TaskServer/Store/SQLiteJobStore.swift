@@ -281,7 +281,3 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
         }
     }
 }
-
-extension Duration {
-    var milliseconds: Int64 { self.components.seconds * 1000 + self.components.attoseconds / 1_000_000_000_000_000 }
-}

@@ -271,7 +271,7 @@ public final class WebhookDispatcher: Sendable {
     private func attempt(_ delivery: Delivery) {
         let key = Self.endpointKey(delivery.url)
         let startedAt = Timestamp.now()
-        let start = monotonicNow()
+        let start = monotonicNanoseconds()
         let request = OutboundRequest(
             method: "POST",
             url: delivery.url,
@@ -282,7 +282,7 @@ public final class WebhookDispatcher: Sendable {
             maxResponseBytes: 1 << 20
         )
         self.client.send(request, cancellationToken: self.shutdownSource.token).whenComplete { outcome in
-            let durationMs = Int((monotonicNow() - start) / 1_000_000)
+            let durationMs = Int((monotonicNanoseconds() - start) / 1_000_000)
             self.worker.execute {
                 self.finish(delivery, outcome, startedAt: startedAt, durationMs: durationMs)
                 self.release(endpointKey: key)
