@@ -62,7 +62,7 @@ public final class MemoryJobStore: JobStore, JobObserver {
         var idempotency: [String: (bodyHash: UInt64, id: Key)] = [:]
         var nextPosition: UInt64 = 1
         /// Finished jobs in the order they finished, with when.
-        var finished = FIFOQueue<(id: Key, at: Timestamp)>()
+        var finished = CircularBuffer<(id: Key, at: Timestamp)>()
     }
 
     private let state = Mutex(State())

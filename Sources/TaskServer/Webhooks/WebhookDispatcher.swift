@@ -1,5 +1,6 @@
 import CCurl
 import Logging
+import NIOCore
 import Synchronization
 import TaskCore
 import TaskGraph
@@ -57,7 +58,7 @@ public final class WebhookDispatcher: Sendable {
     }
 
     private struct Endpoint {
-        var queue = FIFOQueue<Delivery>()
+        var queue = CircularBuffer<Delivery>()
         var active = 0
         var isInRotation = false
     }
@@ -66,7 +67,7 @@ public final class WebhookDispatcher: Sendable {
         var isShutdown = false
         var endpoints: [String: Endpoint] = [:]
         /// Endpoints with waiting deliveries and room for another attempt, in turn order.
-        var rotation = FIFOQueue<String>()
+        var rotation = CircularBuffer<String>()
         var active = 0
         var isPumpScheduled = false
         /// Timers of deliveries waiting for their next attempt, by delivery id.
@@ -141,7 +142,7 @@ public final class WebhookDispatcher: Sendable {
         let timers: [TimerQueue.ID] = self.state.withLock { state in
             state.isShutdown = true
             state.endpoints = [:]
-            state.rotation = FIFOQueue()
+            state.rotation = CircularBuffer()
             defer { state.timers = [:] }
             return Array(state.timers.values)
         }
