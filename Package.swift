@@ -89,12 +89,16 @@ let package = Package(
             ],
             path: "Benchmarks/outbound-bench"
         ),
-        .testTarget(name: "TaskCoreTests", dependencies: ["TaskCore"]),
-        .testTarget(name: "TaskGraphTests", dependencies: ["TaskGraph"]),
+        // Helpers shared by the test targets (a seeded generator); never shipped.
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "TaskCoreTests", dependencies: ["TaskCore", "TestSupport"]),
+        .testTarget(name: "TaskGraphTests", dependencies: ["TaskGraph", "TestSupport"]),
         .testTarget(
             name: "TaskServerTests",
             dependencies: [
                 "TaskServer",
+                "TestSupport",
+                .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]

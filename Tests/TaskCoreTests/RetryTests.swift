@@ -1,6 +1,7 @@
 import Testing
 
 @testable import TaskCore
+import TestSupport
 
 struct RetryTests {
     // MARK: - RetryPolicy delays
@@ -33,7 +34,7 @@ struct RetryTests {
         let plain = RetryPolicy(maxAttempts: 50, initialDelay: .milliseconds(100), backoff: 2, maxDelay: .seconds(30))
         var jittered = plain
         jittered.jitter = true
-        var generator = SeededGenerator(seed: 42)
+        var generator = SplitMix64(seed: 42)
         var distinct = Set<Duration>()
         for round in 0..<200 {
             let attempt = round % 12 + 1
@@ -49,9 +50,9 @@ struct RetryTests {
 
     @Test func jitterIsReproducibleWithTheSameSeed() {
         let policy = RetryPolicy(maxAttempts: 10, initialDelay: .seconds(1), jitter: true)
-        var first = SeededGenerator(seed: 7)
-        var second = SeededGenerator(seed: 7)
-        var other = SeededGenerator(seed: 8)
+        var first = SplitMix64(seed: 7)
+        var second = SplitMix64(seed: 7)
+        var other = SplitMix64(seed: 8)
         let a = (1...8).map { policy.delay(afterAttempt: $0, using: &first) }
         let b = (1...8).map { policy.delay(afterAttempt: $0, using: &second) }
         let c = (1...8).map { policy.delay(afterAttempt: $0, using: &other) }
@@ -60,7 +61,7 @@ struct RetryTests {
     }
 
     @Test func zeroDelayStaysZeroWithJitter() {
-        var generator = SeededGenerator(seed: 1)
+        var generator = SplitMix64(seed: 1)
         let policy = RetryPolicy(maxAttempts: 3, initialDelay: .zero, jitter: true)
         #expect(policy.delay(afterAttempt: 1, using: &generator) == .zero)
     }

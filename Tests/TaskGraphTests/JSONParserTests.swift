@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import TaskGraph
+import TestSupport
 
 struct JSONParserTests {
     // MARK: - Valid documents
@@ -597,20 +598,8 @@ struct JSONParserTests {
 
 // MARK: - Deterministic randomness
 
-/// SplitMix64: a tiny, seedable generator, so that random tests are reproducible.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { self.state = seed }
-
-    mutating func next() -> UInt64 {
-        self.state &+= 0x9E37_79B9_7F4A_7C15
-        var z = self.state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
+/// Random JSON values for the parser tests.
+extension SplitMix64 {
     mutating func nextValue(depth: Int) -> JSONValue {
         switch Int.random(in: 0..<(depth > 0 ? 10 : 7), using: &self) {
         case 0: return .null

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import TaskGraph
+import TestSupport
 
 /// The byte-level writers behind the job representation: `JSONWriter`, integer digits and
 /// RFC 3339 timestamps, each checked against an independent implementation.

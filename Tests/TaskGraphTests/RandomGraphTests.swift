@@ -2,6 +2,7 @@ import TaskCore
 import Testing
 
 @testable import TaskGraph
+import TestSupport
 
 /// Invariants over many random valid graphs (SPEC §1.1), some of them cancelled while they run:
 /// every node ends in exactly one terminal state, events are gap-free and complete, the job's

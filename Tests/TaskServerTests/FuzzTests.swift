@@ -3,6 +3,7 @@ import Testing
 
 @testable import TaskGraph
 @testable import TaskServer
+import TestSupport
 
 /// Mutated job bodies never make the server answer 5xx, and every refusal is a problem document
 /// with a `code` (SPEC §3.9: "The server never answers 500 to any input").

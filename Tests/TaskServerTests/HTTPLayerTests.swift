@@ -5,6 +5,7 @@ import Testing
 
 @testable import TaskGraph
 @testable import TaskServer
+import TestSupport
 
 /// The HTTP/1.1 layer: routing errors, limits, framing, keep-alive and pipelining, and abuse. After
 /// every abuse the server still answers `/healthz`.
@@ -447,15 +448,3 @@ struct HTTPLayerTests {
     }
 }
 
-/// A small deterministic random number generator (SplitMix64), so failures reproduce.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { self.state = seed }
-    mutating func next() -> UInt64 {
-        self.state &+= 0x9E37_79B9_7F4A_7C15
-        var z = self.state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

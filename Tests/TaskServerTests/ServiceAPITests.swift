@@ -1,4 +1,5 @@
 import Foundation
+import InMemoryLogging
 import Logging
 import Testing
 
@@ -132,22 +133,22 @@ struct ServiceAPITests {
     }
 
     @Test func jobAndTaskEventsAreLoggedWithTheirIDsAtDebugOnly() async throws {
-        let debug = LogSink()
+        let debug = InMemoryLogHandler()
         let server = try await TestServer.start(logger: debug.logger(level: .debug))
         let id = try await server.submitID(Jobs.fail(code: "x", message: "y"), waitMs: 10_000)
         await server.stop()
-        let lines = debug.captured.filter { $0.metadata["job.id"] == id }
+        let lines = debug.entries.filter { $0.metadata["job.id"] == "\(id)" }
         #expect(lines.map(\.message).contains("job.created"))
         let failed = lines.first { $0.message == "job.failed" }
         #expect(failed?.level == .debug)
         #expect(failed?.metadata["error.code"] == "x")
         #expect(lines.contains { $0.message == "task.failed" && $0.metadata["task.id"] != nil })
 
-        let info = LogSink()
+        let info = InMemoryLogHandler()
         let quiet = try await TestServer.start(logger: info.logger(level: .info))
         let quietID = try await quiet.submitID(Jobs.fail(code: "x", message: "y"), waitMs: 10_000)
         await quiet.stop()
-        #expect(!info.captured.contains { $0.metadata["job.id"] == quietID })
+        #expect(!info.entries.contains { $0.metadata["job.id"] == "\(quietID)" })
     }
 
     @Test func storeCommitsAreTimedOnTheSQLiteStore() async throws {

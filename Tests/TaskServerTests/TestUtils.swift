@@ -1,3 +1,4 @@
+import InMemoryLogging
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -528,42 +529,11 @@ func elapsedMilliseconds<T>(_ body: () async throws -> T) async rethrows -> (T, 
     return (value, Int(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000))
 }
 
-/// The lines a `CapturingLogHandler` kept.
-final class LogSink: Sendable {
-    struct Line: Sendable {
-        var level: Logger.Level
-        var message: String
-        var metadata: [String: String]
-    }
-
-    private let lines = Mutex<[Line]>([])
-
-    var captured: [Line] { self.lines.withLock { $0 } }
-
-    func append(_ line: Line) { self.lines.withLock { $0.append(line) } }
-
-    /// A logger at `level` whose lines this sink keeps.
+extension InMemoryLogHandler {
+    /// A logger at `level` whose lines this handler keeps (copies of the handler share its store).
     func logger(level: Logger.Level) -> Logger {
-        var logger = Logger(label: "taskserver-tests") { _ in CapturingLogHandler(sink: self) }
+        var logger = Logger(label: "taskserver-tests") { _ in self }
         logger.logLevel = level
         return logger
-    }
-}
-
-/// A log handler that keeps every line in a `LogSink`, for tests of what the server logs.
-struct CapturingLogHandler: LogHandler {
-    let sink: LogSink
-    var logLevel: Logger.Level = .trace
-    var metadata: Logger.Metadata = [:]
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { self.metadata[key] }
-        set { self.metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        var all = self.metadata
-        all.merge(event.metadata ?? [:]) { $1 }
-        self.sink.append(LogSink.Line(level: event.level, message: "\(event.message)", metadata: all.mapValues { "\($0)" }))
     }
 }
