@@ -3,6 +3,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import Synchronization
+import TaskCore
 
 /// The HTTP/1.1 server: a SwiftNIO listener whose connections run `HTTPHandler`.
 public final class HTTPServer: Sendable {

@@ -1,5 +1,6 @@
 import CCrypto
 import Synchronization
+import TaskCore
 import TaskGraph
 
 /// Job ids: 26 characters of Crockford base32 — 48 bits of milliseconds then 80 random bits —
