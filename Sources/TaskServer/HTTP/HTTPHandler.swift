@@ -30,22 +30,14 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
-    private enum State {
-        case idle
-        case receiving(HTTPRequestHead, ByteBuffer?)
-        case responding
-        case closing
-    }
-
     private let router: Router
     private let limits: HTTPLimits
     private let logger: Logger
     private let requestIDs: RequestIDGenerator
     private let activity: ServerActivity
     private let onResponse: @Sendable (Request?, Response, _ durationNanoseconds: UInt64) -> Void
-    private var state = State.idle
-    /// When the connection is closed unless a request arrives or completes (nil while answering).
-    private var deadline: NIODeadline?
+    /// What the connection is doing and when it times out; this handler carries out its actions.
+    private var machine: HTTPConnectionStateMachine
     private var watchdog: RepeatedTask?
     private var requestStart: UInt64 = 0
     /// Whether this connection's request counts in `activity.inFlight`.
@@ -65,6 +57,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         self.logger = logger
         self.requestIDs = requestIDs
         self.onResponse = onResponse
+        self.machine = HTTPConnectionStateMachine(limits: limits)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -96,101 +89,54 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         self.activity.inFlight.subtract(1, ordering: .relaxed)
     }
 
-    /// Closes the connection unless the deadline is moved or cleared in time.
-    ///
-    /// Setting a deadline is a clock read: one repeating check per connection (`startWatchdog`)
-    /// enforces it, instead of scheduling and cancelling a timer task twice per request, which
-    /// cost ~4% of a request's CPU.
-    private func closeUnlessActive(within amount: TimeAmount) {
-        self.deadline = .now() + amount
-    }
-
     private func startWatchdog(context: ChannelHandlerContext) {
         guard self.watchdog == nil else { return }
-        self.closeUnlessActive(within: self.limits.requestHeadTimeout)
+        // Deadlines are read off the event loop's clock (one repeating check per connection
+        // enforces them, instead of a timer task scheduled and cancelled twice per request, which
+        // cost ~4% of a request's CPU); an embedded loop's clock moves only when a test says so.
+        self.machine.connectionStarted(now: context.eventLoop.now)
         let limits = self.limits
         // A timeout fires up to one interval late: a tenth of the shortest one, 10 ms to 1 s.
         let shortest = min(limits.requestHeadTimeout, limits.requestBodyTimeout, limits.idleTimeout)
         let interval = TimeAmount.nanoseconds(min(max(shortest.nanoseconds / 10, 10_000_000), 1_000_000_000))
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         let channel = context.channel
-        self.watchdog = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { task in
-            guard let deadline = handler.value.deadline, deadline <= .now() else { return }
+        let eventLoop = context.eventLoop
+        self.watchdog = eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { task in
+            guard handler.value.machine.isExpired(at: eventLoop.now) else { return }
             task.cancel()
             channel.close(promise: nil)
         }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let action: HTTPConnectionStateMachine.Action
         switch self.unwrapInboundIn(data) {
         case .head(let head):
-            guard case .idle = self.state else { return }
-            self.requestStart = monotonicNanoseconds()
-            if head.uri.utf8.count > self.limits.maxURIBytes {
-                self.fail(context: context, HTTPProblem(.uriTooLong, code: "uri.tooLong", detail: "the request target is longer than \(self.limits.maxURIBytes) bytes"), head: head)
-                return
-            }
-            // One pass over the headers for the framing ones.
-            var length: String?
-            var lengthCount = 0
-            var hasTransferEncoding = false
-            var expectsContinue = false
-            for header in head.headers {
-                if asciiCaseInsensitiveEquals(header.name, "content-length") {
-                    length = header.value
-                    lengthCount += 1
-                } else if asciiCaseInsensitiveEquals(header.name, "transfer-encoding") {
-                    hasTransferEncoding = true
-                } else if asciiCaseInsensitiveEquals(header.name, "expect") {
-                    expectsContinue = expectsContinue || asciiCaseInsensitiveEquals(header.value, "100-continue")
-                }
-            }
-            if lengthCount > 1 || (lengthCount == 1 && hasTransferEncoding) {
-                self.fail(context: context, HTTPProblem(.badRequest, code: "http.malformed", detail: "conflicting Content-Length / Transfer-Encoding headers"), head: head)
-                return
-            }
-            if let length {
-                guard let value = Int(length), value >= 0 else {
-                    self.fail(context: context, HTTPProblem(.badRequest, code: "http.malformed", detail: "invalid Content-Length"), head: head)
-                    return
-                }
-                if value > self.limits.maxBodyBytes {
-                    self.fail(context: context, Self.tooLarge(self.limits.maxBodyBytes), head: head)
-                    return
-                }
-            }
-            self.state = .receiving(head, nil)
-            self.closeUnlessActive(within: self.limits.requestBodyTimeout)
-            // `Expect: 100-continue` (curl sends it with bodies over 1 KiB): the body is acceptable
-            // so far, so ask for it now rather than let the client wait (RFC 9110 §10.1.1).
-            if expectsContinue, head.version.major == 1, head.version.minor >= 1 {
-                context.writeAndFlush(self.wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
-            }
+            if case .idle = self.machine.state { self.requestStart = monotonicNanoseconds() }
+            action = self.machine.receivedHead(head, now: context.eventLoop.now)
         case .body(var chunk):
-            guard case .receiving(let head, var body) = self.state else { return }
-            let size = (body?.readableBytes ?? 0) + chunk.readableBytes
-            if size > self.limits.maxBodyBytes {
-                self.fail(context: context, Self.tooLarge(self.limits.maxBodyBytes), head: head)
-                return
-            }
-            self.state = .idle  // drop the reference so `body` grows in place
-            if body == nil {
-                body = chunk
-            } else {
-                body!.writeBuffer(&chunk)
-            }
-            self.state = .receiving(head, body)
+            action = self.machine.receivedBody(&chunk)
         case .end:
-            guard case .receiving(let head, let body) = self.state else { return }
-            self.deadline = nil
-            self.state = .responding
-            self.beginRequest()
-            self.dispatch(context: context, head: head, body: body)
+            action = self.machine.receivedEnd()
         }
+        self.run(action, context: context)
     }
 
-    private static func tooLarge(_ limit: Int) -> HTTPProblem {
-        HTTPProblem(.payloadTooLarge, code: "body.tooLarge", detail: "the request body is larger than \(limit) bytes")
+    private func run(_ action: HTTPConnectionStateMachine.Action, context: ChannelHandlerContext) {
+        switch action {
+        case .none:
+            break
+        case .answerAndClose(let problem, let head):
+            self.answerAndClose(context: context, problem, head: head)
+        case .sendContinue(let head):
+            context.writeAndFlush(self.wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
+        case .route(let head, let body):
+            self.beginRequest()
+            self.dispatch(context: context, head: head, body: body)
+        case .close:
+            context.close(promise: nil)
+        }
     }
 
     // MARK: - Dispatch
@@ -271,10 +217,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     // MARK: - Writing
 
-    private func fail(context: ChannelHandlerContext, _ problem: HTTPProblem, head: HTTPRequestHead?) {
-        // After a framing or size error the rest of the stream cannot be trusted: answer, then close.
-        self.state = .closing
-        self.deadline = nil
+    private func answerAndClose(context: ChannelHandlerContext, _ problem: HTTPProblem, head: HTTPRequestHead?) {
         self.endRequest()
         var response = problem.response
         response.headers.replaceOrAdd(name: "connection", value: "close")
@@ -284,19 +227,14 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     private func respond(context: ChannelHandlerContext, head: HTTPRequestHead, request: Request?, _ response: Response, requestID: String) {
         self.endRequest()
-        guard case .responding = self.state, context.channel.isActive else { return }
-        // A stopping server closes each connection after its answer, so keep-alive clients move on.
-        let keepAlive = head.isKeepAlive && !self.activity.isDraining.load(ordering: .relaxed)
+        guard context.channel.isActive,
+            let keepAlive = self.machine.answerReady(
+                keepAliveRequested: head.isKeepAlive,
+                isDraining: self.activity.isDraining.load(ordering: .relaxed),
+                now: context.eventLoop.now
+            )
+        else { return }
         let duration = monotonicNanoseconds() &- self.requestStart
-        // Settle the state before writing: writing the response's end makes the pipelining handler
-        // deliver the next buffered request at once (re-entrantly, inside `write`), and that request
-        // must find this handler idle, or it is dropped and the connection hangs.
-        if keepAlive {
-            self.state = .idle
-            self.closeUnlessActive(within: self.limits.idleTimeout)
-        } else {
-            self.state = .closing
-        }
         self.write(context: context, response, keepAlive: keepAlive, head: head, requestID: requestID)
         self.onResponse(request, response, duration)
         if self.logger.logLevel <= .debug {
@@ -335,27 +273,12 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     // MARK: - Errors and idleness
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if let parserError = error as? HTTPParserError {
-            // Garbage, oversized headers, bad framing: answer with a problem once, then close.
-            if case .closing = self.state {
-                context.close(promise: nil)
-                return
-            }
-            let problem: HTTPProblem
-            switch parserError {
-            case .headerOverflow:
-                problem = HTTPProblem(.init(statusCode: 431), code: "headers.tooLarge", detail: "the request headers are too large")
-            default:
-                problem = HTTPProblem(.badRequest, code: "http.malformed", detail: "the request is not valid HTTP/1.1 (\(parserError))")
-            }
-            if case .responding = self.state {
-                context.close(promise: nil)
-                return
-            }
-            self.fail(context: context, problem, head: nil)
+        guard let parserError = error as? HTTPParserError else {
+            context.close(promise: nil)
             return
         }
-        context.close(promise: nil)
+        // Garbage, oversized headers, bad framing: answer with a problem once, then close.
+        self.run(self.machine.parserFailed(parserError), context: context)
     }
 }
 
