@@ -1,6 +1,7 @@
 import Testing
 
 @testable import TaskCore
+import TestSupport
 
 /// `try await future.value`, `Future(cancellationToken:operation:)` and the blocking `wait()`.
 struct AsyncBridgeTests {
@@ -12,7 +13,7 @@ struct AsyncBridgeTests {
         await #expect(throws: CancellationError.self) { try await Future<Int>.cancelled().value }
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: AntecedentOutcome.allCases)
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: AntecedentOutcome.allCases)
     func valueOfAFutureCompletedLaterOnAnotherThread(outcome: AntecedentOutcome) async {
         let promise = Promise<Int>()
         runOnThread { promise.complete(with: outcome.outcome) }
@@ -23,7 +24,7 @@ struct AsyncBridgeTests {
         #expect(result.isSame(as: outcome.outcome))
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func manyTasksAwaitOneFuture() async throws {
         let promise = Promise<Int>()
         try await withThrowingTaskGroup(of: Int.self) { group in
@@ -36,7 +37,7 @@ struct AsyncBridgeTests {
     }
 
     /// A task awaiting a future that never completes stops waiting as soon as it is cancelled.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func awaitingHonoursTaskCancellation() async throws {
         let never = Promise<Int>()
         let awaiting = Promise<Void>()
@@ -56,7 +57,7 @@ struct AsyncBridgeTests {
         #expect(try await never.future.value == 1)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func awaitingInAnAlreadyCancelledTaskThrowsAtOnce() async {
         let never = Promise<Int>()
         let gate = Promise<Void>()
@@ -69,7 +70,7 @@ struct AsyncBridgeTests {
         await #expect(throws: CancellationError.self) { try await task.value }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func aCancelledTaskStillGetsACompletedFuturesValue() async throws {
         let task = Task {
             withUnsafeCurrentTask { $0?.cancel() }
@@ -80,7 +81,7 @@ struct AsyncBridgeTests {
 
     // MARK: - Future from an async operation
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func futureFromAnAsyncOperationSucceeds() async throws {
         let future = Future<Int> {
             await Task.yield()
@@ -89,19 +90,19 @@ struct AsyncBridgeTests {
         #expect(try await future.value == 42)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func futureFromAThrowingOperationFails() async {
         let future = Future<Int> { throw TestError.code(5) }
         #expect((await future.settled().error as? TestError) == .code(5))
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func operationThrowingCancellationErrorCancelsTheFuture() async {
         let future = Future<Int> { throw CancellationError() }
         #expect(await future.settled().isCancelled)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func tokenCancelsTheOperationsTask() async throws {
         let source = CancellationTokenSource()
         let started = Promise<Void>()
@@ -125,7 +126,7 @@ struct AsyncBridgeTests {
         #expect(source.token.registeredHandlerCount == 0)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func alreadyCancelledTokenCancelsTheOperationFromTheStart() async {
         let source = CancellationTokenSource()
         source.cancel()
@@ -136,7 +137,7 @@ struct AsyncBridgeTests {
         #expect(await future.settled().isCancelled)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func operationThatFinishesReleasesItsTokenRegistration() async throws {
         let source = CancellationTokenSource()
         let future = Future<Int>(cancellationToken: source.token) { 3 }
@@ -146,7 +147,7 @@ struct AsyncBridgeTests {
         #expect(future.result == 3)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func operationCanAwaitOtherFutures() async throws {
         let first = TestPools.shared.submit { 20 }
         let second = Future.delay(.milliseconds(1)).map { 22 }

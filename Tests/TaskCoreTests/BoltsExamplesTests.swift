@@ -1,6 +1,7 @@
 import Testing
 
 @testable import TaskCore
+import TestSupport
 
 /// The examples of the Bolts documentation (BFTask introduction, Bolts notes, Bolts-Swift README,
 /// AsyncTask README), translated to TaskCore against an in-memory stand-in for Parse.
@@ -119,7 +120,7 @@ struct BoltsExamplesTests {
 
     // MARK: - continueWithBlock: inspecting a completed task
 
-    @Test(.timeLimit(.minutes(1)), arguments: AntecedentOutcome.allCases)
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: AntecedentOutcome.allCases)
     func continueWithInspectsHowTheSaveEnded(ending: AntecedentOutcome) async throws {
         let save = Promise<Int>()
         let report = save.future.continueWith { task -> String in
@@ -140,7 +141,7 @@ struct BoltsExamplesTests {
         #expect(try await report.value == expected[ending])
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func getStringAsyncTurnsANumberTaskIntoAStringTask() async throws {
         func getNumberAsync() -> Future<Int> { TestPools.shared.submit { 42 } }
         func getStringAsync() -> Future<String> {
@@ -151,7 +152,7 @@ struct BoltsExamplesTests {
 
     // MARK: - Chaining tasks together
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func chainingFindsAndSavesWithoutNesting() async throws {
         let backend = Backend(students: Self.classOf2014)
         let done = backend.findAsync()
@@ -174,7 +175,7 @@ struct BoltsExamplesTests {
         #expect(students.filter(\.salutatorian).map(\.name) == ["Ada"])
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func chainOfTasksReturningTasksRunsInOrder() async throws {
         // The Bolts notes' testAsync → testAsync1 → testAsync2 → testAsync3 chain.
         let log = Locked<[String]>([])
@@ -212,7 +213,7 @@ struct BoltsExamplesTests {
 
     // MARK: - Error handling
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func failureSkipsSuccessContinuationsAndAHandlerRecovers() async throws {
         let backend = Backend(students: Self.classOf2014)
         let skipped = Counter()
@@ -249,7 +250,7 @@ struct BoltsExamplesTests {
         #expect(backend.log.value == ["find"])
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func oneErrorHandlerAtTheEndOfAChainCatchesAFailedSave() async throws {
         let backend = Backend(students: Self.classOf2014, failSaves: true)
         let outcome = backend.findAsync()
@@ -259,7 +260,7 @@ struct BoltsExamplesTests {
         #expect(try await outcome.value == "recovered from code(-1)")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func profileImageFallsBackToAPlaceholder() async throws {
         // Bolts-Swift README: fetchProfile → fetchProfileImage, placeholder when either fails.
         func fetchProfile(_ user: String) -> Future<String> {
@@ -279,7 +280,7 @@ struct BoltsExamplesTests {
 
     // MARK: - Creating tasks: a completion source completed from a callback
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func completionSourceIsCompletedFromACallbackOnAnotherThread() async throws {
         func fetchInBackground(_ id: Int, _ callback: @escaping @Sendable (String?, (any Error)?) -> Void) {
             runOnThread {
@@ -310,7 +311,7 @@ struct BoltsExamplesTests {
 
     // MARK: - Tasks in series
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func commentsAreDeletedOneAfterAnother() async throws {
         let comments = (1...20).map { Comment(id: $0, post: $0 <= 15 ? 123 : 7) }
         let backend = Backend(comments: comments)
@@ -331,7 +332,7 @@ struct BoltsExamplesTests {
         #expect(backend.comments.value.map(\.id) == Array(16...20))
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func aFailureInTheMiddleOfASeriesStopsTheRest() async {
         let deleted = Locked<[Int]>([])
         var task = Future(value: ())
@@ -347,7 +348,7 @@ struct BoltsExamplesTests {
 
     // MARK: - Tasks in parallel
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func commentsAreDeletedInParallel() async throws {
         let comments = (1...40).map { Comment(id: $0, post: 123) }
         let backend = Backend(comments: comments)
@@ -362,7 +363,7 @@ struct BoltsExamplesTests {
         #expect(Set(backend.log.value) == Set((1...40).map { "delete \($0)" }))
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func awaitFirstAndAwaitAllOverACollection() async throws {
         // AsyncTask README: replicatedURLs.map(get).awaitFirst(), messages.map(encrypt).awaitAll().
         func get(_ url: String) -> Future<String> {
@@ -377,7 +378,7 @@ struct BoltsExamplesTests {
 
     // MARK: - Executors
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func continuationOnACustomExecutorRunsThere() async throws {
         // BFExecutor executorWithBlock: a "main thread" executor, here a serial queue that marks itself.
         let mainThread = MarkingExecutor(name: "main", target: SerialQueue())
@@ -391,7 +392,7 @@ struct BoltsExamplesTests {
 
     // MARK: - Cancellation
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func cancelledTokenStopsAComplicatedOperation() async throws {
         func doSomethingAsync(_ token: CancellationToken, taking duration: Duration) -> Future<Int> {
             Future.delay(duration, token: token).map { 1 }
@@ -416,7 +417,7 @@ struct BoltsExamplesTests {
         #expect(longSteps.value == 1)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func cancelledTokenStopsTheChainItIsPassedTo() async {
         let source = CancellationTokenSource()
         let first = Promise<Int>()

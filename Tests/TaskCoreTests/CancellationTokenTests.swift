@@ -1,6 +1,7 @@
 import Testing
 
 @testable import TaskCore
+import TestSupport
 
 struct CancellationTokenTests {
     @Test func newSourceIsNotCancelled() {
@@ -89,7 +90,7 @@ struct CancellationTokenTests {
 
     // MARK: - Handlers run outside locks
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func handlerThatRegistersAnotherHandlerDoesNotDeadlock() {
         let source = CancellationTokenSource()
         let calls = Locked<[String]>([])
@@ -103,7 +104,7 @@ struct CancellationTokenTests {
         #expect(calls.value == ["outer", "inner", "outer end"])
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func handlerThatCancelsAnotherSourceDoesNotDeadlock() {
         let first = CancellationTokenSource()
         let second = CancellationTokenSource()
@@ -121,7 +122,7 @@ struct CancellationTokenTests {
         #expect(second.isCancellationRequested)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func handlerThatDisposesItsOwnOrAnotherRegistrationDoesNotDeadlock() {
         let source = CancellationTokenSource()
         let calls = Counter()
@@ -136,7 +137,7 @@ struct CancellationTokenTests {
         #expect(calls.value == 2)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func handlerThatCancelsItsOwnSourceAgainDoesNotDeadlock() {
         let source = CancellationTokenSource()
         let calls = Counter()
@@ -150,7 +151,7 @@ struct CancellationTokenTests {
 
     // MARK: - cancel(after:)
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func cancelAfterCancelsLater() async throws {
         let source = CancellationTokenSource()
         let cancelled = Promise<Void>()

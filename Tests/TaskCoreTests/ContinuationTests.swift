@@ -1,4 +1,5 @@
 import Dispatch
+import TestSupport
 import Testing
 
 @testable import TaskCore
@@ -91,7 +92,7 @@ struct ContinuationTests {
     // MARK: - The whole family, on every executor, on completed and pending futures
 
     @Test(
-        .timeLimit(.minutes(1)),
+        .timeLimit(.minutes(1 * TestTiming.slowdown)),
         arguments: ContinuationKind.allCases,
         ExecutorKind.allCases
     )
@@ -116,7 +117,7 @@ struct ContinuationTests {
 
     // MARK: - Tokens checked again after a future-returning body (Bolts parity)
 
-    @Test(.timeLimit(.minutes(1)), arguments: ExecutorKind.allCases)
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: ExecutorKind.allCases)
     func aTaskBodyThatCancelsItsTokenEndsCancelled(executorKind: ExecutorKind) async {
         // BFTask's continueWithExecutor:block:cancellationToken: checks the token again when the
         // body's task completes; so does TaskCore, for each future-returning form.
@@ -158,7 +159,7 @@ struct ContinuationTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func aTokenCancelledWhileTheBodysFutureRunsEndsCancelled() async {
         let source = CancellationTokenSource()
         let inner = Promise<Int>()
@@ -170,7 +171,7 @@ struct ContinuationTests {
         #expect(await next.settled().isSame(as: .cancelled))
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func aTaskBodyWithAnUncancelledTokenEndsWithItsFuture() async {
         let source = CancellationTokenSource()
         let next = Future(value: 1).continueWithTask(on: .immediate, cancellationToken: source.token) { _ in Future(value: 7) }
@@ -179,7 +180,7 @@ struct ContinuationTests {
 
     // MARK: - continueWith
 
-    @Test(.timeLimit(.minutes(1)), arguments: ExecutorKind.allCases)
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: ExecutorKind.allCases)
     func continueWithReceivesTheCompletedAntecedent(executorKind: ExecutorKind) async throws {
         let promise = Promise<Int>()
         let described = promise.future.continueWith(on: executorKind.make()) { future -> String in
@@ -195,7 +196,7 @@ struct ContinuationTests {
         #expect(try await describedError.value == "boom")
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: ExecutorKind.allCases)
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: ExecutorKind.allCases)
     func aThrowingBodyFailsTheNewFuture(executorKind: ExecutorKind) async {
         let executor = executorKind.make()
         let source = Future(value: 1)
@@ -213,7 +214,7 @@ struct ContinuationTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: ExecutorKind.allCases)
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: ExecutorKind.allCases)
     func aBodyThrowingCancellationErrorCancelsTheNewFuture(executorKind: ExecutorKind) async {
         let executor = executorKind.make()
         let promise = Promise<Int>()
@@ -233,7 +234,7 @@ struct ContinuationTests {
 
     // MARK: - Task-returning continuations are flattened
 
-    @Test(.timeLimit(.minutes(1)), arguments: ExecutorKind.allCases, AntecedentOutcome.allCases)
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: ExecutorKind.allCases, AntecedentOutcome.allCases)
     func continueWithTaskCompletesWithTheInnerFuture(executorKind: ExecutorKind, inner: AntecedentOutcome) async {
         let innerPromise = Promise<Int>()
         let started = Promise<Void>()
@@ -247,7 +248,7 @@ struct ContinuationTests {
         #expect(await flattened.settled().isSame(as: inner.outcome))
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: ExecutorKind.allCases)
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: ExecutorKind.allCases)
     func continueOnSuccessWithTaskChainsDependentWork(executorKind: ExecutorKind) async throws {
         let executor = executorKind.make()
         let result = Future(value: 2)
@@ -258,7 +259,7 @@ struct ContinuationTests {
         #expect(try await result.value == "21")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func continueOnErrorWithTaskRecoversWithAnotherFuture() async throws {
         let fallback = Promise<String>()
         let recovered = Future<String>(error: TestError.boom).continueOnErrorWithTask { error in
@@ -272,7 +273,7 @@ struct ContinuationTests {
 
     // MARK: - Error continuations
 
-    @Test(.timeLimit(.minutes(1)), arguments: ExecutorKind.allCases)
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: ExecutorKind.allCases)
     func continueOnErrorWithRecoversTheError(executorKind: ExecutorKind) async throws {
         let promise = Promise<Int>()
         let seen = Locked<TestError?>(nil)
@@ -350,7 +351,7 @@ struct ContinuationTests {
 
     /// The token is cancelled while the antecedent is still pending; when the antecedent completes,
     /// the body must not run and the continuation's future is cancelled.
-    @Test(.timeLimit(.minutes(1)), arguments: ContinuationKind.allCases, ExecutorKind.allCases)
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: ContinuationKind.allCases, ExecutorKind.allCases)
     func tokenCancelledBeforeTheContinuationRunsSkipsTheBody(kind: ContinuationKind, executorKind: ExecutorKind) async {
         for antecedent in AntecedentOutcome.allCases where kind.runs(for: antecedent.outcome) {
             let source = CancellationTokenSource()
@@ -365,7 +366,7 @@ struct ContinuationTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: ContinuationKind.allCases, ExecutorKind.allCases)
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: ContinuationKind.allCases, ExecutorKind.allCases)
     func alreadyCancelledTokenOnACompletedFutureSkipsTheBody(kind: ContinuationKind, executorKind: ExecutorKind) async {
         let source = CancellationTokenSource()
         source.cancel()
@@ -376,7 +377,7 @@ struct ContinuationTests {
         #expect(ran.value == 0)
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: ContinuationKind.allCases)
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: ContinuationKind.allCases)
     func uncancelledTokenLetsTheBodyRun(kind: ContinuationKind) async {
         let source = CancellationTokenSource()
         let ran = Counter()
@@ -427,7 +428,7 @@ struct ContinuationTests {
 
     // MARK: - Where continuations run
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func continuationRunsOnItsExecutor() async throws {
         let executor = MarkingExecutor(name: "custom")
         let pending = Promise<Int>()
@@ -440,7 +441,7 @@ struct ContinuationTests {
         #expect(try await Future(value: 1).continueWith(on: .immediate) { _ in MarkingExecutor.current }.value == nil)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func dispatchQueueExecutorRunsTheBodyOnThatQueue() async throws {
         let queue = DispatchQueue(label: "tests.continuation.queue")
         let key = DispatchSpecificKey<String>()
@@ -520,7 +521,7 @@ struct ContinuationTests {
         #expect(order.value == ["trigger", "inner0", "inner1", "inner2", "inner3", "inner4", "late"])
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func continuationsOnASerialQueueRunInOrder() async throws {
         let queue = SerialQueue()
         let promise = Promise<Int>()
@@ -533,7 +534,7 @@ struct ContinuationTests {
         #expect(order.value == Array(0..<200))
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func continuationOnAWorkerPoolRunsOnAPoolThread() async throws {
         let pool = WorkerPool(name: "continuation", size: 1)
         defer { pool.shutdown() }

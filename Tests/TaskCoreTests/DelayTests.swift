@@ -1,6 +1,7 @@
 import Testing
 
 @testable import TaskCore
+import TestSupport
 
 /// `Future.delay`, `timeout` and the `TimerQueue` under them.
 ///
@@ -9,7 +10,7 @@ import Testing
 struct DelayTests {
     // MARK: - delay
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func delaySucceedsAfterTheDuration() async throws {
         let start = ContinuousClock.now
         try await Future.delay(.milliseconds(50)).value
@@ -18,14 +19,14 @@ struct DelayTests {
         #expect(waited < promptly)
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: [Duration.zero, .nanoseconds(1), .milliseconds(-5), .seconds(-3)])
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: [Duration.zero, .nanoseconds(1), .milliseconds(-5), .seconds(-3)])
     func delayThatIsNotPositiveSucceedsPromptly(duration: Duration) async throws {
         let start = ContinuousClock.now
         try await Future.delay(duration).value
         #expect(ContinuousClock.now - start < promptly)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func delayIsCancelledAtOnceWhenItsTokenFires() async {
         let source = CancellationTokenSource()
         let delay = Future.delay(.seconds(3600), token: source.token)
@@ -45,7 +46,7 @@ struct DelayTests {
         #expect(delay.isCancelled)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func delayCancelledByCancelAfterEndsEarly() async {
         let source = CancellationTokenSource()
         let delay = Future.delay(.seconds(3600), token: source.token)
@@ -57,7 +58,7 @@ struct DelayTests {
         #expect(waited < promptly)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func delayDisposesItsTokenRegistrationWhenItEnds() async throws {
         let source = CancellationTokenSource()
         // Long enough that the delay cannot end before the first check, even on a loaded machine
@@ -69,7 +70,7 @@ struct DelayTests {
     }
 
     /// Ten thousand delays wait at once on the timer queue's one thread; none holds a thread.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func tenThousandConcurrentDelaysCompleteWithoutAThreadEach() async throws {
         let start = ContinuousClock.now
         let delays = (0..<10_000).map { index in Future.delay(.milliseconds(1_000 + index % 50)) }
@@ -84,7 +85,7 @@ struct DelayTests {
         #expect(TimerQueue.shared.pendingCount < 9_000)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func tenThousandCancelledDelaysLeaveTheTimerQueue() async {
         let queue = TimerQueue.shared
         let source = CancellationTokenSource()
@@ -98,7 +99,7 @@ struct DelayTests {
 
     // MARK: - timeout
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func timeoutFailsWithTimeoutErrorWhenTheFutureIsTooSlow() async {
         let never = Promise<Int>()
         let start = ContinuousClock.now
@@ -110,7 +111,7 @@ struct DelayTests {
         never.succeed(1)
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: AntecedentOutcome.allCases)
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: AntecedentOutcome.allCases)
     func timeoutKeepsTheOutcomeOfAFutureThatCompletesInTime(outcome: AntecedentOutcome) async {
         let promise = Promise<Int>()
         let limited = promise.future.timeout(.seconds(3600))
@@ -126,7 +127,7 @@ struct DelayTests {
 
     // MARK: - TimerQueue
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func timersFireInDeadlineOrder() async throws {
         let queue = TimerQueue()
         let order = Locked<[Int]>([])
@@ -142,7 +143,7 @@ struct DelayTests {
         #expect(queue.pendingCount == 0)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func cancelledTimerNeverFires() async throws {
         let queue = TimerQueue()
         let fired = Counter()
@@ -158,7 +159,7 @@ struct DelayTests {
         #expect(queue.pendingCount == 0)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func cancelAfterTheTimerFiredReturnsFalse() async throws {
         let queue = TimerQueue()
         let fired = Promise<Void>()
@@ -167,7 +168,7 @@ struct DelayTests {
         #expect(queue.cancel(id) == false)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func anEarlierTimerScheduledLaterWakesTheQueue() async throws {
         let queue = TimerQueue()
         let late = queue.schedule(after: .seconds(3600)) {}
@@ -179,7 +180,7 @@ struct DelayTests {
         #expect(queue.cancel(late))
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func manyCancelledLongTimersAreCompacted() async throws {
         let queue = TimerQueue()
         let ids = (0..<5_000).map { _ in queue.schedule(after: .seconds(3600)) {} }

@@ -1,4 +1,5 @@
 import Dispatch
+import TestSupport
 import Testing
 
 @testable import TaskCore
@@ -75,7 +76,7 @@ struct ExecutorTests {
 
     /// Deep recursion through the default executor never overflows the stack: every
     /// `maxInlineDepth` levels it continues on a fresh stack.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func deepNestingThroughTheDefaultExecutorDoesNotOverflow() async throws {
         let levels = 20_000
         let done = Promise<Int>()
@@ -110,7 +111,7 @@ struct ExecutorTests {
 
     // MARK: - DispatchQueue
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func dispatchQueueExecutesAsynchronouslyOnTheQueue() async throws {
         let queue = DispatchQueue(label: "tests.executor.dispatch")
         let key = DispatchSpecificKey<Int>()
@@ -129,7 +130,7 @@ struct ExecutorTests {
 
     // MARK: - SerialQueue
 
-    @Test(.timeLimit(.minutes(1)), arguments: ["global", "pool", "immediate"])
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: ["global", "pool", "immediate"])
     func serialQueueRunsOneAtATimeInFIFOOrder(target: String) async throws {
         let pool = WorkerPool(name: "serial-target", size: 4)
         defer { pool.shutdown() }
@@ -168,7 +169,7 @@ struct ExecutorTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func serialQueueKeepsExactSubmissionOrder() async throws {
         let queue = SerialQueue()
         let order = Locked<[Int]>([])

@@ -2,6 +2,7 @@ import Dispatch
 import Testing
 
 @testable import TaskCore
+import TestSupport
 
 /// Leak checks with weak references: completed futures drop their callbacks, finished chains are
 /// not retained, and registrations and timers release their closures.
@@ -44,7 +45,7 @@ struct MemoryTests {
         #expect(weakCanary == nil)
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: [ExecutorKind.dispatchQueue, .serialQueue, .workerPool])
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: [ExecutorKind.dispatchQueue, .serialQueue, .workerPool])
     func continuationOnAHoppingExecutorIsReleasedAfterItRuns(executorKind: ExecutorKind) async throws {
         let promise = Promise<Int>()
         weak var weakCanary: Canary?
@@ -263,7 +264,7 @@ struct MemoryTests {
         #expect(weakCanary == nil)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func firedTimerReleasesTheClosure() async throws {
         let queue = TimerQueue()
         weak var weakCanary: Canary?
@@ -294,7 +295,7 @@ struct MemoryTests {
         #expect(source.token.registeredHandlerCount == 0)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func timeoutThatDidNotFireReleasesItsTimer() async throws {
         weak var weakLimited: Future<Int>?
         let promise = Promise<Int>()
@@ -309,7 +310,7 @@ struct MemoryTests {
 
     // MARK: - Async bridges
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func futureFromAnOperationReleasesTheOperationWhenDone() async throws {
         weak var weakCanary: Canary?
         let future: Future<Int>

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import TaskCore
+import TestSupport
 
 struct PromiseTests {
     @Test func succeedCompletesWithTheValue() {
@@ -97,7 +98,7 @@ struct PromiseTests {
         #expect(promise.future.result == 1)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func completionFromACallbackOnAnotherThreadReachesTheAwaiter() async throws {
         let promise = Promise<[Int]>()
         runOnThread { promise.succeed([1, 2, 3]) }

@@ -81,7 +81,7 @@ struct RetryTests {
 
     // MARK: - Future.retrying
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func retryingSucceedsOnALaterAttempt() async throws {
         let attempts = Locked<[Int]>([])
         let retries = Locked<[Int]>([])
@@ -101,7 +101,7 @@ struct RetryTests {
         #expect(retries.value == [1, 2])
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func retryingStopsAfterMaxAttemptsWithTheLastError() async {
         let calls = Counter()
         let retries = Locked<[Int]>([])
@@ -118,7 +118,7 @@ struct RetryTests {
         #expect(retries.value == [1, 2, 3])
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func aRejectedErrorIsNotRetried() async {
         let calls = Counter()
         let retried = Counter()
@@ -135,7 +135,7 @@ struct RetryTests {
         #expect(retried.value == 1)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func aCancelledAttemptIsNeverRetried() async {
         let calls = Counter()
         let result = Future<Int>.retrying(RetryPolicy(maxAttempts: 5)) { _ in
@@ -156,7 +156,7 @@ struct RetryTests {
         #expect(calls.value == 1)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func cancellingDuringTheWaitCancelsAtOnce() async {
         let source = CancellationTokenSource()
         let waiting = Promise<Duration>()
@@ -190,7 +190,7 @@ struct RetryTests {
         #expect(calls.value == 0)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func retryingWaitsTheScheduledDelays() async throws {
         let start = ContinuousClock.now
         let policy = RetryPolicy(maxAttempts: 3, initialDelay: .milliseconds(20), backoff: 2)

@@ -2,6 +2,7 @@ import Dispatch
 import Testing
 
 @testable import TaskCore
+import TestSupport
 
 /// Races between threads, and chains far longer than any stack could recurse through.
 struct StressTests {
@@ -9,7 +10,7 @@ struct StressTests {
 
     /// Many threads race to complete one promise: exactly one `trySucceed` wins, and every
     /// continuation sees the winner's value.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func manyThreadsCompletingOnePromiseHaveExactlyOneWinner() async throws {
         for round in 0..<scaledForSanitizer(200, divisor: 4) {
             let promise = Promise<Int>()
@@ -45,7 +46,7 @@ struct StressTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func exactlyOneOfManyTrySucceedCallsReturnsTrue() async throws {
         let promise = Promise<Int>()
         let winners = Locked<[Int]>([])
@@ -61,7 +62,7 @@ struct StressTests {
 
     /// Threads keep registering continuations while another completes the future: every
     /// continuation runs exactly once, whether registered before or after the completion.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func continuationsRegisteredDuringCompletionEachRunOnce() async throws {
         for _ in 0..<scaledForSanitizer(20, divisor: 4) {
             let promise = Promise<Int>()
@@ -89,7 +90,7 @@ struct StressTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: ExecutorKind.allCases)
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: ExecutorKind.allCases)
     func continuationsOnEveryExecutorRunOnceUnderContention(executorKind: ExecutorKind) async throws {
         let executor = executorKind.make()
         let promises = (0..<200).map { _ in Promise<Int>() }
@@ -116,7 +117,7 @@ struct StressTests {
 
     /// Handlers registered while another thread cancels: each runs exactly once — or never, when
     /// its registration was disposed before the cancellation.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func handlersRegisteredDuringCancellationRunOnceOrAreDisposed() async throws {
         for _ in 0..<scaledForSanitizer(20, divisor: 4) {
             let source = CancellationTokenSource()
@@ -156,7 +157,7 @@ struct StressTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func concurrentCancelCallsRunEachHandlerOnce() async throws {
         let source = CancellationTokenSource()
         let runs = Counter()
@@ -166,7 +167,7 @@ struct StressTests {
         #expect(runs.value == 1_000)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func delaysCancelledWhileOthersAreScheduledAllSettle() async throws {
         let source = CancellationTokenSource()
         let delays = Locked<[Future<Void>]>([])
@@ -185,7 +186,7 @@ struct StressTests {
 
     // MARK: - Worker pool under many submitters
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func workerPoolWithManySubmittersRunsEverythingBounded() async throws {
         let pool = WorkerPool(name: "stress", size: 3)
         defer { pool.shutdown() }
@@ -214,7 +215,7 @@ struct StressTests {
         #expect(pool.statistics.queued == 0)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func slotsAndWorkInterleaveUnderContention() async throws {
         let pool = WorkerPool(name: "slots-stress", size: 2)
         defer { pool.shutdown() }
@@ -240,7 +241,7 @@ struct StressTests {
         #expect(pool.statistics.running == 0)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func slotRequestsCancelledWhileSlotsAreReleasedNeverLeakASlot() async throws {
         let pool = WorkerPool(name: "slot-cancel-stress", size: 2)
         defer { pool.shutdown() }
@@ -275,7 +276,7 @@ struct StressTests {
 
     /// A million `continueWith(on: .immediate)` links attached to a pending future, then completed:
     /// propagation is iterative, so it finishes on an ordinary 8 MiB stack.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func millionLinkImmediateChainCompletesWithoutStackOverflow() async throws {
         let links = scaledForSanitizer(1_000_000)
         let result = Promise<Int>()
@@ -292,7 +293,7 @@ struct StressTests {
         #expect(try await result.future.value == links)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func hundredThousandLinkDefaultExecutorChainCompletes() async throws {
         let links = scaledForSanitizer(100_000)
         let result = Promise<Int>()
@@ -314,7 +315,7 @@ struct StressTests {
         #expect(try await result.future.value == links)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func longChainOfPendingInnerFuturesCompletesWithoutStackOverflow() async throws {
         // Each link's inner future is itself pending until the previous one completes it.
         let links = scaledForSanitizer(100_000)
@@ -341,7 +342,7 @@ struct StressTests {
     /// child process, as the failure is a crash. Not under ThreadSanitizer, whose handler for the
     /// crash spends minutes on a stack of a hundred thousand frames.
     @Test(
-        .timeLimit(.minutes(1)),
+        .timeLimit(.minutes(1 * TestTiming.slowdown)),
         .disabled(if: isRunningUnderThreadSanitizer, "a stack overflow under TSan takes minutes to report")
     )
     func droppingAnAbandonedPendingChainDoesNotOverflowTheStack() async {
@@ -360,7 +361,7 @@ struct StressTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func longFailingChainPropagatesTheErrorWithoutStackOverflow() async {
         let links = scaledForSanitizer(100_000)
         let result = Promise<Int>()

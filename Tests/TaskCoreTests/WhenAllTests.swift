@@ -1,6 +1,7 @@
 import Testing
 
 @testable import TaskCore
+import TestSupport
 
 struct WhenAllTests {
     // MARK: - whenAll
@@ -67,7 +68,7 @@ struct WhenAllTests {
         #expect(all.result == Array(0..<1_000))
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func whenAllOfWorkOnAPoolGathersEveryResult() async throws {
         let futures = (0..<500).map { index in TestPools.shared.submit { index * index } }
         #expect(try await Future.whenAll(futures).value == (0..<500).map { $0 * $0 })
@@ -193,7 +194,7 @@ struct WhenAllTests {
         #expect(all.testError == .code(4))
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: [1, 3, 8])
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: [1, 3, 8])
     func lazyWhenAllNeverHasMoreThanMaxConcurrencyPending(maxConcurrency: Int) async throws {
         let gauge = ConcurrencyGauge()
         let all = Future<Int>.whenAll(count: 2_000, maxConcurrency: maxConcurrency) { index in
@@ -209,7 +210,7 @@ struct WhenAllTests {
         #expect(gauge.inProgress == 0)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func lazyWhenAllSettledGathersEveryOutcomeInOrder() async throws {
         let gauge = ConcurrencyGauge()
         let settled = Future<Int>.whenAllSettled(count: 300, maxConcurrency: 4) { index in

@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 
 @testable import TaskCore
@@ -28,7 +29,7 @@ struct WorkerPoolTests {
 
     // MARK: - submit
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func submitReturnsAFutureOfTheResult() async throws {
         let pool = WorkerPool(name: "submit", size: 2)
         defer { pool.shutdown() }
@@ -38,7 +39,7 @@ struct WorkerPoolTests {
         #expect(await pool.submit { () throws -> Int in throw CancellationError() }.settled().isCancelled)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func runsEveryJob() async throws {
         let pool = WorkerPool(name: "every", size: 2)
         defer { pool.shutdown() }
@@ -55,7 +56,7 @@ struct WorkerPoolTests {
     // MARK: - Bounded concurrency and statistics
 
     /// With every thread blocked, exactly `size` jobs run and the rest wait in the queue.
-    @Test(.timeLimit(.minutes(1)), arguments: [1, 3])
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: [1, 3])
     func boundsConcurrencyToItsSize(size: Int) async throws {
         let pool = WorkerPool(name: "bounded", size: size)
         defer { pool.shutdown() }
@@ -82,7 +83,7 @@ struct WorkerPoolTests {
         #expect(pool.statistics == WorkerPool.Statistics(size: size, running: 0, queued: 0, completed: 10))
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func poolOfOneRunsJobsInFIFOOrder() async throws {
         let pool = WorkerPool(name: "fifo", size: 1)
         defer { pool.shutdown() }
@@ -94,7 +95,7 @@ struct WorkerPoolTests {
 
     /// Regression: two jobs submitted back to back while the pool's only thread is idle must both
     /// run at once on a pool of two — the second must not wait behind the first on that thread.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func jobsSubmittedTogetherToAWarmPoolRunConcurrently() async throws {
         for round in 0..<50 {
             let pool = WorkerPool(name: "warm", size: 2)
@@ -119,7 +120,7 @@ struct WorkerPoolTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func executeRunsWorkOnAPoolThread() async throws {
         let pool = WorkerPool(name: "threads", size: 2)
         defer { pool.shutdown() }
@@ -132,7 +133,7 @@ struct WorkerPoolTests {
 
     // MARK: - Slots for asynchronous work
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func heldSlotsMakeFurtherWorkQueueUntilReleased() async throws {
         let pool = WorkerPool(name: "slots", size: 2)
         defer { pool.shutdown() }
@@ -157,7 +158,7 @@ struct WorkerPoolTests {
         #expect(pool.statistics == WorkerPool.Statistics(size: 2, running: 0, queued: 0, completed: 3))
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func slotRequestsWaitInFIFOOrderWithWork() async throws {
         let pool = WorkerPool(name: "slot-fifo", size: 1)
         defer { pool.shutdown() }
@@ -179,7 +180,7 @@ struct WorkerPoolTests {
         #expect(order.value == ["slot", "job"])
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func cancelledSlotRequestLeavesTheQueue() async throws {
         let pool = WorkerPool(name: "slot-cancel", size: 1)
         defer { pool.shutdown() }
@@ -202,7 +203,7 @@ struct WorkerPoolTests {
         #expect(pool.statistics == WorkerPool.Statistics(size: 1, running: 0, queued: 0, completed: 2))
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func grantedSlotRequestIgnoresALaterCancellation() async throws {
         let pool = WorkerPool(name: "slot-granted", size: 1)
         defer { pool.shutdown() }
@@ -219,7 +220,7 @@ struct WorkerPoolTests {
         #expect(pool.statistics.running == 0)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func slotIsReleasedWhenItIsDeinitialized() throws {
         let pool = WorkerPool(name: "slot-deinit", size: 1)
         defer { pool.shutdown() }
@@ -239,7 +240,7 @@ struct WorkerPoolTests {
 
     // MARK: - Shutdown
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func shutdownRunsQueuedWorkAndStillAcceptsNewWork() async throws {
         let pool = WorkerPool(name: "shutdown", size: 1)
         let gate = Gate()
@@ -255,7 +256,7 @@ struct WorkerPoolTests {
 
     // MARK: - As an executor
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func continuationsOnAPoolAreBounded() async throws {
         let pool = WorkerPool(name: "continuations", size: 2)
         defer { pool.shutdown() }

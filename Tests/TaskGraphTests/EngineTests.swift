@@ -2,9 +2,10 @@ import TaskCore
 import Testing
 
 @testable import TaskGraph
+import TestSupport
 
 /// The rows of SPEC §1.1 and §1.2, run end to end through the engine.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
 struct EngineTests {
     // MARK: - Actions
 
@@ -125,7 +126,7 @@ struct EngineTests {
             ]}}
             """#
         )
-        #expect(clock.now - start < .seconds(5))
+        #expect(clock.now - start < TestTiming.scaled(.seconds(5)))
         #expect(run.snapshot.state == .failed)
         #expect(run.state(of: "slow") == .cancelled)
         #expect(run.snapshot.error?.details?["errors"]?.arrayValue?.count == 1)

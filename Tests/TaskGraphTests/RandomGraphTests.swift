@@ -7,7 +7,7 @@ import TestSupport
 /// Invariants over many random valid graphs (SPEC §1.1), some of them cancelled while they run:
 /// every node ends in exactly one terminal state, events are gap-free and complete, the job's
 /// outcome is the root's, and a cancellation leaves nothing running.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(2 * TestTiming.slowdown)))
 struct RandomGraphTests {
     /// Builds a random valid job graph from a seed.
     struct GraphGenerator {

@@ -2,10 +2,11 @@ import Testing
 
 @testable import TaskGraph
 @testable import TaskServer
+import TestSupport
 
 /// API keys (`--api-key`): `/v1/*` needs `Authorization: Bearer KEY`; the service routes stay open
 /// (SPEC §3.9, §5).
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
 struct AuthenticationTests {
     static let keys = ["first-key-0123456789", "second-key-abcdefghij"]
 

@@ -9,9 +9,10 @@ import Glibc
 
 @testable import TaskGraph
 @testable import TaskServer
+import TestSupport
 
 /// The libcurl client against real receivers on loopback.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(2 * TestTiming.slowdown)))
 struct CurlClientTests {
     /// Runs `body` with a fresh client, shut down afterwards.
     @discardableResult
@@ -93,7 +94,7 @@ struct CurlClientTests {
             }
             #expect(throws: OutboundError(.timeout, "")) { try result.get() }
             #expect(ms >= 250)
-            #expect(ms < 5000)
+            #expect(ms < TestTiming.ms(5000))
             // The client closed the connection it gave up on.
             let closed = try await receiver.waitForNoConnections()
             #expect(closed)
@@ -113,7 +114,7 @@ struct CurlClientTests {
                 _ = try? await future.value
             }
             #expect(future.isCancelled)
-            #expect(ms < 5000)  // at once, in practice a few milliseconds; generous for a loaded machine
+            #expect(ms < TestTiming.ms(5000))  // at once, in practice a few milliseconds; generous for a loaded machine
             #expect(try await receiver.waitForNoConnections())
             #expect(client.statistics.active == 0)
             // A token cancelled before sending never reaches the receiver.

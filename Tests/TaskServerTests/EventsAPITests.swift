@@ -2,9 +2,10 @@ import Testing
 
 @testable import TaskGraph
 @testable import TaskServer
+import TestSupport
 
 /// `GET /v1/jobs/{id}/events?after=&waitMs=` (SPEC §3.4).
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
 struct EventsAPITests {
     static func event(_ seq: Int, _ type: String, task: String? = nil, data: JSONValue? = nil) -> JSONValue {
         var object = JSONObject()
@@ -109,7 +110,7 @@ struct EventsAPITests {
             let items = response.json["items"]?.arrayValue ?? []
             #expect(items.first?["seq"] == .int(last + 1))
             #expect(items.first?["type"] == "task.succeeded")
-            #expect(elapsed < 3000, "the long poll took \(elapsed) ms")
+            #expect(elapsed < TestTiming.ms(3000), "the long poll took \(elapsed) ms")
         }
     }
 
@@ -128,7 +129,7 @@ struct EventsAPITests {
             #expect(items.first?["seq"] == .int(last + 1))
             #expect(items.first?["type"] == "task.succeeded")
             #expect(items.first?["taskId"] == "approve")
-            #expect(elapsed < .seconds(10))
+            #expect(elapsed < TestTiming.scaled(.seconds(10)))
         }
     }
 

@@ -7,7 +7,7 @@ import TestSupport
 
 /// Mutated job bodies never make the server answer 5xx, and every refusal is a problem document
 /// with a `code` (SPEC §3.9: "The server never answers 500 to any input").
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
 struct FuzzTests {
     /// Valid jobs covering every node type; they finish quickly when run.
     static let seedTexts: [String] = [

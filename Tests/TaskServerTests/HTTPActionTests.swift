@@ -4,9 +4,10 @@ import Testing
 
 @testable import TaskGraph
 @testable import TaskServer
+import TestSupport
 
 /// The `http` action (SPEC §1.2) in jobs run by a live server, against real receivers on loopback.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(2 * TestTiming.slowdown)))
 struct HTTPActionTests {
     /// A job of one `http` task with `params` (JSON text) and optional extra task fields.
     static func job(_ params: String, input: String = "null", extra: String = "") -> JSONValue {
@@ -155,7 +156,7 @@ struct HTTPActionTests {
                 try await server.finished(try await server.submitID(Self.job(#"{"url": "\#(receiver.url)/slow", "timeoutMs": 300}"#)))
             }
             #expect(job["error"]?["code"] == "http.timeout", "\(job)")
-            #expect(ms < 5000)
+            #expect(ms < TestTiming.ms(5000))
         }
     }
 

@@ -9,7 +9,7 @@ import TestSupport
 
 /// The HTTP/1.1 layer: routing errors, limits, framing, keep-alive and pipelining, and abuse. After
 /// every abuse the server still answers `/healthz`.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
 struct HTTPLayerTests {
     /// Sends `bytes` on a raw connection and returns the first response (nil when the server
     /// closed without answering) and whether the server then closed the connection.

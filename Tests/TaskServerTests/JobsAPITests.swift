@@ -3,9 +3,10 @@ import Testing
 
 @testable import TaskGraph
 @testable import TaskServer
+import TestSupport
 
 /// `POST/GET/DELETE /v1/jobs…`, cancel, graph drawings and validation (SPEC §3.1, §3.2, §3.5, §3.7).
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
 struct JobsAPITests {
     static func progress(total: Int = 1, running: Int = 0, succeeded: Int = 0, failed: Int = 0, cancelled: Int = 0, skipped: Int = 0) -> String {
         let pending = total - running - succeeded - failed - cancelled - skipped
@@ -283,7 +284,7 @@ struct JobsAPITests {
             #expect(response.status == 200)
             #expect(response.json["state"] == "succeeded")
             #expect(response.json["progress"] == Self.progressOneSucceeded)
-            #expect(elapsed < 2000, "the long poll took \(elapsed) ms")
+            #expect(elapsed < TestTiming.ms(2000), "the long poll took \(elapsed) ms")
         }
     }
 
@@ -294,7 +295,7 @@ struct JobsAPITests {
             #expect(response.status == 200)
             #expect(response.json["state"] == "running")
             #expect(elapsed >= 200)
-            #expect(elapsed < 5000)
+            #expect(elapsed < TestTiming.ms(5000))
             _ = try await server.post("/v1/jobs/\(id)/cancel")
         }
     }
@@ -495,7 +496,7 @@ struct JobsAPITests {
             #expect(first.status == 202)
             #expect(first.contentType == "application/json")
             #expect(first.json["id"] == .string(id))
-            #expect(elapsed < 5000)
+            #expect(elapsed < TestTiming.ms(5000))
             let finished = try await server.finished(id)
             expectJSON(
                 finished,

@@ -4,10 +4,11 @@ import Testing
 @testable import TaskCore
 @testable import TaskGraph
 @testable import TaskServer
+import TestSupport
 
 /// The in-memory store (`--memory`) stays bounded: finished jobs are evicted oldest-finished first
 /// past a cap or a retention period; running jobs never are.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
 struct MemoryJobStoreTests {
     /// Inserts and runs `job` to its end (or, with `wait: false`, only starts it).
     static func submit(_ job: JSONValue, id: String, engine: Engine, store: MemoryJobStore, key: String? = nil, wait: Bool = true) throws -> JobRun {

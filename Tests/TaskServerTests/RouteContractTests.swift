@@ -5,6 +5,7 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import TestSupport
 #endif
 
 /// The router and `openapi.yaml` describe the same API, and the binary serves that very document.
@@ -103,7 +104,7 @@ struct RouteContractTests {
         #expect(a == b)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func getOpenAPIYamlServesTheDocumentAsYAML() async throws {
         try await withServer { server in
             let response = try await server.get("/openapi.yaml")

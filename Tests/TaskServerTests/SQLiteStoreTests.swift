@@ -6,6 +6,7 @@ import Testing
 @testable import TaskCore
 @testable import TaskGraph
 @testable import TaskServer
+import TestSupport
 
 /// The embedded SQLite store: schema, durability before `201`, reading back after a restart,
 /// resuming unfinished jobs from a crash image, list/delete/retention from the file.
@@ -13,7 +14,7 @@ import Testing
 /// A "crash image" is the data file and its WAL copied while the first server still runs, right
 /// after a flush: exactly what `kill -9` leaves on disk. (scripts/crash-test.py does the same with
 /// the real binary and SIGKILL.)
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(2 * TestTiming.slowdown)))
 struct SQLiteStoreTests {
     static func temporaryDirectory() throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("taskserver-store-\(UUID().uuidString)").path
@@ -171,7 +172,7 @@ struct SQLiteStoreTests {
             return try await second.finished(id)
         }
         #expect(job["state"] == "succeeded")
-        #expect(elapsed < 3500, "about 1.5 s were left of the delay; it took \(elapsed) ms after the restart")
+        #expect(elapsed < TestTiming.ms(3500), "about 1.5 s were left of the delay; it took \(elapsed) ms after the restart")
     }
 
     @Test func aCancellationRequestedBeforeACrashIsCarriedOut() async throws {
@@ -308,7 +309,7 @@ struct SQLiteStoreTests {
         // The receiver refuses everything at first: the delivery stays pending with its attempts.
         let refusing = try await TestReceiver.answering(.serviceUnavailable)
         let job = Jobs.with(Jobs.value(1), [
-            "webhook": ["url": .string(refusing.url + "/hook"), "events": ["job.succeeded"], "retry": ["maxAttempts": 50, "delayMs": 200, "backoff": 1]],
+            "webhook": ["url": .string(refusing.url + "/hook"), "events": ["job.succeeded"], "retry": ["maxAttempts": 100, "delayMs": 200, "backoff": 1]],
         ])
         let first = try await Self.server(path)
         let id = try await first.submitID(job, waitMs: 10_000)

@@ -5,10 +5,11 @@ import Testing
 
 @testable import TaskGraph
 @testable import TaskServer
+import TestSupport
 
 /// `/healthz`, `/readyz`, `/v1/executors`, `/metrics` (SPEC §3.8; `/openapi.yaml` is in
 /// `RouteContractTests`).
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
 struct ServiceAPITests {
     @Test func healthzAnswersOK() async throws {
         try await withServer { server in

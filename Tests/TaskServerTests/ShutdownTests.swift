@@ -2,17 +2,18 @@ import Testing
 
 @testable import TaskGraph
 @testable import TaskServer
+import TestSupport
 
 /// Stopping within the grace period (SPEC §5): requests in flight finish, hanging ones are cut at
 /// the deadline. scripts/check-lifecycle.py checks the same with signals and the real binary.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
 struct ShutdownTests {
     static let slowJob = jsonValue(#"{"graph": {"type": "task", "id": "slow", "action": "delay", "params": {"ms": 60000}}}"#)
 
     /// Waits until the server holds `count` requests in flight.
     static func waitForRequestsInFlight(_ app: Application, _ count: Int) async throws {
         let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: .seconds(10))
+        let deadline = clock.now.advanced(by: TestTiming.scaled(.seconds(10)))
         while app.requestsInFlight < count {
             #expect(clock.now < deadline, "no request in flight")
             if clock.now >= deadline { return }
@@ -36,7 +37,7 @@ struct ShutdownTests {
         #expect(response.json["state"] == "running")
         #expect(response.header("connection") == "close")
         // It stopped when the long-poll ended, not at the end of the grace period.
-        #expect(elapsed < .seconds(10))
+        #expect(elapsed < TestTiming.scaled(.seconds(10)))
         #expect(server.app.requestsInFlight == 0)
     }
 
@@ -50,7 +51,7 @@ struct ShutdownTests {
         await server.app.shutdown(gracePeriod: .milliseconds(300))
         let elapsed = clock.now - start
         #expect(elapsed >= .milliseconds(300))
-        #expect(elapsed < .seconds(10))
+        #expect(elapsed < TestTiming.scaled(.seconds(10)))
         // The connection was closed without an answer.
         #expect(await poll == nil)
     }
@@ -61,6 +62,6 @@ struct ShutdownTests {
         let clock = ContinuousClock()
         let start = clock.now
         await server.app.shutdown(gracePeriod: .seconds(30))
-        #expect(clock.now - start < .seconds(5))
+        #expect(clock.now - start < TestTiming.scaled(.seconds(5)))
     }
 }

@@ -2,9 +2,10 @@ import Testing
 
 @testable import TaskGraph
 @testable import TaskServer
+import TestSupport
 
 /// `GET /v1/jobs/{id}/tasks…`, task cancel and `await` completion (SPEC §3.3, §3.5, §3.6).
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
 struct TasksAPITests {
     /// A series whose second step maps over the first step's result.
     static let mapJob = jsonValue(

@@ -4,10 +4,11 @@ import Testing
 
 @testable import TaskGraph
 @testable import TaskServer
+import TestSupport
 
 /// Webhooks (SPEC §4): signed Standard Webhooks deliveries to real receivers on loopback, retries,
 /// filters, the outbox API, fairness between receivers.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(2 * TestTiming.slowdown)))
 struct WebhookTests {
     static let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
@@ -243,15 +244,17 @@ struct WebhookTests {
             }
             // 100 deliveries wait for the silent receiver, two at a time; the jobs did not.
             #expect(states == Array(repeating: "succeeded", count: 20))
-            #expect(ms < 8000, "20 jobs took \(ms) ms")
+            #expect(ms < TestTiming.ms(8000), "20 jobs took \(ms) ms")
             let (_, fastMs) = try await elapsedMilliseconds {
                 let id = try await server.submitID(Self.job(webhook: #"{"url": "\#(fast.url)/fast", "events": ["job.succeeded"]}"#))
                 _ = try await Self.deliveries(server, id) { $0.first?["state"] == "delivered" }
             }
-            #expect(fastMs < 8000, "the fast receiver waited \(fastMs) ms behind the slow one")
+            #expect(fastMs < TestTiming.ms(8000), "the fast receiver waited \(fastMs) ms behind the slow one")
             #expect(fast.requests.count == 1)
-            // The silent receiver holds at most its share of connections.
-            #expect(slow.maxInFlight <= 2)
+            // The silent receiver holds at most its share of connections — counted by the receiver,
+            // which never notices the server giving up on an attempt after 10 s, so only a run
+            // shorter than that can tell.
+            if ms + fastMs < 10_000 { #expect(slow.maxInFlight <= 2) }
             #expect(slow.requests.count >= 1)
         }
     }
