@@ -28,7 +28,10 @@ public final class Application: Sendable {
     let metrics: Metrics
     /// The registry behind `/metrics` (the executable bootstraps swift-metrics on it).
     public var metricsRegistry: PrometheusCollectorRegistry { self.metrics.registry }
-    private let draining = Atomic<Bool>(false)
+    /// Requests in flight and the draining flag, shared with the HTTP server: readiness (`/readyz`)
+    /// and keep-alive (`Connection: close` once draining) read the same flag, so no client sees a
+    /// draining server keep its connection, nor a ready one close it.
+    private let activity = ServerActivity()
     private let server = Mutex<HTTPServer?>(nil)
 
     /// Assembles the server. With `configuration.dataPath` set, opens (and migrates) the SQLite
@@ -127,7 +130,8 @@ public final class Application: Sendable {
             port: self.configuration.port,
             router: self.router,
             limits: limits,
-            logger: self.logger
+            logger: self.logger,
+            activity: self.activity
         ) { request, response, duration in
             metrics.httpResponse(
                 route: request?.route ?? "unmatched",
@@ -146,10 +150,10 @@ public final class Application: Sendable {
     /// Readiness turns 503 and new jobs are refused (`server.draining`); requests already in
     /// flight finish.
     public func beginDraining() {
-        self.draining.store(true, ordering: .relaxed)
+        self.activity.isDraining.store(true, ordering: .relaxed)
     }
 
-    public var isDraining: Bool { self.draining.load(ordering: .relaxed) }
+    public var isDraining: Bool { self.activity.isDraining.load(ordering: .relaxed) }
 
     /// Requests received in full and not answered yet (0 before `start`).
     public var requestsInFlight: Int { self.server.withLock { $0 }?.requestsInFlight ?? 0 }

@@ -17,11 +17,13 @@ public final class HTTPServer: Sendable {
     private let channel = Mutex<(any Channel)?>(nil)
     private let connections = Atomic<Int>(0)
     private let requestIDs = RequestIDGenerator()
-    private let activity = ServerActivity()
+    private let activity: ServerActivity
     private let onResponse: @Sendable (Request?, Response, UInt64) -> Void
 
     /// - Parameters:
     ///   - group: the event loops to run on (default: one per core).
+    ///   - activity: requests in flight and the draining flag; pass the application's own, so that
+    ///     readiness and keep-alive read one flag (default: the server's own).
     ///   - onResponse: called after each response is written (metrics, access logs); must be quick.
     public init(
         host: String,
@@ -30,6 +32,7 @@ public final class HTTPServer: Sendable {
         limits: HTTPLimits = HTTPLimits(),
         logger: Logger,
         group: MultiThreadedEventLoopGroup? = nil,
+        activity: ServerActivity = ServerActivity(),
         onResponse: @escaping @Sendable (Request?, Response, UInt64) -> Void = { _, _, _ in }
     ) {
         self.host = host
@@ -39,6 +42,7 @@ public final class HTTPServer: Sendable {
         self.logger = logger
         self.group = group ?? MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
         self.ownsGroup = group == nil
+        self.activity = activity
         self.onResponse = onResponse
     }
 
@@ -94,6 +98,11 @@ public final class HTTPServer: Sendable {
         return channel.localAddress?.port ?? self.requestedPort
     }
 
+    /// From now on every answer carries `Connection: close`, so keep-alive clients move on.
+    public func beginDraining() {
+        self.activity.isDraining.store(true, ordering: .relaxed)
+    }
+
     /// Stops accepting new connections (open ones finish their requests).
     public func stopAccepting() async {
         let channel = self.channel.withLock { $0 }
@@ -111,8 +120,8 @@ public final class HTTPServer: Sendable {
     ///   finished in time).
     @discardableResult
     public func shutdown(gracePeriod: Duration = .zero) async -> Int {
+        self.beginDraining()
         await self.stopAccepting()
-        self.activity.isDraining.store(true, ordering: .relaxed)
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: gracePeriod)
         // Shutdown is rare and short: a 10 ms poll costs nothing and needs no wake-up plumbing in
@@ -130,7 +139,9 @@ public final class HTTPServer: Sendable {
 }
 
 /// What the connections of one server share: requests in flight, and whether it is stopping.
-final class ServerActivity: Sendable {
+public final class ServerActivity: Sendable {
     let inFlight = Atomic<Int>(0)
     let isDraining = Atomic<Bool>(false)
+
+    public init() {}
 }
