@@ -102,6 +102,9 @@ struct Serve: AsyncParsableCommand {
         }
         // Anything instrumented with swift-metrics (ours or a dependency's) shows in /metrics.
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: app.metricsRegistry))
+        // Signals are caught from before the port is announced: a SIGTERM sent the moment the
+        // "listening" line appears must drain the server, not be lost.
+        let termination = TerminationSignals(logger: logger)
         let port = try await app.start()
         logger.notice(
             "taskserver listening",
@@ -110,7 +113,7 @@ struct Serve: AsyncParsableCommand {
                 "executors": "\(configuration.executors.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))",
             ]
         )
-        await waitForTermination(logger: logger)
+        await termination.wait()
         let grace = configuration.shutdownGrace
         logger.notice("taskserver draining", metadata: ["shutdown.grace": "\(grace)"])
         // The process must be gone by the end of the grace period (the orchestrator's SIGKILL
@@ -200,53 +203,50 @@ struct Serve: AsyncParsableCommand {
     }
 }
 
-/// Returns when SIGTERM or SIGINT arrives; a second signal exits at once.
-func waitForTermination(logger: Logger) async {
-    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-        let resumed = ResumeOnce(continuation)
+/// SIGTERM and SIGINT, caught from the moment this is made: `wait()` returns once the first has
+/// arrived (before or after it was called); a second signal exits at once.
+final class TerminationSignals: @unchecked Sendable {
+    // @unchecked Sendable: `arrived` and `waiter` are only read and written under `lock`; the
+    // signal sources are set once in init and only kept alive.
+    private let lock = NSLock()
+    private var arrived = false
+    private var waiter: CheckedContinuation<Void, Never>?
+    private var sources: [any DispatchSourceSignal] = []
+
+    init(logger: Logger) {
         for signalNumber in [SIGTERM, SIGINT] {
             signal(signalNumber, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-            source.setEventHandler {
-                if !resumed.resume() {
+            source.setEventHandler { [unowned self] in
+                self.lock.lock()
+                let first = !self.arrived
+                self.arrived = true
+                let waiter = self.waiter
+                self.waiter = nil
+                self.lock.unlock()
+                guard first else {
                     logger.warning("second signal: exiting now")
                     exit(1)
                 }
+                waiter?.resume()
             }
             source.resume()
-            SignalSources.keep(source)
+            self.sources.append(source)
         }
     }
-}
 
-/// Keeps the signal sources alive for the life of the process.
-enum SignalSources {
-    nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
-    private static let lock = NSLock()
-    static func keep(_ source: any DispatchSourceSignal) {
-        lock.lock()
-        sources.append(source)
-        lock.unlock()
-    }
-}
-
-/// Resumes a continuation the first time only.
-final class ResumeOnce: @unchecked Sendable {
-    // @unchecked Sendable: `continuation` is only read and cleared under `lock`.
-    private let lock = NSLock()
-    private var continuation: CheckedContinuation<Void, Never>?
-
-    init(_ continuation: CheckedContinuation<Void, Never>) { self.continuation = continuation }
-
-    /// Returns false when it had already resumed.
-    func resume() -> Bool {
-        self.lock.lock()
-        let continuation = self.continuation
-        self.continuation = nil
-        self.lock.unlock()
-        guard let continuation else { return false }
-        continuation.resume()
-        return true
+    /// Returns when the first signal has arrived.
+    func wait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            self.lock.lock()
+            if self.arrived {
+                self.lock.unlock()
+                continuation.resume()
+                return
+            }
+            self.waiter = continuation
+            self.lock.unlock()
+        }
     }
 }
 
