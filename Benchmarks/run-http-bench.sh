@@ -9,32 +9,45 @@ command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk;
 # One product per call: swift build honours only the last --product it is given.
 for product in taskserver bare-nio; do swift build -c release --product "$product" >/dev/null; done
 bin=$(swift build -c release --show-bin-path)
-"$bin/taskserver" serve --memory --port 18080 --log-level error >/dev/null 2>&1 &
-ts=$!
-"$bin/bare-nio" 18090 >/dev/null 2>&1 &
+. scripts/server.sh
+work=$(mktemp -d)
+ts="" bare="" durable=""
+trap 'kill $ts $bare $durable 2>/dev/null || true; rm -rf "$work"' EXIT
+# The servers take ports of their choosing (--port 0) and log them; at `notice` they log nothing
+# per request (request logs are `debug`), as at `error`.
+start_server "$work/ts.log" "$bin/taskserver" serve --memory --log-level notice
+ts=$SERVER_PID ts_url=$SERVER_URL
+start_server "$work/durable.log" "$bin/taskserver" serve --data "$work/taskserver.sqlite" --log-level notice
+durable=$SERVER_PID durable_url=$SERVER_URL
+# bare-nio takes a fixed port and says nothing we can read in time (its stdout is buffered): wait
+# until it answers (a bounded poll), or until it has exited (the port was taken).
+bare_port=${BARE_NIO_PORT:-18090}
+bare_url=http://127.0.0.1:$bare_port
+"$bin/bare-nio" "$bare_port" >"$work/bare.log" 2>&1 &
 bare=$!
-datadir=$(mktemp -d)
-"$bin/taskserver" serve --data "$datadir/taskserver.sqlite" --port 18081 --log-level error >/dev/null 2>&1 &
-durable=$!
-trap 'kill $ts $bare $durable 2>/dev/null || true; rm -rf "$datadir"' EXIT
-sleep 1
+for _ in $(seq 1 500); do
+    curl -fsS -o /dev/null "$bare_url/" 2>/dev/null && break
+    kill -0 "$bare" 2>/dev/null || { echo "bare-nio exited:"; cat "$work/bare.log"; exit 1; }
+    sleep 0.02
+done
+curl -fsS -o /dev/null "$bare_url/" || { echo "bare-nio does not answer on $bare_url"; exit 1; }
 
 field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
 
-job=$(curl -s "http://127.0.0.1:18080/v1/jobs?waitMs=5000" -H 'content-type: application/json' \
+job=$(curl -s "$ts_url/v1/jobs?waitMs=5000" -H 'content-type: application/json' \
     -d '{"graph":{"type":"task","action":"value","params":{"value":42}}}' | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
 
-bare_get=$(wrk -t1 -c64 -d"${secs}s" -s Benchmarks/wrk/report.lua http://127.0.0.1:18090/ | grep RESULT | field rps)
-ts_health=$(wrk -t1 -c64 -d"${secs}s" -s Benchmarks/wrk/report.lua http://127.0.0.1:18080/healthz | grep RESULT | field rps)
-ts_getjob=$(wrk -t1 -c64 -d"${secs}s" -s Benchmarks/wrk/report.lua "http://127.0.0.1:18080/v1/jobs/$job" | grep RESULT | field rps)
-cat Benchmarks/wrk/post-job.lua Benchmarks/wrk/report.lua > /tmp/ts-post.lua
-cat Benchmarks/wrk/post-job-wait.lua Benchmarks/wrk/report.lua > /tmp/ts-post-wait.lua
-bare_post=$(wrk -t1 -c64 -d"${secs}s" -s /tmp/ts-post.lua http://127.0.0.1:18090/ | grep RESULT | field rps)
-ts_post=$(wrk -t1 -c64 -d"${secs}s" -s /tmp/ts-post.lua http://127.0.0.1:18080/v1/jobs | grep RESULT | field rps)
-durable_line=$(wrk -t1 -c64 -d"${secs}s" -s /tmp/ts-post.lua http://127.0.0.1:18081/v1/jobs | grep RESULT)
+bare_get=$(wrk -t1 -c64 -d"${secs}s" -s Benchmarks/wrk/report.lua "$bare_url/" | grep RESULT | field rps)
+ts_health=$(wrk -t1 -c64 -d"${secs}s" -s Benchmarks/wrk/report.lua "$ts_url/healthz" | grep RESULT | field rps)
+ts_getjob=$(wrk -t1 -c64 -d"${secs}s" -s Benchmarks/wrk/report.lua "$ts_url/v1/jobs/$job" | grep RESULT | field rps)
+cat Benchmarks/wrk/post-job.lua Benchmarks/wrk/report.lua > "$work/ts-post.lua"
+cat Benchmarks/wrk/post-job-wait.lua Benchmarks/wrk/report.lua > "$work/ts-post-wait.lua"
+bare_post=$(wrk -t1 -c64 -d"${secs}s" -s "$work/ts-post.lua" "$bare_url/" | grep RESULT | field rps)
+ts_post=$(wrk -t1 -c64 -d"${secs}s" -s "$work/ts-post.lua" "$ts_url/v1/jobs" | grep RESULT | field rps)
+durable_line=$(wrk -t1 -c64 -d"${secs}s" -s "$work/ts-post.lua" "$durable_url/v1/jobs" | grep RESULT)
 durable_post=$(echo "$durable_line" | field rps)
-durable16_line=$(wrk -t1 -c16 -d"${secs}s" -s /tmp/ts-post.lua http://127.0.0.1:18081/v1/jobs | grep RESULT)
-wait_line=$(wrk -t1 -c32 -d"${secs}s" -s /tmp/ts-post-wait.lua http://127.0.0.1:18080/ | grep RESULT)
+durable16_line=$(wrk -t1 -c16 -d"${secs}s" -s "$work/ts-post.lua" "$durable_url/v1/jobs" | grep RESULT)
+wait_line=$(wrk -t1 -c32 -d"${secs}s" -s "$work/ts-post-wait.lua" "$ts_url/" | grep RESULT)
 
 echo "bare_get_rps $bare_get req/s"
 echo "healthz_rps $ts_health req/s"

@@ -161,10 +161,12 @@ wait_job() {
   done
 }
 
-# wait_task_state JOB TASK STATE [TIMEOUT_MS] — poll GET /v1/jobs/JOB/tasks/TASK until its
-# state is STATE (default timeout 15 s); prints the node JSON.
+# wait_task_state JOB TASK STATE [TIMEOUT_MS] — wait until GET /v1/jobs/JOB/tasks/TASK has state
+# STATE (default timeout 15 s); prints the node JSON. No polling interval: between two reads of
+# the node it long-polls the job's events (every change of a node's state is an event), so it
+# wakes as soon as something happened.
 wait_task_state() {
-  local job=$1 task=$2 want=$3 timeout=${4:-15000} deadline node state
+  local job=$1 task=$2 want=$3 timeout=${4:-15000} deadline node state after=0 page left
   deadline=$(( $(now_ms) + timeout ))
   while :; do
     node=$(get "/v1/jobs/$job/tasks/$(enc "$task")") || return 1
@@ -177,11 +179,16 @@ wait_task_state() {
       printf '✘ task %s ended %s while waiting for %s: %s\n' "$task" "$state" "$want" "$node" >&2
       return 1
     fi
-    if (( $(now_ms) >= deadline )); then
+    left=$(( deadline - $(now_ms) ))
+    if (( left <= 0 )); then
       printf '✘ task %s still %s after %s ms (wanted %s)\n' "$task" "$state" "$timeout" "$want" >&2
       return 1
     fi
-    sleep 0.05
+    (( left > 30000 )) && left=30000
+    # The first pass (after=0) returns at once with every event so far; later ones wait for the
+    # next event, which a change of the node made after the read above would have produced.
+    page=$(get "/v1/jobs/$job/events?after=$after&waitMs=$left") || return 1
+    after=$(jqr "[.items[].seq] | max // $after" "$page")
   done
 }
 

@@ -1,21 +1,39 @@
 #!/usr/bin/env bash
 # End-to-end test of the terminal client (`taskserver submit|status|cancel|events`) against a live
-# server on a free port, with an API key: exit statuses, output, --watch on a pipe and on a
-# pseudo-terminal (script(1)), and the messages for connection and problem+json errors.
+# server on a port of its choosing (--port 0, read from its log: scripts/server.sh), with an API
+# key: exit statuses, output, --watch on a pipe and on a pseudo-terminal (script(1)), and the
+# messages for connection and problem+json errors. It waits for conditions (output written, a
+# port bound), never for a fixed time.
 # usage: check-client.sh [PATH/TO/taskserver]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/server.sh
 bin=${1:-$(swift build --show-bin-path)/taskserver}
 work=$(mktemp -d)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 key=client-test-key-0123456789
-"$bin" serve --memory --port "$port" --api-key "$key" >"$work/server.log" 2>&1 &
-server=$!
-trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
-for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
-export TASKSERVER_URL="http://127.0.0.1:$port" TASKSERVER_API_KEY="$key"
+server="" holder=""
+cleanup() {
+    local pid
+    for pid in $server $holder; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+start_server "$work/server.log" "$bin" serve --memory --api-key "$key"
+server=$SERVER_PID
+export TASKSERVER_URL="$SERVER_URL" TASKSERVER_API_KEY="$key"
 
 fail() { echo "FAIL: $*"; echo "-- server log"; cat "$work/server.log"; exit 1; }
+# wait_until SECONDS COMMAND… — runs COMMAND until it succeeds (a bounded poll); fails after SECONDS.
+wait_until() {
+    local deadline=$((SECONDS + $1))
+    shift
+    until "$@"; do
+        [ "$SECONDS" -lt "$deadline" ] || return 1
+        sleep 0.02
+    done
+}
+# lines_at_least FILE N — FILE has N lines or more.
+lines_at_least() { [ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ]; }
 # run EXPECTED_STATUS cmd… — runs the client, keeps stdout/stderr in $work/out and $work/err.
 run() {
     local expected=$1; shift
@@ -51,7 +69,10 @@ echo "✔ submit from stdin, then status: running"
 # events --follow ends by itself when the job ends (here: when it is cancelled).
 "$bin" events "$id" --follow >"$work/events" 2>"$work/events.err" &
 follower=$!
-sleep 0.5
+# Following: it has printed every event the job has so far (so it waits for the next one).
+so_far=$(curl -fsS -H "Authorization: Bearer $key" "$TASKSERVER_URL/v1/jobs/$id/events" | jq '.items | length')
+wait_until 10 lines_at_least "$work/events" "$so_far" \
+    || fail "events --follow printed $(wc -l <"$work/events") of $so_far events: $(cat "$work/events" "$work/events.err")"
 kill -0 "$follower" 2>/dev/null || fail "events --follow ended before the job did: $(cat "$work/events" "$work/events.err")"
 run 0 cancel "$id"
 [ "$(jq -r .state "$work/out")" = cancelled ] || fail "cancel: $(cat "$work/out")"
@@ -81,9 +102,11 @@ tail -1 "$work/out" | grep -q "succeeded  3 succeeded  0 running  0 failed  of 3
 [ "$lines" -ge 2 ] && [ "$lines" -le 8 ] || fail "--watch on a pipe printed $lines lines (one per change expected): $(cat "$work/out")"
 echo "✔ submit --watch on a pipe: $lines plain lines, last: $(tail -1 "$work/out")"
 
+: >"$work/out" # not the previous command's output
 run 2 submit "$work/slow.json" --watch --idempotency-key watch-cancel &
 watcher=$!
-sleep 0.5
+# Watching: it has printed its first line (the job is submitted and running).
+wait_until 10 lines_at_least "$work/out" 1 || fail "submit --watch printed nothing: $(cat "$work/out" "$work/err")"
 watched=$(curl -fsS -H "Authorization: Bearer $key" "$TASKSERVER_URL/v1/jobs?state=running" | jq -r '.items[0].id')
 "$bin" cancel "$watched" >/dev/null
 wait "$watcher" || fail "submit --watch of a job cancelled meanwhile should exit 2"
@@ -106,8 +129,17 @@ run 3 submit "$work/missing.json"
 grep -q "cannot read" "$work/err" || fail "missing file: $(cat "$work/err")"
 TASKSERVER_API_KEY= run 3 status "$id"
 grep -q "401 auth.required" "$work/err" || fail "no API key: $(cat "$work/err")"
-closed=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# A port bound but not listening (held by a helper process until the check is done): connections
+# to it are refused, and no one else can take it meanwhile.
+python3 -c 'import signal, socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1], flush=True); signal.pause()' >"$work/closed" &
+holder=$!
+wait_until 10 lines_at_least "$work/closed" 1 || fail "the port holder printed no port"
+closed=$(cat "$work/closed")
 run 3 status "$id" --server "http://127.0.0.1:$closed"
+kill "$holder"
+wait "$holder" 2>/dev/null || true
+holder=""
 grep -q "cannot connect to http://127.0.0.1:$closed" "$work/err" || fail "connection refused: $(cat "$work/err")"
 run 3 status "$id" --server "https://example.invalid"
 run 64 submit "$work/ok.json" --wait --watch

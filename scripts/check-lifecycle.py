@@ -10,51 +10,67 @@ usage: check-lifecycle.py PATH/TO/taskserver
    as soon as it has, not at the end of the grace.
 3. A second signal exits at once.
 4. Invalid configuration fails at start-up with status 64 and a message naming the setting.
+
+The servers listen on a port of their choosing (--port 0, read from the log: scripts/testserver.py)
+and log at debug level, so the script can wait for the server to have received the long-poll
+("request received") rather than sleep and hope.
 """
 import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from testserver import ServerStartError, TestServer  # noqa: E402
+
 BIN = os.path.abspath(sys.argv[1])
 JOB = json.dumps({"graph": {"type": "task", "action": "delay", "params": {"ms": 600000}}})
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def start(*args):
+    try:
+        server = TestServer(BIN, ["--memory", "--log-level", "debug", *args], timeout=20)
+    except ServerStartError as error:
+        fail(f"server did not start: {error}")
+    return server.proc, server.port, server
 
 
-def start(*args, env=None):
-    port = free_port()
-    log = tempfile.TemporaryFile()
-    proc = subprocess.Popen([BIN, "serve", "--memory", "--port", str(port), *args], stdout=log, stderr=log, env=env)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            c.request("GET", "/healthz")
-            if c.getresponse().status == 200:
-                c.close()
-                return proc, port, log
-        except OSError:
-            time.sleep(0.05)
-    fail("server did not start", log)
-
-
-def fail(message, log=None):
+def fail(message, server=None):
     print("FAIL:", message)
-    if log is not None:
-        log.seek(0)
-        print(log.read().decode(errors="replace"))
+    if server is not None:
+        print(server.log_text())
     sys.exit(1)
+
+
+def wait_received(server, path):
+    """Waits until the server has received the request for `path` (its debug log says so)."""
+    if server.wait_for_log(lambda line: "request received" in line and f"http.target={path}" in line, 10) is None:
+        fail(f"the server never logged receiving GET {path}", server)
+
+
+def wait_draining(conn, server, limit):
+    """Asks /readyz on the keep-alive connection `conn` until the SIGTERM just sent has taken
+    effect (503), within `limit` seconds; returns that response and its JSON body. Each 200 before
+    it keeps the connection open, so the 503 is still an answer on a connection opened before the
+    signal."""
+    deadline = time.monotonic() + limit
+    while True:
+        conn.request("GET", "/readyz")
+        r = conn.getresponse()
+        body = json.loads(r.read())
+        if r.status != 200 or time.monotonic() >= deadline:
+            return r, body
+        if (r.getheader("connection") or "").lower() == "close":
+            # The drain began between this answer's routing and its writing: a ready answer on a
+            # connection the server now closes. Allowed; ask again on a new connection.
+            conn.close()
+            conn.connect()
+        time.sleep(0.01)  # a bounded poll of /readyz: the signal is handled asynchronously
 
 
 def submit(port):
@@ -102,75 +118,75 @@ def wait_exit(proc, limit):
 
 def hanging_long_poll():
     grace = 2.0
-    proc, port, log = start("--shutdown-grace", "2s")
+    proc, port, server = start("--shutdown-grace", "2s")
     job = submit(port)
     poll = LongPoll(port, job, 60000)
     poll.start()
     ready_conn, submit_conn = keep_alive(port), keep_alive(port)
-    time.sleep(0.2)  # the long-poll has reached the server
+    wait_received(server, f"/v1/jobs/{job}?waitMs=60000")
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
-    time.sleep(0.2)
-    ready_conn.request("GET", "/readyz")
-    r = ready_conn.getresponse()
-    body = json.loads(r.read())
+    r, body = wait_draining(ready_conn, server, grace / 2)
     if r.status != 503 or body.get("status") != "draining":
-        fail(f"/readyz while draining: {r.status} {body}", log)
+        fail(f"/readyz while draining: {r.status} {body}", server)
     if (r.getheader("connection") or "").lower() != "close":
-        fail("a draining server should close keep-alive connections after answering", log)
+        fail(f"a draining server should close keep-alive connections after answering; /readyz answered {r.status} "
+             f"{body} with headers {dict(r.getheaders())}", server)
     submit_conn.request("POST", "/v1/jobs", body=JOB, headers={"content-type": "application/json"})
     r = submit_conn.getresponse()
     body = json.loads(r.read())
     if r.status != 503 or body.get("code") != "server.draining":
-        fail(f"new job while draining: {r.status} {body}", log)
+        fail(f"new job while draining: {r.status} {body}", server)
     status, _ = wait_exit(proc, grace + 5)
     elapsed = time.monotonic() - sent
     if status != 0:
-        fail(f"exit status {status} (expected 0)", log)
+        fail(f"exit status {status} (expected 0)", server)
     if elapsed > grace + 0.5:
-        fail(f"took {elapsed:.2f}s to exit, grace is {grace}s", log)
+        fail(f"took {elapsed:.2f}s to exit, grace is {grace}s", server)
     poll.join(5)
     if poll.outcome is None or poll.outcome[0] != "closed":
-        fail(f"the hanging long-poll should have been cut, got {poll.outcome}", log)
+        fail(f"the hanging long-poll should have been cut, got {poll.outcome}", server)
     print(f"✔ hanging long-poll: readyz 503, new job 503 server.draining, exit 0 after {elapsed:.2f}s (grace {grace}s)")
 
 
 def finishing_long_poll():
-    proc, port, log = start("--shutdown-grace", "20s")
+    proc, port, server = start("--shutdown-grace", "20s")
     job = submit(port)
     poll = LongPoll(port, job, 1500)
     poll.start()
-    time.sleep(0.2)
+    wait_received(server, f"/v1/jobs/{job}?waitMs=1500")
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     status, _ = wait_exit(proc, 25)
     elapsed = time.monotonic() - sent
     poll.join(5)
     if status != 0:
-        fail(f"exit status {status} (expected 0)", log)
+        fail(f"exit status {status} (expected 0)", server)
     if poll.outcome != (200, "running"):
-        fail(f"the long-poll in flight should have had its answer, got {poll.outcome}", log)
+        fail(f"the long-poll in flight should have had its answer, got {poll.outcome}", server)
     if not 1.0 <= elapsed < 5:
-        fail(f"exited after {elapsed:.2f}s; expected right after the long-poll ended (~1.3s)", log)
+        fail(f"exited after {elapsed:.2f}s; expected right after the long-poll ended (~1.3s)", server)
     print(f"✔ long-poll in flight answered 200 during the drain; exit 0 after {elapsed:.2f}s (grace 20s)")
 
 
 def second_signal():
-    proc, port, log = start("--shutdown-grace", "60s")
+    proc, port, server = start("--shutdown-grace", "60s")
     job = submit(port)
     poll = LongPoll(port, job, 60000)
     poll.start()
-    time.sleep(0.2)
+    wait_received(server, f"/v1/jobs/{job}?waitMs=60000")
     proc.send_signal(signal.SIGTERM)
-    time.sleep(0.3)
+    # The first signal has been handled once the server says it drains; the second comes after.
+    if server.wait_for_log(lambda line: "taskserver draining" in line, 10) is None:
+        fail("no 'taskserver draining' line after SIGTERM", server)
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     status, _ = wait_exit(proc, 5)
     elapsed = time.monotonic() - sent
     if status is None:
-        fail("a second signal did not stop the server", log)
+        fail("a second signal did not stop the server", server)
     if status == 0:
-        fail("a second signal cuts the drain short and should exit non-zero", log)
+        fail("a second signal cuts the drain short and should exit non-zero", server)
     print(f"✔ second signal: exit {status} after {elapsed:.2f}s")
 
 

@@ -14,14 +14,14 @@ node ran twice (a leaf's `attempts` equals its `task.started` events and it has 
 terminal event), and that awaits completed before the kill stay completed with their result.
 Jobs with delays and awaits also have a webhook to a local receiver that refuses every delivery
 (503) until the first kill: the deliveries queued before it must arrive after the restart.
+Each start of the server takes a port of its choosing (--port 0, read from its log by
+scripts/testserver.py), so a restarted server may listen elsewhere: the script follows it.
 Exit status 0 when every check passes.
 """
 import json
 import os
 import random
-import signal
-import socket
-import subprocess
+import shutil
 import sys
 import tempfile
 import threading
@@ -29,6 +29,9 @@ import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from testserver import ServerStartError, TestServer  # noqa: E402
 
 BIN = sys.argv[1]
 random.seed(7)
@@ -41,35 +44,20 @@ def check(condition, message):
         print("FAIL:", message, flush=True)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 class Server:
     def __init__(self, data):
         self.data = data
-        self.log = open(os.path.join(os.path.dirname(os.path.dirname(data)), "server.log"), "a")
-        for _ in range(5):  # a free port can be taken by someone else before the server binds it
-            self.port = free_port()
-            self.proc = subprocess.Popen(
-                [BIN, "serve", "--port", str(self.port), "--data", data, "--executor", "default=8"],
-                stdout=self.log, stderr=self.log,
-            )
-            deadline = time.time() + 20
-            while time.time() < deadline and self.proc.poll() is None:
-                try:
-                    if self.request("GET", "/healthz")[0] == 200:
-                        return
-                except OSError:
-                    pass
-                time.sleep(0.05)
-            if self.proc.poll() is None:
-                break
-        raise SystemExit("server did not start; see " + self.log.name)
+        log = os.path.join(os.path.dirname(os.path.dirname(data)), "server.log")
+        try:
+            # A restart on the same data may listen on another port: this object has the new one.
+            self.server = TestServer(BIN, ["--data", data, "--executor", "default=8"], log=log, timeout=60)
+        except ServerStartError as error:
+            raise SystemExit(f"server did not start: {error}")
+        self.port = self.server.port
+        self.proc = self.server.proc
+        status, body = self.request("GET", "/healthz")
+        if status != 200:
+            raise SystemExit(f"server listens but /healthz answered {status} {body}; see {log}")
 
     def request(self, method, path, body=None, headers=None, timeout=70):
         data = None if body is None else json.dumps(body).encode()
@@ -85,13 +73,28 @@ class Server:
             return error.code, json.loads(error.read() or b"null")
 
     def kill(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
+        self.server.kill()
 
     def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        status = self.proc.wait(timeout=30)
+        status = self.server.stop(timeout=30)
         check(status == 0, f"server exited with {status} on SIGTERM")
+
+    def wait_task_running(self, job_id, task_id, timeout=20):
+        """Waits until the node is running (True), or it is past that or `timeout` passes (False).
+        No polling interval: between two reads of the node it long-polls the job's events, and a
+        node changes state only with an event."""
+        deadline = time.monotonic() + timeout
+        after = 0
+        while True:
+            status, node = self.request("GET", f"/v1/jobs/{job_id}/tasks/{task_id}")
+            if status != 200 or node["state"] != "pending":
+                return status == 200 and node["state"] == "running"
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            # The first pass (after=0) returns at once; later ones wait for the job's next event.
+            _, page = self.request("GET", f"/v1/jobs/{job_id}/events?after={after}&waitMs={int(min(left, 30) * 1000)}")
+            after = max([after] + [e["seq"] for e in page.get("items", [])])
 
 
 def make_job(kind, n):
@@ -127,7 +130,7 @@ class Receiver(BaseHTTPRequestHandler):
     """Webhook receiver: 503 until `accepting` is set, then 204; records what it accepted."""
     accepting = threading.Event()
     received = {}  # job id -> set of event types delivered
-    lock = threading.Lock()
+    lock = threading.Condition()  # notified at each delivery accepted
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("content-length", 0)))
@@ -141,6 +144,7 @@ class Receiver(BaseHTTPRequestHandler):
         job_id = data.get("job", {}).get("id") or data.get("jobId")
         with Receiver.lock:
             Receiver.received.setdefault(job_id, set()).add(event["type"])
+            Receiver.lock.notify_all()
         self.send_response(204)
         self.end_headers()
 
@@ -160,6 +164,7 @@ WEBHOOK = {"url": f"http://127.0.0.1:{receiver.server_address[1]}/hook", "events
 
 accepted = {}      # id -> (kind, state, expected)
 completed = {}     # id -> result given to its await (before a kill, or after a restart)
+completed_before_kill = set()
 lock = threading.Lock()
 
 
@@ -184,14 +189,15 @@ def round_in_flight(server, kill_after):
         t.start()
     for t in threads:
         t.join()
-    # Complete about half of the open awaits before the kill.
-    time.sleep(0.1)
+    # Complete about half of the open awaits before the kill, each once its await is waiting.
     for job_id, (kind, _, expected) in list(accepted.items()):
         if kind == "await" and job_id not in completed and random.random() < 0.5:
+            check(server.wait_task_running(job_id, "gate"), f"{job_id}: its await never started before the kill")
             status, _ = server.request("POST", f"/v1/jobs/{job_id}/tasks/gate/complete", {"result": expected})
             if status == 200:
                 completed[job_id] = expected
-    time.sleep(kill_after)
+                completed_before_kill.add(job_id)
+    time.sleep(kill_after)  # the test itself: the load runs this long, then SIGKILL
     server.kill()
 
 
@@ -208,7 +214,7 @@ def round_burst(server, duration):
     threads = [threading.Thread(target=loop, args=(i,)) for i in range(8)]
     for t in threads:
         t.start()
-    time.sleep(duration)
+    time.sleep(duration)  # the test itself: submissions run this long, then SIGKILL
     server.kill()
     stop.set()
     for t in threads:
@@ -221,7 +227,8 @@ def verify(server):
         if kind == "await" and job_id not in completed:
             status, body = server.request("POST", f"/v1/jobs/{job_id}/tasks/gate/complete", {"result": expected})
             if status == 409 and body.get("code") == "task.notRunning":
-                time.sleep(0.2)
+                # Resumed, but not waiting again yet: complete it once it is.
+                server.wait_task_running(job_id, "gate")
                 status, body = server.request("POST", f"/v1/jobs/{job_id}/tasks/gate/complete", {"result": expected})
             check(status == 200, f"{job_id}: completing its await after restart gave {status} {body}")
             if status == 200:
@@ -253,9 +260,8 @@ def verify(server):
             check(node["attempts"] == started, f"{job_id}/{node['id']}: attempts {node['attempts']} but {started} task.started events")
         if kind in ("delay", "await"):
             # Its webhook: the job's end was delivered (queued before a kill or not).
-            deadline = time.time() + 20
-            while time.time() < deadline and f"job.{state}" not in Receiver.received.get(job_id, set()):
-                time.sleep(0.05)
+            with Receiver.lock:
+                Receiver.lock.wait_for(lambda: f"job.{state}" in Receiver.received.get(job_id, set()), timeout=20)
             check(f"job.{state}" in Receiver.received.get(job_id, set()), f"{job_id} ({kind}): no job.{state} webhook arrived")
         if job_id in completed:
             gate = next(n for n in tasks["items"] if n["id"] == "gate")
@@ -295,11 +301,12 @@ def main():
         print(f"  restarted and healthy in {time.time() - restart:.2f} s; {queued} webhook deliveries were pending at the kill", flush=True)
         verify(server)
         server.stop()
-    print(f"crash test: {len(accepted)} accepted jobs checked, {len(completed)} awaits completed before a kill, "
+    print(f"crash test: {len(accepted)} accepted jobs checked, {len(completed_before_kill)} of {len(completed)} awaits completed before a kill, "
           f"{len(failures)} failures, {time.time() - started:.1f} s")
     if failures:
         print("server log:", os.path.join(workdir, "server.log"))
         sys.exit(1)
+    shutil.rmtree(workdir)
 
 
 main()

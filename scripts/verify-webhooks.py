@@ -8,7 +8,10 @@ A receiver on 127.0.0.1 records every delivery; each one must pass
   whsec_ secret; a job whose webhook fails its first attempt (the retry must keep the
   webhook-id and be signed again); the deliveries API must agree.
 - With TASKSERVER_BIN: a second server started with TASKSERVER_WEBHOOK_URL and
-  TASKSERVER_WEBHOOK_SECRET, whose server-wide webhook must deliver every job's job.* events.
+  TASKSERVER_WEBHOOK_SECRET (on a port of its choosing, --port 0, read from its log), whose
+  server-wide webhook must deliver every job's job.* events.
+
+Run it with the tests' Python environment: .build/venv/bin/python (scripts/install-deps.sh --venv).
 
 Exit status 0 when every check passed; the failures are printed otherwise.
 """
@@ -16,16 +19,15 @@ import base64
 import json
 import os
 import secrets
-import signal
-import socket
-import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from standardwebhooks import Webhook, WebhookVerificationError
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from testserver import ServerStartError, TestServer, wait_until  # noqa: E402
 
 failures = []
 
@@ -44,7 +46,7 @@ class Receiver(ThreadingHTTPServer):
 
     def __init__(self):
         super().__init__(("127.0.0.1", 0), Handler)
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()  # notified at each delivery received
         self.received = []  # (path, headers, body, status answered)
         self.seen_ids = set()
 
@@ -55,6 +57,11 @@ class Receiver(ThreadingHTTPServer):
     def requests(self, path):
         with self.lock:
             return [r for r in self.received if r[0] == path]
+
+    def wait_for(self, path, count, timeout=20.0):
+        """Waits until at least `count` deliveries to `path` have arrived, or `timeout` passes."""
+        with self.lock:
+            self.lock.wait_for(lambda: sum(1 for r in self.received if r[0] == path) >= count, timeout)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -70,6 +77,7 @@ class Handler(BaseHTTPRequestHandler):
             # /flaky fails the first attempt of every delivery.
             status = 500 if (self.path == "/flaky" and first) else 204
             receiver.received.append((self.path, headers, body, status))
+            receiver.lock.notify_all()
         self.send_response(status)
         self.send_header("content-length", "0")
         self.end_headers()
@@ -85,16 +93,6 @@ def call(base, method, path, body=None):
         request.add_header("content-type", "application/json")
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read() or b"null")
-
-
-def wait_for(predicate, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    return predicate()
 
 
 def new_secret():
@@ -133,7 +131,7 @@ def job_level(base, receiver):
     }
     job_id = call(base, "POST", "/v1/jobs?waitMs=20000", job)["id"]
     events = call(base, "GET", "/v1/jobs/%s/events" % job_id)["items"]
-    wait_for(lambda: len(receiver.requests("/signed")) >= len(events))
+    receiver.wait_for("/signed", len(events))
     received = receiver.requests("/signed")
     check(len(received) == len(events), "job webhook: %d deliveries for %d events" % (len(received), len(events)))
     verified = verify_all(received, secret, "job webhook")
@@ -147,7 +145,8 @@ def job_level(base, receiver):
     def all_delivered():
         items = call(base, "GET", "/v1/jobs/%s/deliveries" % job_id)["items"]
         return items if len(items) == len(events) and all(d["state"] == "delivered" for d in items) else None
-    check(wait_for(all_delivered), "deliveries API: %r" % call(base, "GET", "/v1/jobs/%s/deliveries" % job_id))
+    # The API has no long-poll: a bounded poll (the receiver has answered; the store follows).
+    check(wait_until(all_delivered, 20), "deliveries API: %r" % call(base, "GET", "/v1/jobs/%s/deliveries" % job_id))
     return verified
 
 
@@ -159,7 +158,7 @@ def retried(base, receiver):
                     "retry": {"maxAttempts": 3, "delayMs": 50, "jitter": False}},
     }
     job_id = call(base, "POST", "/v1/jobs?waitMs=20000", job)["id"]
-    wait_for(lambda: len(receiver.requests("/flaky")) >= 2)
+    receiver.wait_for("/flaky", 2)
     received = receiver.requests("/flaky")
     check(len(received) == 2, "retried webhook: %d attempts received" % len(received))
     check(len({r[1].get("webhook-id") for r in received}) == 1, "the retry changed the webhook-id")
@@ -169,20 +168,13 @@ def retried(base, receiver):
     def delivered():
         items = call(base, "GET", "/v1/jobs/%s/deliveries" % job_id)["items"]
         return items if items and items[0]["state"] == "delivered" else None
-    items = wait_for(delivered)
+    items = wait_until(delivered, 20)
     check(items and [a.get("status") for a in items[0]["attempts"]] == [500, 204], "deliveries API after a retry: %r" % items)
     return verified
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def server_wide(binary, receiver):
     secret = new_secret()
-    port = free_port()
     environment = dict(os.environ)
     environment.update({
         "TASKSERVER_WEBHOOK_URL": receiver.url + "/server",
@@ -190,29 +182,27 @@ def server_wide(binary, receiver):
         "TASKSERVER_OUTBOUND_DENY": "0.0.0.0/0,::/0",
         "TASKSERVER_OUTBOUND_ALLOW": "127.0.0.0/8,::1/128",
     })
-    process = subprocess.Popen([binary, "serve", "--memory", "--port", str(port)], env=environment,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    base = "http://127.0.0.1:%d" % port
     try:
-        ready = wait_for(lambda: _healthy(base), timeout=10)
-        if not check(ready, "the second server did not start"):
+        server = TestServer(binary, ["--memory"], env=environment)
+    except ServerStartError as error:
+        check(False, "the second server did not start: %s" % error)
+        return 0
+    base = server.url
+    try:
+        if not check(_healthy(base), "the second server does not answer /healthz"):
             return 0
         ids = [call(base, "POST", "/v1/jobs?waitMs=20000",
                     {"graph": {"type": "task", "action": "value", "params": {"value": n}}})["id"] for n in range(3)]
-        wait_for(lambda: len(receiver.requests("/server")) >= 9)
+        receiver.wait_for("/server", 9)
         received = receiver.requests("/server")
         check(len(received) == 9, "server-wide webhook: %d deliveries for 3 jobs" % len(received))
         expected = {"msg_%s_%d_server" % (job_id, seq) for job_id in ids for seq in (1, 2, 5)}
         check({r[1].get("webhook-id") for r in received} == expected, "server-wide ids %r" % sorted(r[1].get("webhook-id") for r in received))
         return verify_all(received, secret, "server-wide webhook")
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            status = process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            status = "killed"
-        check(status == 0, "the second server exited with %r: %s" % (status, process.stderr.read().decode()[-2000:]))
+        status = server.stop(timeout=15)
+        check(status == 0, "the second server exited with %r: %s" % (status if status is not None else "killed",
+                                                                     server.log_text()[-2000:]))
 
 
 def _healthy(base):
