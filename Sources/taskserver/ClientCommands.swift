@@ -88,7 +88,7 @@ struct Submit: ParsableCommand {
 
     @OptionGroup var options: ClientOptions
 
-    @Argument(help: "The job as JSON (SPEC §1), or - to read it from stdin.")
+    @Argument(help: "The job as JSON (the Job schema of openapi.yaml), or - to read it from stdin.")
     var file: String
 
     @Flag(help: "Wait for the job to end; print it and exit with a status that reflects its outcome.")

@@ -3,9 +3,9 @@ import TaskCore
 
 /// `taskserver submit --watch`: follows a job until it ends, showing its progress.
 ///
-/// On a terminal it redraws one line (`running  ✔ 3 succeeded  ▶ 2 running  ✘ 0 failed  of 7  4.2s`)
-/// at every event and once a second for the clock; otherwise it prints a plain line each time the
-/// progress changes. It waits on the events long-poll (`waitMs`), so it never polls busily.
+/// On a terminal it redraws one line (`ID  running  3 succeeded  2 running  0 failed  1 pending  of 6  4.2s`)
+/// at every event and once a second for the clock; otherwise it prints the same line, plainly, each
+/// time the progress changes. It waits on the events long-poll (`waitMs`), so it never polls busily.
 struct JobWatcher {
     let client: TaskServerClient
     let id: String
@@ -21,11 +21,14 @@ struct JobWatcher {
             let job = try self.client.job(self.id)
             let snapshot = Progress(job: job.json ?? [:])
             let elapsed = ContinuousClock.now - start
-            let line = snapshot.line(elapsed: self.isTerminal ? elapsed : nil)
+            // The same fields in the same order on a terminal and a pipe; a terminal redraws its
+            // one line, a pipe gets a line each time the progress changes.
+            let line = snapshot.line
+            let shown = "\(self.id)  \(line)  \(Self.seconds(elapsed))"
             if self.isTerminal {
-                self.output("\r\u{1B}[2K\(self.id)  \(line)")
+                self.output("\r\u{1B}[2K\(shown)")
             } else if line != lastLine {
-                self.output("\(Self.seconds(elapsed))  \(self.id)  \(line)\n")
+                self.output("\(shown)\n")
             }
             lastLine = line
             if terminalJobStates.contains(snapshot.state) {
@@ -55,18 +58,16 @@ struct JobWatcher {
     struct Progress {
         var state: String
         var total = 0
-        var succeeded = 0
-        var running = 0
-        var failed = 0
+        var counts: [(name: String, count: Int)] = []
         var error: String?
 
         init(job: [String: Any]) {
             self.state = job["state"] as? String ?? "unknown"
             if let progress = job["progress"] as? [String: Any] {
                 self.total = progress["total"] as? Int ?? 0
-                self.succeeded = progress["succeeded"] as? Int ?? 0
-                self.running = progress["running"] as? Int ?? 0
-                self.failed = progress["failed"] as? Int ?? 0
+                for name in ["succeeded", "running", "failed", "pending", "cancelled", "skipped"] {
+                    self.counts.append((name, progress[name] as? Int ?? 0))
+                }
             }
             if let error = job["error"] as? [String: Any] {
                 let code = error["code"] as? String ?? "error"
@@ -75,11 +76,15 @@ struct JobWatcher {
             }
         }
 
-        /// `running  3 succeeded  2 running  0 failed  of 7`, then the elapsed time when given.
-        func line(elapsed: Duration?) -> String {
-            var text = "\(self.state)  \(self.succeeded) succeeded  \(self.running) running  \(self.failed) failed  of \(self.total)"
-            if let elapsed { text += "  \(JobWatcher.seconds(elapsed))" }
-            return text
+        /// `running  3 succeeded  2 running  0 failed  1 pending  of 6`: succeeded, running and
+        /// failed always, then pending, cancelled and skipped when there are any, so the counts add
+        /// up to the total.
+        var line: String {
+            var text = self.state
+            for (index, (name, count)) in self.counts.enumerated() where index < 3 || count > 0 {
+                text += "  \(count) \(name)"
+            }
+            return text + "  of \(self.total)"
         }
     }
 }

@@ -34,7 +34,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Default webhook for every job's job.* events (env TASKSERVER_WEBHOOK_URL).")
     var webhookUrl: String?
 
-    @Option(help: "Signing secret of the default webhook, whsec_<base64> (env TASKSERVER_WEBHOOK_SECRET; prefer the env var).")
+    @Option(help: "Signing secret of the default webhook: whsec_<base64>, or any other text used as raw key bytes (env TASKSERVER_WEBHOOK_SECRET; prefer the env var).")
     var webhookSecret: String?
 
     @Option(name: .customLong("outbound-allow"), help: ArgumentHelp("Let http tasks and webhooks reach this CIDR range even where built-in rules deny it; repeatable (env TASKSERVER_OUTBOUND_ALLOW, comma-separated).", valueName: "cidr"))

@@ -1,4 +1,5 @@
 import Foundation
+import TaskServer
 
 /// A small blocking HTTP/1.1 client for the terminal commands (`submit`, `status`, `cancel`,
 /// `events`): one request per connection over a POSIX socket, `Connection: close`, the body read

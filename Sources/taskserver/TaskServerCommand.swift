@@ -25,10 +25,6 @@ struct TaskServerCommand: AsyncParsableCommand {
     )
 }
 
-enum TaskServerVersion {
-    static let current = "0.1.0"
-}
-
 struct Version: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Print the version.")
     func run() {
@@ -36,47 +32,27 @@ struct Version: ParsableCommand {
     }
 }
 
-struct Healthcheck: AsyncParsableCommand {
+struct Healthcheck: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Exit 0 when the server answers GET /healthz, 1 otherwise (for Docker HEALTHCHECK).")
 
-    @Option(help: "The health URL (env TASKSERVER_HEALTH_URL).")
+    @Option(help: "The health URL, or the server's base URL (/healthz is added) (env TASKSERVER_HEALTH_URL).")
     var url: String = ProcessInfo.processInfo.environment["TASKSERVER_HEALTH_URL"]
         ?? "http://127.0.0.1:\(ProcessInfo.processInfo.environment["TASKSERVER_PORT"] ?? "8080")/healthz"
 
-    func run() async throws {
-        guard let ok = try? await probe(self.url), ok else { throw ExitCode(1) }
+    func run() throws {
+        guard let (base, path) = Self.serverAndPath(self.url), let client = try? TaskServerClient(server: base, apiKey: nil),
+            let response = try? client.send("GET", path, timeout: 3), response.status == 200
+        else { throw ExitCode(1) }
     }
-}
 
-/// GETs `url` over a plain socket (no client library needed) and checks for a 200.
-func probe(_ url: String) async throws -> Bool {
-    guard let components = URLComponents(string: url), let host = components.host else { return false }
-    let port = components.port ?? 80
-    let path = components.path.isEmpty ? "/" : components.path
-    return await withCheckedContinuation { continuation in
-        DispatchQueue.global().async {
-            continuation.resume(returning: blockingGet(host: host, port: port, path: path))
-        }
+    /// The server's base URL and the path to ask: the URL's own path, or `/healthz` when it names
+    /// only the server (`http://host:8080`). Nil when `url` is not a URL.
+    static func serverAndPath(_ url: String) -> (server: String, path: String)? {
+        guard var components = URLComponents(string: url), components.host != nil else { return nil }
+        let path = components.path.isEmpty || components.path == "/" ? "/healthz" : components.path
+        components.path = ""
+        components.query = nil
+        guard let server = components.string else { return nil }
+        return (server, path)
     }
-}
-
-private func blockingGet(host: String, port: Int, path: String) -> Bool {
-    var hints = addrinfo()
-    hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-    var result: UnsafeMutablePointer<addrinfo>?
-    guard getaddrinfo(host, String(port), &hints, &result) == 0, let info = result else { return false }
-    defer { freeaddrinfo(result) }
-    let fd = socket(info.pointee.ai_family, info.pointee.ai_socktype, info.pointee.ai_protocol)
-    guard fd >= 0 else { return false }
-    defer { close(fd) }
-    var timeout = timeval(tv_sec: 3, tv_usec: 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    guard connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else { return false }
-    let request = "GET \(path) HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n"
-    guard request.withCString({ send(fd, $0, strlen($0), 0) }) > 0 else { return false }
-    var buffer = [UInt8](repeating: 0, count: 64)
-    let count = recv(fd, &buffer, buffer.count, 0)
-    guard count > 12 else { return false }
-    return String(decoding: buffer[0..<count], as: UTF8.self).hasPrefix("HTTP/1.1 200")
 }

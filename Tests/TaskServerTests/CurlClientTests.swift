@@ -37,7 +37,7 @@ struct CurlClientTests {
             #expect(String(decoding: response.body, as: UTF8.self) == "hello /a?b=1")
             let request = try #require(receiver.requests.first)
             #expect(request.method == "GET")
-            #expect(request.header("user-agent") == "TaskServer/1.0")
+            #expect(request.header("user-agent") == "TaskServer/\(TaskServerVersion.current)")
             #expect(request.header("expect") == nil)
         }
     }

@@ -1,3 +1,5 @@
+import Foundation
+import TestSupport
 import Testing
 
 @testable import TaskGraph
@@ -5,7 +7,6 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
-import TestSupport
 #endif
 
 /// The router and `openapi.yaml` describe the same API, and the binary serves that very document.
@@ -102,6 +103,23 @@ struct RouteContractTests {
         await plain.stop()
         await protected.stop()
         #expect(a == b)
+    }
+
+    @Test func theVersionIsTheContractsInfoVersion() throws {
+        // Found another way than TaskServerVersion does: the line after "info:" that sets version.
+        let text = try Self.openAPIText()
+        let info = try #require(text.range(of: "\ninfo:\n"))
+        let rest = text[info.upperBound...]
+        let line = try #require(rest.split(separator: "\n").first { $0.hasPrefix("  version:") })
+        let expected = line.dropFirst("  version:".count).trimmingCharacters(in: .whitespaces)
+        #expect(TaskServerVersion.current == expected)
+        #expect(TaskServerVersion.current.split(separator: ".").count == 3, "a semantic version: \(TaskServerVersion.current)")
+    }
+
+    @Test func theVersionIsReadFromTheInfoMappingOnly() {
+        let yaml = "openapi: 3.1.0\ninfo:\n  title: x\n  version: '2.3.4'\npaths:\n  /a:\n    get:\n      version: 9\n"
+        #expect(TaskServerVersion.version(inOpenAPI: Array(yaml.utf8)) == "2.3.4")
+        #expect(TaskServerVersion.version(inOpenAPI: Array("info:\n  title: x\nother:\n  version: 1\n".utf8)) == nil)
     }
 
     @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))

@@ -48,7 +48,7 @@ public final class CurlClient: Sendable {
             maxConcurrentTransfers: Int = 256,
             maxResponseBytes: Int = 4 << 20,
             policy: AddressPolicy = AddressPolicy(),
-            userAgent: String = "TaskServer/1.0"
+            userAgent: String = "TaskServer/\(TaskServerVersion.current)"
         ) {
             self.maxConcurrentTransfers = maxConcurrentTransfers
             self.maxResponseBytes = maxResponseBytes
