@@ -118,6 +118,8 @@ public final class Application: Sendable {
     /// Resumes the jobs that were unfinished when the server last stopped, then starts serving;
     /// returns the bound port.
     public func start() async throws -> Int {
+        // The contract must convert to JSON (GET /openapi.json): a broken one stops the start.
+        _ = try ServiceAPI.openAPIJSONBytes.get()
         let recovered = try self.store.recoverUnfinished()
         for run in recovered { run.start() }
         if !recovered.isEmpty { self.logger.notice("resumed unfinished jobs", metadata: ["count": "\(recovered.count)"]) }

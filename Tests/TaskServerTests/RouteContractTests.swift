@@ -105,6 +105,29 @@ struct RouteContractTests {
         #expect(a == b)
     }
 
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
+    func getOpenAPIJSONServesTheSameDocumentAsJSON() async throws {
+        try await withServer { server in
+            let response = try await server.get("/openapi.json")
+            #expect(response.status == 200)
+            #expect(response.contentType == "application/json")
+            let document = response.json
+            #expect(document["openapi"]?.stringValue?.hasPrefix("3.1.") == true)
+            #expect(document["info"]?["version"]?.stringValue == TaskServerVersion.current)
+            let paths = document["paths"]?.objectValue.map { Set($0.keys) } ?? []
+            #expect(paths.contains("/v1/jobs") && paths.contains("/openapi.json"))
+            // Every operation the YAML lists is in the JSON (the YAML read by another reader).
+            let operations = Self.documentedOperations(try Self.openAPIText())
+            var fromJSON: Set<String> = []
+            for (path, item) in document["paths"]?.objectValue?.members ?? [] {
+                for method in item.objectValue?.keys ?? [] where ["get", "post", "put", "patch", "delete"].contains(method) {
+                    fromJSON.insert("\(method.uppercased()) \(path)")
+                }
+            }
+            #expect(fromJSON == operations)
+        }
+    }
+
     @Test func theVersionIsTheContractsInfoVersion() throws {
         // Found another way than TaskServerVersion does: the line after "info:" that sets version.
         let text = try Self.openAPIText()

@@ -2,7 +2,7 @@ import NIOHTTP1
 import TaskCore
 
 /// Bearer API keys (`--api-key`): `/v1/*` requires `Authorization: Bearer KEY`; `/healthz`,
-/// `/readyz`, `/metrics` and `/openapi.yaml` stay open. Keys are compared in constant time.
+/// `/readyz`, `/metrics`, `/openapi.yaml` and `/openapi.json` stay open. Keys are compared in constant time.
 struct Authentication: Sendable {
     let keys: [[UInt8]]
 

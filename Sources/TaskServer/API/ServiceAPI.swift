@@ -2,7 +2,7 @@ import NIOHTTP1
 import TaskCore
 import TaskGraph
 
-/// Health, readiness, executors, metrics and the API document (SPEC §3.8).
+/// Health, readiness, executors, metrics and the API document, as YAML and as JSON.
 struct ServiceAPI: Sendable {
     let app: Application
 
@@ -12,6 +12,7 @@ struct ServiceAPI: Sendable {
         router.add(.GET, "/v1/executors", self.executors)
         router.add(.GET, "/metrics", self.metrics)
         router.add(.GET, "/openapi.yaml", self.openAPI)
+        router.add(.GET, "/openapi.json", self.openAPIJSON)
     }
 
     @Sendable func healthz(_ request: Request) throws -> Future<Response> {
@@ -43,5 +44,15 @@ struct ServiceAPI: Sendable {
         var headers = HTTPHeaders()
         headers.add(name: "content-type", value: "application/yaml")
         return Future(value: Response(status: .ok, headers: headers, body: PackageResources.openapi_yaml))
+    }
+
+    /// The contract as JSON, for clients and generators that read no YAML: converted once from the
+    /// embedded openapi.yaml by `YAMLDocument` (a failure stops `Application.start`).
+    static let openAPIJSONBytes = Result { () throws(YAMLParseError) -> [UInt8] in
+        try YAMLDocument.parse(PackageResources.openapi_yaml).jsonBytes
+    }
+
+    @Sendable func openAPIJSON(_ request: Request) throws -> Future<Response> {
+        Future(value: .json(bytes: try Self.openAPIJSONBytes.get()))
     }
 }
