@@ -1,0 +1,409 @@
+/// The node types of SPEC §1.1, with the fields each accepts.
+enum NodeType: CaseIterable {
+    case task, series, parallel, continuation, map, dynamic
+
+    init?(_ name: String) {
+        switch name {
+        case "task": self = .task
+        case "series": self = .series
+        case "parallel": self = .parallel
+        case "continuation": self = .continuation
+        case "map": self = .map
+        case "dynamic": self = .dynamic
+        default: return nil
+        }
+    }
+
+    static let expected = "task, series, parallel, continuation, map, dynamic"
+
+    /// The type-specific fields, in the order they are listed in SPEC §1.1.
+    var fields: [String] {
+        switch self {
+        case .task: return ["action", "params", "executor", "retry", "timeoutMs"]
+        case .series: return ["steps"]
+        case .parallel: return ["branches", "mode", "maxConcurrency", "failFast"]
+        case .continuation: return ["antecedent", "on", "then"]
+        case .map: return ["items", "template", "mode", "maxConcurrency"]
+        case .dynamic: return ["source"]
+        }
+    }
+
+    /// The bit mask of `NodeField`s this type accepts (`type`, `id`, `input` included).
+    var allowed: UInt32 {
+        let common = NodeField.type.bit | NodeField.id.bit | NodeField.input.bit
+        switch self {
+        case .task:
+            return common | NodeField.action.bit | NodeField.params.bit | NodeField.executor.bit | NodeField.retry.bit
+                | NodeField.timeoutMs.bit
+        case .series: return common | NodeField.steps.bit
+        case .parallel:
+            return common | NodeField.branches.bit | NodeField.mode.bit | NodeField.maxConcurrency.bit | NodeField.failFast.bit
+        case .continuation: return common | NodeField.antecedent.bit | NodeField.on.bit | NodeField.then.bit
+        case .map: return common | NodeField.items.bit | NodeField.template.bit | NodeField.mode.bit | NodeField.maxConcurrency.bit
+        case .dynamic: return common | NodeField.source.bit
+        }
+    }
+}
+
+/// Every field any node type has.
+enum NodeField: UInt32 {
+    case type, id, input, action, params, executor, retry, timeoutMs, steps, branches, mode, maxConcurrency,
+        failFast, antecedent, on, then, items, template, source
+
+    var bit: UInt32 { 1 << self.rawValue }
+
+    /// The field named `key`. Dispatches on the length first: this runs for every member of every node.
+    init?(key: String) {
+        let field: NodeField?
+        switch key.utf8.count {
+        case 2: field = key == "id" ? .id : key == "on" ? .on : nil
+        case 4: field = key == "type" ? .type : key == "mode" ? .mode : key == "then" ? .then : nil
+        case 5:
+            field = key == "input" ? .input : key == "steps" ? .steps : key == "retry" ? .retry : key == "items" ? .items : nil
+        case 6: field = key == "action" ? .action : key == "params" ? .params : key == "source" ? .source : nil
+        case 8:
+            field = key == "branches" ? .branches : key == "executor" ? .executor : key == "template" ? .template
+                : key == "failFast" ? .failFast : nil
+        case 9: field = key == "timeoutMs" ? .timeoutMs : nil
+        case 10: field = key == "antecedent" ? .antecedent : nil
+        case 14: field = key == "maxConcurrency" ? .maxConcurrency : nil
+        default: field = nil
+        }
+        guard let field else { return nil }
+        self = field
+    }
+}
+
+/// Where a node object's fields are: for each `NodeField`, the index of its member (absent and
+/// `null` ones are not recorded, except `input: null`, which is a value). Indices rather than values,
+/// so reading the fields retains nothing until a value is used.
+struct NodeFields {
+    let members: [JSONObject.Member]
+    /// Per `NodeField` raw value: the member's index + 1, or 0.
+    private var slots = SIMD32<Int32>.zero
+    /// The `NodeField` bits of every member present, `null` ones included.
+    private(set) var present: UInt32 = 0
+    /// Whether some member is no node field at all.
+    private(set) var unrecognized = false
+
+    init(_ object: JSONObject) {
+        self.members = object.members
+        for index in self.members.indices {
+            guard let field = NodeField(key: self.members[index].key) else {
+                self.unrecognized = true
+                continue
+            }
+            self.present |= field.bit
+            self.slots[Int(field.rawValue)] = Int32(truncatingIfNeeded: index + 1)
+        }
+    }
+
+    /// The field's value; `nil` when absent or `null` (but `input: null` is `.null`).
+    subscript(field: NodeField) -> JSONValue? {
+        let slot = Int(self.slots[Int(field.rawValue)])
+        // (Not a `?:` with `nil`: JSONValue is ExpressibleByNilLiteral, so that `nil` would be `.null`.)
+        guard slot != 0 else { return nil }
+        return self.members[slot - 1].value
+    }
+}
+
+extension DecodeState {
+    // MARK: Nodes
+
+    /// Whether `id` matches `^[A-Za-z0-9_-]{1,64}$`.
+    static func isValidID(_ id: String) -> Bool {
+        let utf8 = id.utf8
+        guard !utf8.isEmpty, utf8.count <= 64 else { return false }
+        return utf8.allSatisfy(TemplateSyntax.isNameByte)
+    }
+
+    /// `base` followed by the decimal digits of `index` (nothing when negative), built in one allocation:
+    /// this makes the pointer and the generated id of every node.
+    static func join(_ base: String, _ index: Int) -> String {
+        guard index >= 0 else { return base }
+        var digits = 1
+        var rest = index / 10
+        while rest > 0 {
+            digits += 1
+            rest /= 10
+        }
+        var base = base
+        let count = base.utf8.count
+        return base.withUTF8 { source in
+            String(unsafeUninitializedCapacity: count + digits) { buffer in
+                _ = buffer.initialize(fromContentsOf: source)
+                var value = index
+                var position = count + digits
+                repeat {
+                    position -= 1
+                    buffer[position] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: value % 10)
+                    value /= 10
+                } while value > 0
+                return count + digits
+            }
+        }
+    }
+
+    /// Decodes the node at `pointer`, whose path (its generated id without the prefix) is
+    /// `pathBase` followed by `index` (e.g. `root.steps.` and 2; `root.then` and -1; `root` when
+    /// `pathBase` is nil). Returns `nil` when it or a descendant has a problem (always reported).
+    mutating func decodeNode(_ value: JSONValue, pointer: String, pathBase: String?, index: Int, depth: Int) -> Node? {
+        let maxDepth = self.decoder.limits.maxDepth
+        if depth > maxDepth {
+            self.report(pointer: pointer, "nesting deeper than \(maxDepth) levels")
+            return nil
+        }
+        guard case .object(let object) = value else {
+            self.report(pointer: pointer, "must be an object")
+            return nil
+        }
+        self.nodeCount += 1
+        if depth > self.maxDepthSeen { self.maxDepthSeen = depth }
+        let problemsBefore = self.problemCount
+        let fields = NodeFields(object)
+
+        // The node's path from the root, for its generated id and its children's.
+        var pathStorage: String?
+        func path() -> String {
+            if let pathStorage { return pathStorage }
+            let made = pathBase.map { DecodeState.join($0, index) } ?? "root"
+            pathStorage = made
+            return made
+        }
+
+        var type: NodeType?
+        switch fields[.type] {
+        case nil, .null?:
+            self.report(pointer, "type", "required")
+        case .string(let name)?:
+            type = NodeType(name)
+            if type == nil {
+                self.report(
+                    pointer, "type", "unknown type " + TemplateExpression.quoted(name) + "; expected one of " + NodeType.expected)
+            }
+        default:
+            self.report(pointer, "type", "must be a string")
+        }
+        if let type, fields.unrecognized || fields.present & ~type.allowed != 0 {
+            let allowed = type.allowed
+            self.reportUnknownFields(object, at: pointer, known: ["type", "id", "input"] + type.fields) { key in
+                guard let field = NodeField(key: key) else { return false }
+                return allowed & field.bit != 0
+            }
+        }
+
+        // id
+        var id: String?
+        if let idValue = fields[.id] {
+            if case .string(let text) = idValue, DecodeState.isValidID(text) {
+                let full = self.idPrefix.isEmpty ? text : self.idPrefix + text
+                if let first = self.explicitIDs[full] {
+                    self.report(pointer, "id", "duplicate id \(TemplateExpression.quoted(text)) (first used at \(first))")
+                } else if full == self.rootGeneratedID {
+                    let rootPointer = self.rootPointer
+                    self.report(
+                        pointer, "id",
+                        "duplicate id \(TemplateExpression.quoted(text)) (the generated id of the root node at \(rootPointer), which has no id)")
+                } else {
+                    self.explicitIDs[full] = pointer
+                    if self.reservedIDs.contains(full) {
+                        self.report(pointer, "id", "id \(TemplateExpression.quoted(full)) is already used in the job")
+                    }
+                }
+                id = full
+            } else {
+                self.report(pointer, "id", "must be a string of 1 to 64 letters, digits, '_' or '-'")
+            }
+        }
+        if id == nil {
+            let generated = self.idPrefix.isEmpty ? path() : self.idPrefix + path()
+            if pathBase == nil { self.rootGeneratedID = generated }
+            self.generatedIDs.append(generated)
+            if !self.reservedIDs.isEmpty, self.reservedIDs.contains(generated) {
+                self.report(pointer: pointer, "the generated id \(TemplateExpression.quoted(generated)) is already used in the job")
+            }
+            id = generated
+        }
+
+        var input: JSONTemplate?
+        if let inputValue = fields[.input] {
+            input = self.compileTemplate(inputValue, at: pointer + "/input")
+        }
+
+        guard let type else { return nil }
+        let kind: Node.Kind?
+        switch type {
+        case .task:
+            kind = self.decodeTask(fields, at: pointer)
+        case .series:
+            let steps = self.decodeChildren(fields[.steps], "steps", pointer: pointer, path: path, depth: depth)
+            kind = steps.map { .series($0) }
+        case .parallel:
+            var mode = ParallelSpec.Mode.all
+            if let value = fields[.mode] {
+                mode = self.choice(value, pointer, "mode", ParallelSpec.Mode.init(rawValue:), "all, any, settled") ?? mode
+            }
+            var maxConcurrency: Int?
+            if let value = fields[.maxConcurrency] { maxConcurrency = self.integer(value, pointer, "maxConcurrency", min: 1, max: JobDecoder.maxSafeInteger) }
+            var failFast = false
+            if let value = fields[.failFast] { failFast = self.boolean(value, pointer, "failFast") ?? false }
+            let branches = self.decodeChildren(fields[.branches], "branches", pointer: pointer, path: path, depth: depth)
+            kind = branches.map { .parallel(ParallelSpec(branches: $0, mode: mode, maxConcurrency: maxConcurrency, failFast: failFast)) }
+        case .continuation:
+            var on = ContinuationSpec.On.success
+            if let value = fields[.on] {
+                on = self.choice(value, pointer, "on", ContinuationSpec.On.init(rawValue:), "success, failure, cancellation, always") ?? on
+            }
+            let antecedent = self.decodeChild(fields[.antecedent], "antecedent", pointer: pointer, path: path, depth: depth)
+            let then = self.decodeChild(fields[.then], "then", pointer: pointer, path: path, depth: depth)
+            if let antecedent, let then {
+                kind = .continuation(ContinuationSpec(antecedent: antecedent, on: on, then: then))
+            } else {
+                kind = nil
+            }
+        case .map:
+            self.hasMap = true
+            var items: JSONTemplate? = DecodeState.defaultItems
+            if let value = fields[.items] { items = self.decodeItems(value, at: pointer) }
+            var mode = MapSpec.Mode.parallel
+            if let value = fields[.mode] {
+                mode = self.choice(value, pointer, "mode", MapSpec.Mode.init(rawValue:), "parallel, series") ?? mode
+            }
+            var maxConcurrency: Int?
+            if let value = fields[.maxConcurrency] { maxConcurrency = self.integer(value, pointer, "maxConcurrency", min: 1, max: JobDecoder.maxSafeInteger) }
+            let template = self.decodeChild(fields[.template], "template", pointer: pointer, path: path, depth: depth)
+            if let items, let template {
+                kind = .map(MapSpec(items: items, template: template, mode: mode, maxConcurrency: maxConcurrency))
+            } else {
+                kind = nil
+            }
+        case .dynamic:
+            if let id { self.dynamicIDs.insert(id) }
+            let source = self.decodeChild(fields[.source], "source", pointer: pointer, path: path, depth: depth)
+            kind = source.map { .dynamic(source: $0) }
+        }
+        guard let kind, let id, self.problemCount == problemsBefore else { return nil }
+        return Node(id: id, pointer: pointer, input: input, kind: kind)
+    }
+
+    /// The required child node in `field`.
+    mutating func decodeChild(_ value: JSONValue?, _ field: String, pointer: String, path: () -> String, depth: Int) -> Node? {
+        guard let value else {
+            self.report(pointer, field, "required")
+            return nil
+        }
+        return self.decodeNode(
+            value, pointer: pointer + "/" + field, pathBase: path() + "." + field, index: -1, depth: depth + 1)
+    }
+
+    /// The required array of child nodes in `field`.
+    mutating func decodeChildren(_ value: JSONValue?, _ field: String, pointer: String, path: () -> String, depth: Int) -> [Node]? {
+        guard let value else {
+            self.report(pointer, field, "required")
+            return nil
+        }
+        guard case .array(let items) = value else {
+            self.report(pointer, field, "must be an array of nodes")
+            return nil
+        }
+        var nodes: [Node] = []
+        nodes.reserveCapacity(items.count)
+        var failed = false
+        if items.isEmpty { return nodes }
+        let pathBase = path() + "." + field + "."
+        let pointerBase = pointer + "/" + field + "/"
+        if items.count >= 16, case .object(let first) = items[0], first["id"] != nil {
+            // Explicit ids on a large fan-out: grow the id table once.
+            self.explicitIDs.reserveCapacity(self.explicitIDs.count + items.count)
+        }
+        for (index, item) in items.enumerated() {
+            let child = self.decodeNode(
+                item, pointer: DecodeState.join(pointerBase, index), pathBase: pathBase, index: index, depth: depth + 1)
+            if let child, !failed { nodes.append(child) } else { failed = true }
+        }
+        return failed ? nil : nodes
+    }
+
+    /// A `task` node's fields.
+    mutating func decodeTask(_ fields: NodeFields, at pointer: String) -> Node.Kind? {
+        var action: (any Action)?
+        var actionName = ""
+        switch fields[.action] {
+        case nil:
+            self.report(pointer, "action", "required")
+        case .string(let name)?:
+            actionName = name
+            let actions = self.decoder.actions
+            // Graphs mostly repeat one action: remember the last lookup.
+            if let last = self.lastAction, last.name == name {
+                action = last.action
+            } else {
+                action = actions.lookup(name)
+                if let action { self.lastAction = (name, action) }
+            }
+            if action == nil {
+                self.report(
+                    pointer, "action",
+                    "unknown action \(TemplateExpression.quoted(name)); known: " + actions.names.joined(separator: ", "))
+            }
+        default:
+            self.report(pointer, "action", "must be a string")
+        }
+
+        var params: JSONTemplate?
+        let paramsValue = fields[.params] ?? .object(JSONObject())
+        if case .object = paramsValue {
+            let paramsPointer = pointer + "/params"
+            params = self.compileTemplate(paramsValue, at: paramsPointer)
+            if let action, params != nil || !DecodeState.exceedsDepth(paramsValue, JobDecoder.maxValueDepth) {
+                for problem in action.validate(params: paramsValue, at: paramsPointer) {
+                    self.report(pointer: problem.pointer, problem.message)
+                }
+            }
+        } else {
+            self.report(pointer, "params", "must be an object")
+        }
+
+        var executor = "default"
+        if let value = fields[.executor] {
+            if case .string(let name) = value {
+                executor = name
+                let executors = self.decoder.executors
+                if name != "immediate", !executors.contains(name) {
+                    self.report(
+                        pointer, "executor",
+                        "unknown executor \(TemplateExpression.quoted(name)); configured: "
+                            + executors.sorted().joined(separator: ", "))
+                }
+            } else {
+                self.report(pointer, "executor", "must be a string")
+            }
+        }
+
+        var retry: RetrySpec?
+        if let value = fields[.retry] { retry = self.decodeRetry(value, at: pointer + "/retry", forWebhook: false) }
+
+        var timeoutMs: Int?
+        if let value = fields[.timeoutMs] {
+            timeoutMs = self.integer(value, pointer, "timeoutMs", min: 1, max: JobDecoder.maxTaskTimeoutMs, note: " (24 hours)")
+        }
+        guard let params, !actionName.isEmpty else { return nil }
+        return .task(TaskSpec(action: actionName, params: params, executor: executor, retry: retry, timeoutMs: timeoutMs))
+    }
+
+    /// A map's `items`: an array (possibly with templates inside) or a single `${…}` template.
+    mutating func decodeItems(_ value: JSONValue, at pointer: String) -> JSONTemplate? {
+        let itemsPointer = pointer + "/items"
+        switch value {
+        case .array:
+            return self.compileTemplate(value, at: itemsPointer)
+        case .string:
+            guard let template = self.compileTemplate(value, at: itemsPointer) else { return nil }
+            if case .template(let parsed) = template.node, parsed.isSingleExpression { return template }
+        default:
+            break
+        }
+        self.report(pointer: itemsPointer, "must be an array or a template")
+        return nil
+    }
+}
