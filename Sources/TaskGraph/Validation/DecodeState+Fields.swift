@@ -36,15 +36,15 @@ extension DecodeState {
 
     // MARK: Retry
 
-    /// A task's (or, with `forWebhook`, a webhook's) `retry` object at `pointer`.
-    mutating func decodeRetry(_ value: JSONValue, at pointer: String, forWebhook: Bool) -> RetrySpec? {
+    /// The `retry` object at `pointer`, read by `rules` (a task's, or a webhook's).
+    mutating func decodeRetry(_ value: JSONValue, at pointer: String, rules: JobDecoder.RetryRules) -> RetrySpec? {
         guard case .object(let object) = value else {
             self.report(pointer: pointer, "must be an object")
             return nil
         }
         let before = self.problemCount
-        var retry = forWebhook ? WebhookSpec(url: "").retry : RetrySpec()
-        let known = forWebhook ? DecodeState.webhookRetryFields : DecodeState.taskRetryFields
+        var retry = rules.defaults
+        let known = rules.fields
         var unknown = false
         for member in object.members {
             let value = member.value
@@ -52,7 +52,7 @@ extension DecodeState {
             case "maxAttempts":
                 retry.maxAttempts = self.integer(value, pointer, "maxAttempts", min: 1, max: 100) ?? retry.maxAttempts
             case "delayMs":
-                retry.delayMs = self.integer(value, pointer, "delayMs", min: 0, max: forWebhook ? 3_600_000 : 86_400_000) ?? retry.delayMs
+                retry.delayMs = self.integer(value, pointer, "delayMs", min: 0, max: rules.delayMsLimit) ?? retry.delayMs
             case "backoff":
                 if let number = value.doubleValue, number >= 1, number <= 100 {
                     retry.backoff = number
@@ -63,7 +63,7 @@ extension DecodeState {
                 retry.maxDelayMs = self.integer(value, pointer, "maxDelayMs", min: 0, max: 86_400_000) ?? retry.maxDelayMs
             case "jitter":
                 retry.jitter = self.boolean(value, pointer, "jitter") ?? retry.jitter
-            case "on" where !forWebhook:
+            case "on" where rules.allowsErrorCodes:
                 guard case .array(let codes) = value else {
                     self.report(pointer, "on", "must be an array of error codes")
                     break
@@ -238,7 +238,7 @@ extension DecodeState {
         }
 
         if let retry = object["retry"] {
-            if let decoded = self.decodeRetry(retry, at: pointer + "/retry", forWebhook: true) { spec.retry = decoded }
+            if let decoded = self.decodeRetry(retry, at: pointer + "/retry", rules: .webhook) { spec.retry = decoded }
         }
         return self.problemCount == before ? spec : nil
     }

@@ -381,7 +381,7 @@ extension DecodeState {
         }
 
         var retry: RetrySpec?
-        if let value = fields[.retry] { retry = self.decodeRetry(value, at: pointer + "/retry", forWebhook: false) }
+        if let value = fields[.retry] { retry = self.decodeRetry(value, at: pointer + "/retry", rules: .task) }
 
         var timeoutMs: Int?
         if let value = fields[.timeoutMs] {

@@ -10,8 +10,6 @@ struct Reference {
 struct DecodeState {
     static let jobFields = ["name", "input", "graph", "timeoutMs", "labels", "webhook"]
     static let webhookFields = ["url", "secret", "events", "headers", "retry"]
-    static let taskRetryFields = ["maxAttempts", "delayMs", "backoff", "maxDelayMs", "jitter", "on"]
-    static let webhookRetryFields = ["maxAttempts", "delayMs", "backoff", "maxDelayMs", "jitter"]
     static let eventTypes = [
         "job.created", "job.started", "job.succeeded", "job.failed", "job.cancelled",
         "task.started", "task.succeeded", "task.failed", "task.cancelled", "task.skipped", "task.retrying",
