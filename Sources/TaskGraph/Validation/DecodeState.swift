@@ -7,7 +7,7 @@ struct Reference {
 }
 
 /// The mutable state of one decoding run.
-struct DecodeState {
+struct DecodeState: ProblemReporter {
     static let jobFields = ["name", "input", "graph", "timeoutMs", "labels", "webhook"]
     static let webhookFields = ["url", "secret", "events", "headers", "retry"]
     static let eventTypes = [
@@ -64,11 +64,6 @@ struct DecodeState {
         }
     }
 
-    /// Records a problem at `base/field` (`field` needs no escaping).
-    mutating func report(_ base: String, _ field: String, _ message: @autoclosure () -> String) {
-        self.report(pointer: base + "/" + field, message())
-    }
-
     /// Puts `problem` first (the node limit, found last, matters most).
     mutating func insertFirst(_ problem: ValidationProblem) {
         self.problemCount += 1
@@ -86,25 +81,6 @@ struct DecodeState {
         }
         return ValidationError(problems)
     }
-
-    /// Reports the members of `object` that `isKnown` rejects, in document order, suggesting the
-    /// nearest of `known`.
-    mutating func reportUnknownFields(_ object: JSONObject, at base: String, known: [String], isKnown: (String) -> Bool) {
-        for member in object.members where !isKnown(member.key) {
-            self.report(
-                pointer: base + "/" + JSONValue.escapePointerToken(member.key),
-                DecodeState.unknownFieldMessage(member.key, known: known))
-        }
-    }
-
-    static func unknownFieldMessage(_ key: String, known: [String]) -> String {
-        var message = "unknown field " + TemplateExpression.quoted(key)
-        if let suggestion = FieldSuggestion.suggestion(for: key, among: known) {
-            message += "; did you mean " + TemplateExpression.quoted(suggestion) + "?"
-        }
-        return message
-    }
-
 
     // MARK: Templates
 

@@ -175,16 +175,22 @@ public struct JobDecoder: Sendable {
 extension JobDecoder {
     /// What a `retry` object may hold where it appears: a task's (SPEC §1.2), or a variant of it
     /// such as a webhook's, which allows a shorter first delay and no `on`.
-    struct RetryRules: Sendable {
+    package struct RetryRules: Sendable {
         /// The policy of the fields the object leaves out.
-        var defaults: RetrySpec
+        package var defaults: RetrySpec
         /// The largest `delayMs` (the first delay) accepted.
-        var delayMsLimit: Int
+        package var delayMsLimit: Int
         /// Whether `on`, the error codes to retry on, is a field.
-        var allowsErrorCodes: Bool
+        package var allowsErrorCodes: Bool
+
+        package init(defaults: RetrySpec, delayMsLimit: Int, allowsErrorCodes: Bool) {
+            self.defaults = defaults
+            self.delayMsLimit = delayMsLimit
+            self.allowsErrorCodes = allowsErrorCodes
+        }
 
         /// A task's `retry`: SPEC §1.2's defaults, a first delay of at most 24 hours, and `on`.
-        static let task = RetryRules(defaults: RetrySpec(), delayMsLimit: 86_400_000, allowsErrorCodes: true)
+        package static let task = RetryRules(defaults: RetrySpec(), delayMsLimit: 86_400_000, allowsErrorCodes: true)
 
         /// A webhook's `retry`: its own defaults, a first delay of at most an hour, and no `on`.
         static let webhook = RetryRules(defaults: WebhookSpec(url: "").retry, delayMsLimit: 3_600_000, allowsErrorCodes: false)
@@ -193,7 +199,7 @@ extension JobDecoder {
         private static let fieldsWithoutErrorCodes = ["maxAttempts", "delayMs", "backoff", "maxDelayMs", "jitter"]
 
         /// The fields the object may have, in the order of SPEC §1.2 (for "did you mean" suggestions).
-        var fields: [String] { self.allowsErrorCodes ? Self.fieldsWithErrorCodes : Self.fieldsWithoutErrorCodes }
+        package var fields: [String] { self.allowsErrorCodes ? Self.fieldsWithErrorCodes : Self.fieldsWithoutErrorCodes }
     }
 }
 
