@@ -16,11 +16,17 @@ public struct EngineConfiguration: Sendable {
     public var executors: [String: Int]
     public var actions: ActionRegistry
     public var limits: GraphLimits
+    /// Top-level job fields defined outside TaskGraph (the server's `webhook`); see `JobField`.
+    public var jobFields: [any JobField]
 
-    public init(executors: [String: Int] = ["default": 8], actions: ActionRegistry = .builtins, limits: GraphLimits = GraphLimits()) {
+    public init(
+        executors: [String: Int] = ["default": 8], actions: ActionRegistry = .builtins, limits: GraphLimits = GraphLimits(),
+        jobFields: [any JobField] = []
+    ) {
         self.executors = executors
         self.actions = actions
         self.limits = limits
+        self.jobFields = jobFields
     }
 }
 
@@ -57,7 +63,8 @@ public final class Engine: Sendable {
         self.decoder = JobDecoder(
             actions: configuration.actions,
             executors: Set(pools.keys).union([Engine.immediateExecutor]),
-            limits: configuration.limits
+            limits: configuration.limits,
+            fields: configuration.jobFields
         )
     }
 

@@ -187,6 +187,8 @@ public struct JobSpec: Sendable, Equatable {
     public var labels: [String: String]
     /// The `webhook` object as submitted (validated); the server interprets it.
     public var webhook: WebhookSpec?
+    /// The values of the extra top-level fields the decoder was given (see `JobField`).
+    public var fields: JobFieldValues
     /// The total number of nodes in `graph`.
     public var nodeCount: Int
     /// The nesting depth of `graph` (a lone task has depth 1).
@@ -199,6 +201,7 @@ public struct JobSpec: Sendable, Equatable {
         timeoutMs: Int? = nil,
         labels: [String: String] = [:],
         webhook: WebhookSpec? = nil,
+        fields: JobFieldValues = JobFieldValues(),
         nodeCount: Int? = nil,
         depth: Int = 1
     ) {
@@ -208,6 +211,7 @@ public struct JobSpec: Sendable, Equatable {
         self.timeoutMs = timeoutMs
         self.labels = labels
         self.webhook = webhook
+        self.fields = fields
         self.nodeCount = nodeCount ?? graph.nodeCount
         self.depth = depth
     }

@@ -53,6 +53,10 @@ public struct JobDecoder: Sendable {
     public let executors: Set<String>
     /// The node and depth limits.
     public let limits: GraphLimits
+    /// The top-level job fields defined outside TaskGraph (the server's `webhook`), decoded in order.
+    public let fields: [any JobField]
+    /// The names of every top-level job field, SPEC §1's and `fields`', for unknown-field messages.
+    private let knownJobFields: [String]
 
     /// The most problems reported; the rest are summed up in one final problem.
     static let maxProblems = 100
@@ -66,10 +70,23 @@ public struct JobDecoder: Sendable {
     static let maxSafeInteger = 9_007_199_254_740_991
 
     /// A decoder for the given actions, executors and limits.
-    public init(actions: ActionRegistry, executors: Set<String>, limits: GraphLimits = .init()) {
+    ///
+    /// - Parameter fields: extra top-level job fields, each decoded by its `JobField` after the job's
+    ///   `labels` and before its `graph`. Their names must differ from SPEC §1's fields and from each
+    ///   other, and each field type may be given once (values are kept by type).
+    public init(actions: ActionRegistry, executors: Set<String>, limits: GraphLimits = .init(), fields: [any JobField] = []) {
+        let names = fields.map(\.name)
+        precondition(
+            Set(names).count == names.count && Set(names).isDisjoint(with: DecodeState.jobFields),
+            "JobDecoder: extra job fields need names of their own, got \(names)")
+        precondition(
+            Set(fields.map { ObjectIdentifier(type(of: $0)) }).count == fields.count,
+            "JobDecoder: each JobField type may be given once")
         self.actions = actions
         self.executors = executors
         self.limits = limits
+        self.fields = fields
+        self.knownJobFields = DecodeState.jobFields + names
     }
 
     /// Decodes and validates a whole job document (SPEC §1).
@@ -96,11 +113,12 @@ public struct JobDecoder: Sendable {
             case "timeoutMs": timeoutValue = member.value
             case "labels": labelsValue = member.value
             case "webhook": webhookValue = member.value
-            default: unknown = true
+            default: if !self.fields.contains(where: { $0.name == member.key }) { unknown = true }
             }
         }
         if unknown {
-            state.reportUnknownFields(object, at: "", known: DecodeState.jobFields, isKnown: { DecodeState.jobFields.contains($0) })
+            let known = self.knownJobFields
+            state.reportUnknownFields(object, at: "", known: known, isKnown: { known.contains($0) })
         }
         var name: String?
         switch nameValue {
@@ -119,6 +137,10 @@ public struct JobDecoder: Sendable {
         if let value = labelsValue { labels = state.decodeLabels(value) }
         var webhook: WebhookSpec?
         if let value = webhookValue { webhook = state.decodeWebhook(value, at: "/webhook") }
+        var fields = JobFieldValues()
+        for field in self.fields {
+            if let value = object[field.name] { Self.decode(field, value, into: &fields, state: &state) }
+        }
 
         var graph: Node?
         if let value = graphValue, !value.isNull {
@@ -136,7 +158,20 @@ public struct JobDecoder: Sendable {
         guard let graph else { throw ValidationError([ValidationProblem(pointer: "/graph", message: "invalid")]) }
         return JobSpec(
             name: name, input: input, graph: graph, timeoutMs: timeoutMs, labels: labels, webhook: webhook,
-            nodeCount: state.nodeCount, depth: state.maxDepthSeen)
+            fields: fields, nodeCount: state.nodeCount, depth: state.maxDepthSeen)
+    }
+
+    /// Decodes the extra job field `field` from `value` into `values`, reporting its problems to `state`.
+    private static func decode<Field: JobField>(
+        _ field: Field, _ value: JSONValue, into values: inout JobFieldValues, state: inout DecodeState
+    ) {
+        let pointer = "/" + JSONValue.escapePointerToken(field.name)
+        do {
+            values[Field.self] = try field.decode(value, at: pointer)
+        } catch {
+            for problem in error.problems { state.report(pointer: problem.pointer, problem.message) }
+            if error.problems.isEmpty { state.report(pointer: pointer, "invalid") }
+        }
     }
 
     /// Decodes and validates a standalone graph (used for `dynamic` nodes at run time).
