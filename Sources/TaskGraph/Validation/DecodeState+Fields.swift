@@ -79,14 +79,7 @@ extension DecodeState {
 
         if let secret = object["secret"] {
             if case .string(let text) = secret {
-                if text.hasPrefix("whsec_") {
-                    let length = DecodeState.base64DecodedLength(text.utf8.dropFirst(6))
-                    if length == nil || length! < 1 || length! > 64 {
-                        self.report(pointer, "secret", "a secret starting with \"whsec_\" must continue with base64 that decodes to 1 to 64 bytes")
-                    }
-                } else if text.isEmpty || !DecodeState.fits(text, 256) {
-                    self.report(pointer, "secret", "must be a non-empty string of at most 256 characters")
-                }
+                if let problem = JobDecoder.webhookSecretProblem(text) { self.report(pointer, "secret", problem) }
                 spec.secret = text
             } else {
                 self.report(pointer, "secret", "must be a string")
