@@ -165,7 +165,7 @@ func runJobs(_ jobEngine: Engine, _ count: Int, webhook: String?, tag: String) a
 func webhookEngine() -> (Engine, WebhookDispatcher) {
     let store = MemoryDeliveryStore()
     let dispatcher = WebhookDispatcher(client: client, store: store, logger: logger)
-    let engine = Engine(configuration: EngineConfiguration(executors: ["default": 2]))
+    let engine = Engine(configuration: EngineConfiguration(executors: ["default": 2], jobFields: [WebhookField()]))
     engine.addObserver(WebhookObserver(planner: WebhookPlanner(), store: store, dispatcher: dispatcher))
     return (engine, dispatcher)
 }

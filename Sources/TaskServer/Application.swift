@@ -55,7 +55,8 @@ public final class Application: Sendable {
             configuration: EngineConfiguration(
                 executors: configuration.executors,
                 actions: actions,
-                limits: GraphLimits(maxNodes: configuration.maxNodes, maxDepth: configuration.maxDepth)
+                limits: GraphLimits(maxNodes: configuration.maxNodes, maxDepth: configuration.maxDepth),
+                jobFields: [WebhookField()]
             )
         )
         let metrics = Metrics()

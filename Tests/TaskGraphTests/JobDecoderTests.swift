@@ -138,7 +138,7 @@ struct JobDecoderTests {
         let expected = JobSpec(
             name: nil, input: .null,
             graph: Node(id: "root", pointer: "/graph", kind: .task(TaskSpec(action: "value", params: try template([:])))),
-            timeoutMs: nil, labels: [:], webhook: nil, nodeCount: 1, depth: 1)
+            timeoutMs: nil, labels: [:], nodeCount: 1, depth: 1)
         #expect(spec == expected)
         #expect(spec.graph.input == nil)
         if case .task(let taskSpec) = spec.graph.kind {
@@ -159,14 +159,12 @@ struct JobDecoderTests {
             "graph": task(),
             "timeoutMs": 600_000,
             "labels": ["team": "data", "tier.v-2_x": ""],
-            "webhook": ["url": "https://hooks.example/x", "secret": "s3cret", "events": ["job.*"]],
         ]
         let spec = try decoder.decodeJob(json)
         #expect(spec.name == "import-comments")
         #expect(spec.input == ["post": 123, "tags": ["a"]])
         #expect(spec.timeoutMs == 600_000)
         #expect(spec.labels == ["team": "data", "tier.v-2_x": ""])
-        #expect(spec.webhook == WebhookSpec(url: "https://hooks.example/x", secret: "s3cret", events: ["job.*"]))
         #expect(spec.graph.id == "root")
         #expect(spec.nodeCount == 1)
         #expect(spec.depth == 1)
@@ -185,7 +183,7 @@ struct JobDecoderTests {
     @Test
     func nullIsTheWrongTypeForTypedOptionalFields() throws {
         let json: JSONValue = [
-            "name": nil, "timeoutMs": nil, "labels": nil, "webhook": nil,
+            "name": nil, "timeoutMs": nil, "labels": nil,
             "graph": ["type": "task", "action": "value", "id": nil, "params": nil, "executor": nil, "retry": nil, "timeoutMs": nil],
         ]
         #expect(
@@ -193,7 +191,6 @@ struct JobDecoderTests {
                 "/name: must be a string",
                 "/timeoutMs: must be an integer from 1 to 2678400000 (31 days)",
                 "/labels: must be an object",
-                "/webhook: must be an object",
                 "/graph/id: must be a string of 1 to 64 letters, digits, '_' or '-'",
                 "/graph/params: must be an object",
                 "/graph/executor: must be a string",
@@ -735,161 +732,6 @@ struct JobDecoderTests {
             ])
     }
 
-    // MARK: - Webhooks
-
-    @Test
-    func aWebhookDecodesEveryField() throws {
-        let webhook: JSONValue = [
-            "url": "https://hooks.example:8443/x?y=1",
-            "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-            "events": ["job.*", "task.failed", "*"],
-            "headers": ["X-Team": "data", "Authorization": "Bearer t"],
-            "retry": ["maxAttempts": 3, "delayMs": 100, "backoff": 1.5, "maxDelayMs": 1000, "jitter": false],
-        ]
-        let spec = try decoder.decodeJob(job(task(), ["webhook": webhook]))
-        #expect(
-            spec.webhook
-                == WebhookSpec(
-                    url: "https://hooks.example:8443/x?y=1", secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", events: ["job.*", "task.failed", "*"],
-                    headers: ["X-Team": "data", "Authorization": "Bearer t"],
-                    retry: RetrySpec(maxAttempts: 3, delayMs: 100, backoff: 1.5, maxDelayMs: 1000, jitter: false)))
-    }
-
-    @Test
-    func aWebhookWithOnlyAURLGetsTheDefaults() throws {
-        let spec = try decoder.decodeJob(job(task(), ["webhook": ["url": "http://localhost:9000/hook"]]))
-        #expect(spec.webhook == WebhookSpec(url: "http://localhost:9000/hook"))
-        #expect(spec.webhook?.events == ["job.*"])
-        #expect(spec.webhook?.retry == RetrySpec(maxAttempts: 8, delayMs: 500, backoff: 2, maxDelayMs: 60_000, jitter: true))
-    }
-
-    static let validURLs = [
-        "http://a", "https://example.com:8443/x?y#z", "http://[::1]:8080/", "HTTPS://Example.COM", "http://user:pw@host/p",
-        "https://hooks.example/x", "http://10.0.0.1:65535",
-    ]
-
-    @Test(arguments: validURLs)
-    func absoluteHTTPURLsWithAHostAreAccepted(url: String) throws {
-        #expect(try decoder.decodeJob(job(task(), ["webhook": ["url": .string(url)]])).webhook?.url == url)
-    }
-
-    static let invalidURLs = [
-        "", "example.com", "ftp://example.com", "http://", "http:///path", "http://host:0", "http://host:99999", "http://host:abc",
-        "http://exa mple.com", "https://[::1", "/relative", "http:/x", "http://ho<st/", "mailto:a@b.c", "http://:80",
-    ]
-
-    @Test(arguments: invalidURLs)
-    func otherURLsAreRejected(url: String) {
-        #expect(
-            problems(job(task(), ["webhook": ["url": .string(url)]])) == ["/webhook/url: must be an absolute http or https URL with a host"])
-    }
-
-    static let secretCases: [(String, Bool)] = [
-        ("s3cret", true),
-        (String(repeating: "x", count: 256), true),
-        ("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", true),
-        ("whsec_AQ==", true),
-        ("whsec_AQ", true),
-        ("whsec_" + String(repeating: "A", count: 84) + "AA==", true),  // 64 bytes
-        ("whsec_" + String(repeating: "A", count: 88), false),  // 66 bytes
-        ("whsec_", false),
-        ("whsec_!!!!", false),
-        ("whsec_A", false),
-        ("whsec_AQ=", false),
-        ("whsec_A=Q=", false),
-    ]
-
-    @Test(arguments: secretCases)
-    func webhookSecretsAreStandardWebhooksBase64OrRawText(secret: String, valid: Bool) {
-        let found = problems(job(task(), ["webhook": ["url": "https://h.example", "secret": .string(secret)]]))
-        if valid {
-            #expect(found == [])
-        } else {
-            #expect(found == [#"/webhook/secret: a secret starting with "whsec_" must continue with base64 that decodes to 1 to 64 bytes"#])
-        }
-    }
-
-    static let webhookProblemCases: [DecoderProblemCase] = [
-        DecoderProblemCase("the webhook is not an object", job(task(), ["webhook": "https://h.example"]), ["/webhook: must be an object"]),
-        DecoderProblemCase("the url is missing", job(task(), ["webhook": ["events": ["job.*"]]]), ["/webhook/url: required"]),
-        DecoderProblemCase("the url is not a string", job(task(), ["webhook": ["url": 1]]), ["/webhook/url: must be a string"]),
-        DecoderProblemCase(
-            "the url is over 2048 characters", job(task(), ["webhook": ["url": .string("https://h.example/" + String(repeating: "a", count: 2040))]]),
-            ["/webhook/url: must be at most 2048 characters"]),
-        DecoderProblemCase(
-            "a misspelt webhook field", job(task(), ["webhook": ["url": "https://h.example", "secrets": "x"]]),
-            [#"/webhook/secrets: unknown field "secrets"; did you mean "secret"?"#]),
-        DecoderProblemCase(
-            "an empty raw secret", job(task(), ["webhook": ["url": "https://h.example", "secret": ""]]),
-            ["/webhook/secret: must be a non-empty string of at most 256 characters"]),
-        DecoderProblemCase(
-            "a raw secret over 256 characters", job(task(), ["webhook": ["url": "https://h.example", "secret": .string(String(repeating: "x", count: 257))]]),
-            ["/webhook/secret: must be a non-empty string of at most 256 characters"]),
-        DecoderProblemCase(
-            "a numeric secret", job(task(), ["webhook": ["url": "https://h.example", "secret": 5]]), ["/webhook/secret: must be a string"]),
-        DecoderProblemCase(
-            "no events", job(task(), ["webhook": ["url": "https://h.example", "events": []]]), ["/webhook/events: must not be empty"]),
-        DecoderProblemCase(
-            "events that are not an array", job(task(), ["webhook": ["url": "https://h.example", "events": "job.*"]]),
-            ["/webhook/events: must be an array of event types"]),
-        DecoderProblemCase(
-            "unknown events", job(task(), ["webhook": ["url": "https://h.example", "events": ["job.finished", "jbo.*", 3, "job.*.x", "job*s"]]]),
-            [
-                #"/webhook/events/0: unknown event type "job.finished"; expected one of job.created, job.started, job.succeeded, job.failed, job.cancelled, task.started, task.succeeded, task.failed, task.cancelled, task.skipped, task.retrying, or a pattern such as "job.*""#,
-                #"/webhook/events/1: unknown event type "jbo.*"; expected one of job.created, job.started, job.succeeded, job.failed, job.cancelled, task.started, task.succeeded, task.failed, task.cancelled, task.skipped, task.retrying, or a pattern such as "job.*""#,
-                "/webhook/events/2: must be a string",
-                #"/webhook/events/3: unknown event type "job.*.x"; expected one of job.created, job.started, job.succeeded, job.failed, job.cancelled, task.started, task.succeeded, task.failed, task.cancelled, task.skipped, task.retrying, or a pattern such as "job.*""#,
-                #"/webhook/events/4: unknown event type "job*s"; expected one of job.created, job.started, job.succeeded, job.failed, job.cancelled, task.started, task.succeeded, task.failed, task.cancelled, task.skipped, task.retrying, or a pattern such as "job.*""#,
-            ]),
-        DecoderProblemCase(
-            "headers that are not an object", job(task(), ["webhook": ["url": "https://h.example", "headers": ["X-A"]]]),
-            ["/webhook/headers: must be an object"]),
-        DecoderProblemCase(
-            "headers the server sets", job(task(), ["webhook": ["url": "https://h.example", "headers": ["Content-Type": "text/plain", "WEBHOOK-ID": "1", "host": "x", "Webhook-Signature": "v1,x", "webhook-timestamp": "1", "Content-Length": "3"]]]),
-            [
-                #"/webhook/headers/Content-Type: header "Content-Type" is set by the server and cannot be overridden"#,
-                #"/webhook/headers/WEBHOOK-ID: header "WEBHOOK-ID" is set by the server and cannot be overridden"#,
-                #"/webhook/headers/host: header "host" is set by the server and cannot be overridden"#,
-                #"/webhook/headers/Webhook-Signature: header "Webhook-Signature" is set by the server and cannot be overridden"#,
-                #"/webhook/headers/webhook-timestamp: header "webhook-timestamp" is set by the server and cannot be overridden"#,
-                #"/webhook/headers/Content-Length: header "Content-Length" is set by the server and cannot be overridden"#,
-            ]),
-        DecoderProblemCase(
-            "header names that are not tokens", job(task(), ["webhook": ["url": "https://h.example", "headers": ["X Team": "a", "": "b", "a/b": "c"]]]),
-            [
-                #"/webhook/headers/X Team: invalid header name "X Team": use letters, digits and !#$%&'*+-.^_`|~"#,
-                #"/webhook/headers/: invalid header name "": use letters, digits and !#$%&'*+-.^_`|~"#,
-                #"/webhook/headers/a~1b: invalid header name "a/b": use letters, digits and !#$%&'*+-.^_`|~"#,
-            ]),
-        DecoderProblemCase(
-            "header values with line breaks or not strings", job(task(), ["webhook": ["url": "https://h.example", "headers": ["X-A": "a\r\nX-B: b", "X-C": 1, "X-D": "a\nb"]]]),
-            [
-                "/webhook/headers/X-A: must not contain CR, LF or NUL", "/webhook/headers/X-C: must be a string",
-                "/webhook/headers/X-D: must not contain CR, LF or NUL",
-            ]),
-        DecoderProblemCase(
-            "headers that differ only in case", job(task(), ["webhook": ["url": "https://h.example", "headers": ["X-Team": "a", "x-team": "b"]]]),
-            [#"/webhook/headers/x-team: duplicate header "x-team" (header names are case-insensitive; first given as "X-Team")"#]),
-        DecoderProblemCase(
-            "a retry that is not an object", job(task(), ["webhook": ["url": "https://h.example", "retry": true]]), ["/webhook/retry: must be an object"]),
-        DecoderProblemCase(
-            "webhook retry values out of range",
-            job(task(), ["webhook": ["url": "https://h.example", "retry": ["maxAttempts": 101, "delayMs": 3_600_001, "backoff": 0, "maxDelayMs": 86_400_001, "jitter": 1]]]),
-            [
-                "/webhook/retry/maxAttempts: must be an integer from 1 to 100", "/webhook/retry/delayMs: must be an integer from 0 to 3600000",
-                "/webhook/retry/backoff: must be a number from 1 to 100", "/webhook/retry/maxDelayMs: must be an integer from 0 to 86400000",
-                "/webhook/retry/jitter: must be a boolean",
-            ]),
-        DecoderProblemCase(
-            "retry codes on a webhook", job(task(), ["webhook": ["url": "https://h.example", "retry": ["on": ["x"]]]]),
-            [#"/webhook/retry/on: unknown field "on""#]),
-    ]
-
-    @Test(arguments: webhookProblemCases)
-    func webhookProblemsAreReportedAtTheirPointer(_ testCase: DecoderProblemCase) {
-        #expect(problems(testCase.json) == testCase.expected)
-    }
-
     // MARK: - Many problems at once
 
     @Test
@@ -907,7 +749,6 @@ struct JobDecoderTests {
                     task("value", ["input": "${tasks.ghost.result}", "timeoutMs": -1]),
                 ],
             ],
-            "webhook": ["url": "ftp://x"],
             "extra": true,
         ]
         #expect(
@@ -915,7 +756,6 @@ struct JobDecoderTests {
                 #"/extra: unknown field "extra""#,
                 "/name: must be a string",
                 #"/labels/bad key: invalid label name "bad key": use 1 to 63 letters, digits, '_', '.' or '-'"#,
-                "/webhook/url: must be an absolute http or https URL with a host",
                 #"/graph/steps/0/action: unknown action "nope"; known: check, fail, value"#,
                 #"/graph/steps/0/executor: unknown executor "gpu"; configured: default, io"#,
                 "/graph/steps/0/retry/maxAttempts: must be an integer from 1 to 100",

@@ -297,7 +297,7 @@ struct WebhookTests {
     // MARK: - Pure parts
 
     @Test func planningIsDeterministicPerEventAndEndpoint() async throws {
-        let engine = Engine()
+        let engine = Engine(configuration: EngineConfiguration(jobFields: [WebhookField()]))
         defer { engine.shutdown() }
         let spec = try engine.decoder.decodeJob(Self.job(webhook: #"{"url": "http://127.0.0.1:9/h", "secret": "s3cret", "events": ["job.*", "task.succeeded"], "headers": {"X-A": "1"}}"#))
         let run = engine.makeRun(id: "job1", spec: spec)

@@ -185,8 +185,6 @@ public struct JobSpec: Sendable, Equatable {
     public var graph: Node
     public var timeoutMs: Int?
     public var labels: [String: String]
-    /// The `webhook` object as submitted (validated); the server interprets it.
-    public var webhook: WebhookSpec?
     /// The values of the extra top-level fields the decoder was given (see `JobField`).
     public var fields: JobFieldValues
     /// The total number of nodes in `graph`.
@@ -200,7 +198,6 @@ public struct JobSpec: Sendable, Equatable {
         graph: Node,
         timeoutMs: Int? = nil,
         labels: [String: String] = [:],
-        webhook: WebhookSpec? = nil,
         fields: JobFieldValues = JobFieldValues(),
         nodeCount: Int? = nil,
         depth: Int = 1
@@ -210,36 +207,8 @@ public struct JobSpec: Sendable, Equatable {
         self.graph = graph
         self.timeoutMs = timeoutMs
         self.labels = labels
-        self.webhook = webhook
         self.fields = fields
         self.nodeCount = nodeCount ?? graph.nodeCount
         self.depth = depth
-    }
-}
-
-/// A job's `webhook` object (SPEC §4), validated.
-public struct WebhookSpec: Sendable, Equatable {
-    public var url: String
-    public var secret: String?
-    /// Event-type patterns (`job.*`, `task.failed`); default `["job.*"]`.
-    public var events: [String]
-    public var headers: [String: String]
-    public var retry: RetrySpec
-
-    public init(url: String, secret: String? = nil, events: [String] = ["job.*"], headers: [String: String] = [:], retry: RetrySpec = RetrySpec(maxAttempts: 8, delayMs: 500, backoff: 2, maxDelayMs: 60_000, jitter: true)) {
-        self.url = url
-        self.secret = secret
-        self.events = events
-        self.headers = headers
-        self.retry = retry
-    }
-
-    /// Whether an event of `type` matches one of `events` (a `*` suffix matches a prefix).
-    public func wants(_ type: String) -> Bool {
-        for pattern in self.events {
-            if pattern == "*" || pattern == type { return true }
-            if pattern.hasSuffix("*"), type.hasPrefix(pattern.dropLast()) { return true }
-        }
-        return false
     }
 }

@@ -117,7 +117,7 @@ extension JSONValue {
     }
 
     /// An object key as a JSON pointer token (RFC 6901 §3): `~` → `~0`, `/` → `~1`.
-    static func escapePointerToken(_ key: String) -> String {
+    package static func escapePointerToken(_ key: String) -> String {
         guard key.utf8.contains(where: { $0 == UInt8(ascii: "~") || $0 == UInt8(ascii: "/") }) else { return key }
         var out = ""
         for scalar in key.unicodeScalars {

@@ -126,7 +126,7 @@ public struct TemplateExpression: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// `"text"` with `"` and `\` escaped, as written in a bracket key.
-    static func quoted(_ text: String) -> String {
+    package static func quoted(_ text: String) -> String {
         var out = "\""
         for character in text.unicodeScalars {
             if character == "\"" || character == "\\" { out.unicodeScalars.append("\\") }

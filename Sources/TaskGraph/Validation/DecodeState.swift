@@ -8,15 +8,7 @@ struct Reference {
 
 /// The mutable state of one decoding run.
 struct DecodeState: ProblemReporter {
-    static let jobFields = ["name", "input", "graph", "timeoutMs", "labels", "webhook"]
-    static let webhookFields = ["url", "secret", "events", "headers", "retry"]
-    static let eventTypes = [
-        "job.created", "job.started", "job.succeeded", "job.failed", "job.cancelled",
-        "task.started", "task.succeeded", "task.failed", "task.cancelled", "task.skipped", "task.retrying",
-    ]
-    static let reservedHeaders: Set<String> = [
-        "webhook-id", "webhook-timestamp", "webhook-signature", "content-type", "content-length", "host",
-    ]
+    static let jobFields = ["name", "input", "graph", "timeoutMs", "labels"]
     static let defaultItems: JSONTemplate = {
         do { return try JSONTemplate(.string("${input}")) } catch { fatalError("\(error)") }
     }()

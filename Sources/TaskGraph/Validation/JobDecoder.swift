@@ -3,7 +3,9 @@
 // `JobDecoder` turns a `JSONValue` into a `JobSpec` (or, for `dynamic` nodes at run time, a `Node`)
 // and reports every problem it finds, each with the RFC 6901 pointer of the offending value.
 // One run's state and problem list are `DecodeState` (DecodeState.swift); nodes are decoded in
-// DecodeState+Nodes.swift, scalars, `retry`, `labels` and `webhook` in DecodeState+Fields.swift.
+// DecodeState+Nodes.swift, `labels` in DecodeState+Fields.swift, and the checks shared with fields
+// decoded elsewhere (scalars, `retry`) in ProblemReporter.swift. Top-level fields defined outside
+// TaskGraph, such as the server's `webhook`, come in through `JobField`.
 //
 // Choices where the spec is silent (also described in `openapi.yaml`):
 // - `null` is a value like any other: where a field has a type (a string, an object, …), `null` is
@@ -12,11 +14,6 @@
 // - Numbers written as `2.0` count as the integer 2.
 // - Label names are 1…63 characters of `[A-Za-z0-9_.-]` (so `key:value` filters stay unambiguous),
 //   values at most 200 characters, at most 64 labels.
-// - A webhook `secret` starting with `whsec_` must continue with standard base64 (padding optional)
-//   that decodes to 1…64 bytes (the Standard Webhooks form); any other non-empty string of at most
-//   256 characters is used as raw key bytes. Webhook `events` entries are event types of §3.4 or
-//   patterns ending in `*` that match at least one of them (`job.*`, `task.*`, `*`). The webhook
-//   `retry` object also accepts `jitter` (a boolean, default true).
 // - A job's `timeoutMs` is capped at 31 days, a task's at 24 hours.
 // - An id that names a generated id (e.g. an explicit `"root"` while the root node has none) is a
 //   duplicate.
@@ -103,7 +100,6 @@ public struct JobDecoder: Sendable {
         var graphValue: JSONValue?
         var timeoutValue: JSONValue?
         var labelsValue: JSONValue?
-        var webhookValue: JSONValue?
         var unknown = false
         for member in object.members {
             switch member.key {
@@ -112,7 +108,6 @@ public struct JobDecoder: Sendable {
             case "graph": graphValue = member.value
             case "timeoutMs": timeoutValue = member.value
             case "labels": labelsValue = member.value
-            case "webhook": webhookValue = member.value
             default: if !self.fields.contains(where: { $0.name == member.key }) { unknown = true }
             }
         }
@@ -135,8 +130,6 @@ public struct JobDecoder: Sendable {
         }
         var labels: [String: String] = [:]
         if let value = labelsValue { labels = state.decodeLabels(value) }
-        var webhook: WebhookSpec?
-        if let value = webhookValue { webhook = state.decodeWebhook(value, at: "/webhook") }
         var fields = JobFieldValues()
         for field in self.fields {
             if let value = object[field.name] { Self.decode(field, value, into: &fields, state: &state) }
@@ -157,7 +150,7 @@ public struct JobDecoder: Sendable {
         if let error = state.error(summaryPointer: "") { throw error }
         guard let graph else { throw ValidationError([ValidationProblem(pointer: "/graph", message: "invalid")]) }
         return JobSpec(
-            name: name, input: input, graph: graph, timeoutMs: timeoutMs, labels: labels, webhook: webhook,
+            name: name, input: input, graph: graph, timeoutMs: timeoutMs, labels: labels,
             fields: fields, nodeCount: state.nodeCount, depth: state.maxDepthSeen)
     }
 
@@ -227,37 +220,10 @@ extension JobDecoder {
         /// A task's `retry`: SPEC §1.2's defaults, a first delay of at most 24 hours, and `on`.
         package static let task = RetryRules(defaults: RetrySpec(), delayMsLimit: 86_400_000, allowsErrorCodes: true)
 
-        /// A webhook's `retry`: its own defaults, a first delay of at most an hour, and no `on`.
-        static let webhook = RetryRules(defaults: WebhookSpec(url: "").retry, delayMsLimit: 3_600_000, allowsErrorCodes: false)
-
         private static let fieldsWithErrorCodes = ["maxAttempts", "delayMs", "backoff", "maxDelayMs", "jitter", "on"]
         private static let fieldsWithoutErrorCodes = ["maxAttempts", "delayMs", "backoff", "maxDelayMs", "jitter"]
 
         /// The fields the object may have, in the order of SPEC §1.2 (for "did you mean" suggestions).
         package var fields: [String] { self.allowsErrorCodes ? Self.fieldsWithErrorCodes : Self.fieldsWithoutErrorCodes }
-    }
-}
-
-// MARK: - Checks shared with the server
-
-extension JobDecoder {
-    /// Whether `text` is an absolute `http`/`https` URL with a host, as `webhook.url` must be (the
-    /// server applies the same rule to `--webhook-url` and to the `http` action's `url`).
-    public static func isHTTPURL(_ text: String) -> Bool { DecodeState.isHTTPURL(text) }
-
-    /// Whether `name` is an HTTP header name (an RFC 9110 token).
-    public static func isHeaderName(_ name: String) -> Bool { DecodeState.isHeaderName(name) }
-
-    /// Why `secret` is not a usable webhook secret (nil when it is): `whsec_` followed by base64 of
-    /// 1…64 bytes, or any other non-empty text of at most 256 characters (raw key bytes).
-    public static func webhookSecretProblem(_ secret: String) -> String? {
-        if secret.hasPrefix("whsec_") {
-            guard let length = DecodeState.base64DecodedLength(secret.utf8.dropFirst(6)), (1...64).contains(length) else {
-                return "a secret starting with \"whsec_\" must continue with base64 that decodes to 1 to 64 bytes"
-            }
-            return nil
-        }
-        if secret.isEmpty || !DecodeState.fits(secret, 256) { return "must be a non-empty string of at most 256 characters" }
-        return nil
     }
 }

@@ -1,5 +1,3 @@
-import TaskGraph
-
 /// Everything `taskserver serve` can be told (SPEC §5). Every field has a safe default.
 public struct ServerConfiguration: Sendable {
     /// Address to bind (default `127.0.0.1`: a developer machine is never exposed by accident).
@@ -94,13 +92,13 @@ public struct ServerConfiguration: Sendable {
         for key in self.apiKeys where key.utf8.count < 16 {
             throw ConfigurationError("--api-key: keys must be at least 16 characters long")
         }
-        if let url = self.webhooks.url, url.utf8.count > 2048 || !JobDecoder.isHTTPURL(url) {
+        if let url = self.webhooks.url, url.utf8.count > 2048 || !HTTPSyntax.isHTTPURL(url) {
             throw ConfigurationError("--webhook-url must be an absolute http or https URL with a host, got \"\(url.prefix(200))\"")
         }
         if let secret = self.webhooks.secret {
             guard self.webhooks.url != nil else { throw ConfigurationError("--webhook-secret needs --webhook-url") }
             // The message never quotes the secret itself.
-            if let problem = JobDecoder.webhookSecretProblem(secret) { throw ConfigurationError("--webhook-secret: \(problem)") }
+            if let problem = WebhookSignature.secretProblem(secret) { throw ConfigurationError("--webhook-secret: \(problem)") }
         }
         for (flag, ranges) in [("--outbound-allow", self.outbound.allow), ("--outbound-deny", self.outbound.deny)] {
             for range in ranges where CIDR(range) == nil {

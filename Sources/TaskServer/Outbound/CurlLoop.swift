@@ -1,7 +1,6 @@
 import CCurl
 import Synchronization
 import TaskCore
-import TaskGraph
 
 #if canImport(Glibc)
 import Glibc
@@ -267,7 +266,7 @@ final class CurlLoop {
         var hasContentType = false
         var hasExpect = false
         for (name, value) in request.headers {
-            guard JobDecoder.isHeaderName(name) else {
+            guard HTTPSyntax.isHeaderName(name) else {
                 return OutboundError(.invalidRequest, "invalid header name \"\(name.prefix(100))\"")
             }
             guard !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {

@@ -54,7 +54,7 @@ public struct HTTPAction: Action {
             report("/url", "required")
         } else if let url = checker.literal("url") {
             if let text = url.stringValue {
-                if !JobDecoder.isHTTPURL(text) { report("/url", "must be an absolute http or https URL with a host") }
+                if !HTTPSyntax.isHTTPURL(text) { report("/url", "must be an absolute http or https URL with a host") }
             } else {
                 report("/url", "must be a string")
             }
@@ -86,7 +86,7 @@ public struct HTTPAction: Action {
         var seen: [String: String] = [:]
         for (name, value) in object {
             let path = JSONPointer.appending("", name)
-            guard JobDecoder.isHeaderName(name) else {
+            guard HTTPSyntax.isHeaderName(name) else {
                 problems.append((path, "invalid header name \"\(name.prefix(100))\": use letters, digits and !#$%&'*+-.^_`|~"))
                 continue
             }
@@ -161,7 +161,7 @@ public struct HTTPAction: Action {
     static func request(from params: JSONValue) throws(TaskError) -> (OutboundRequest, [StatusPattern]) {
         func invalid(_ message: String) -> TaskError { TaskError(code: "params.invalid", message: message) }
         guard case .object = params else { throw invalid("params must be an object") }
-        guard let url = params["url"]?.stringValue, JobDecoder.isHTTPURL(url) else {
+        guard let url = params["url"]?.stringValue, HTTPSyntax.isHTTPURL(url) else {
             throw invalid("params.url must be an absolute http or https URL with a host, got \(params["url"].map { "\($0)".prefix(200) } ?? "nothing")")
         }
         var method = "GET"

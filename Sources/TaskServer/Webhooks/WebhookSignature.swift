@@ -11,6 +11,20 @@ enum WebhookSignature {
         return Array(secret.utf8)
     }
 
+    /// Why `secret` is not a usable webhook secret (nil when it is): `whsec_` followed by base64 of
+    /// 1…64 bytes, or any other non-empty text of at most 256 characters (raw key bytes).
+    static func secretProblem(_ secret: String) -> String? {
+        if secret.hasPrefix("whsec_") {
+            guard let length = Base64.decodedLength(secret.utf8.dropFirst(6)), (1...64).contains(length) else {
+                return "a secret starting with \"whsec_\" must continue with base64 that decodes to 1 to 64 bytes"
+            }
+            return nil
+        }
+        // (Characters are counted only when the UTF-8 form is longer, as JobDecoder counts them.)
+        if secret.isEmpty || !(secret.utf8.count <= 256 || secret.count <= 256) { return "must be a non-empty string of at most 256 characters" }
+        return nil
+    }
+
     /// The `webhook-signature` header value for one attempt.
     static func sign(id: String, timestamp: Int64, body: [UInt8], key: [UInt8]) -> String {
         var message = Array(id.utf8)
@@ -96,5 +110,27 @@ enum Base64 {
             }
         }
         return out
+    }
+
+    /// The number of bytes standard base64 `text` (padding optional) decodes to, or `nil` if it is not base64.
+    static func decodedLength(_ text: Substring.UTF8View) -> Int? {
+        var symbols = 0
+        var padding = 0
+        for byte in text {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "+"), UInt8(ascii: "/"):
+                if padding > 0 { return nil }
+                symbols += 1
+            case UInt8(ascii: "="):
+                padding += 1
+                if padding > 2 { return nil }
+            default:
+                return nil
+            }
+        }
+        if symbols % 4 == 1 { return nil }
+        if padding > 0, (symbols + padding) % 4 != 0 { return nil }
+        return symbols * 3 / 4
     }
 }
