@@ -31,24 +31,13 @@ enum HTTPSyntax {
     static func isHTTPURL(_ text: String) -> Bool {
         let bytes = Array(text.utf8)
         guard !bytes.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else { return false }
-        var index = 0
-        while index < bytes.count, bytes[index] != UInt8(ascii: ":") { index += 1 }
-        let scheme = String(decoding: bytes[0..<index], as: UTF8.self)
+        // (The scheme ends at the first "://"; an http or https scheme has no ':' of its own, so that
+        // is also its first ':'.)
+        guard let authority = URLAuthority(bytes) else { return false }
+        let scheme = String(decoding: bytes[0..<authority.schemeEnd], as: UTF8.self)
         let lowerScheme = HTTPSyntax.asciiLowercased(scheme)
         guard lowerScheme == "http" || lowerScheme == "https" else { return false }
-        guard index + 2 < bytes.count, bytes[index + 1] == UInt8(ascii: "/"), bytes[index + 2] == UInt8(ascii: "/") else {
-            return false
-        }
-        let authorityStart = index + 3
-        var authorityEnd = authorityStart
-        while authorityEnd < bytes.count, bytes[authorityEnd] != UInt8(ascii: "/"), bytes[authorityEnd] != UInt8(ascii: "?"),
-            bytes[authorityEnd] != UInt8(ascii: "#")
-        {
-            authorityEnd += 1
-        }
-        var hostStart = authorityStart
-        if let at = bytes[authorityStart..<authorityEnd].lastIndex(of: UInt8(ascii: "@")) { hostStart = at + 1 }
-        var host = bytes[hostStart..<authorityEnd]
+        var host = bytes[authority.hostStart..<authority.end]
         var port: ArraySlice<UInt8>?
         if host.first == UInt8(ascii: "[") {
             guard let close = host.firstIndex(of: UInt8(ascii: "]")), close > host.startIndex + 1 else { return false }
@@ -84,5 +73,43 @@ enum HTTPSyntax {
             guard value >= 1, value <= 65_535 else { return false }
         }
         return true
+    }
+
+    /// Where the parts of an absolute URL are, `scheme://[userinfo@]host[:port]` followed by `/`, `?`,
+    /// `#` or the end: the server's one URL authority parser. `isHTTPURL` checks what it finds and
+    /// `OutboundURL` keeps it.
+    struct URLAuthority {
+        /// The end of the scheme: the index of the first "://".
+        let schemeEnd: Int
+        /// Where the authority starts, after "://".
+        let start: Int
+        /// Where the authority ends: the index of the first '/', '?' or '#' after `start`, or the end.
+        let end: Int
+        /// Where the host (and its port) starts: after the authority's last '@', else `start`.
+        let hostStart: Int
+
+        /// The parts of the URL in `bytes`; nil without a "://" after a non-empty scheme.
+        init?(_ bytes: [UInt8]) {
+            var index = 0
+            while index + 2 < bytes.count,
+                !(bytes[index] == UInt8(ascii: ":") && bytes[index + 1] == UInt8(ascii: "/") && bytes[index + 2] == UInt8(ascii: "/"))
+            {
+                index += 1
+            }
+            guard index > 0, index + 2 < bytes.count else { return nil }
+            let authorityStart = index + 3
+            var authorityEnd = authorityStart
+            while authorityEnd < bytes.count, bytes[authorityEnd] != UInt8(ascii: "/"), bytes[authorityEnd] != UInt8(ascii: "?"),
+                bytes[authorityEnd] != UInt8(ascii: "#")
+            {
+                authorityEnd += 1
+            }
+            var hostStart = authorityStart
+            if let at = bytes[authorityStart..<authorityEnd].lastIndex(of: UInt8(ascii: "@")) { hostStart = at + 1 }
+            self.schemeEnd = index
+            self.start = authorityStart
+            self.end = authorityEnd
+            self.hostStart = hostStart
+        }
     }
 }

@@ -8,25 +8,13 @@ struct OutboundURL: Sendable, Equatable {
     /// The URL without `user:password@`.
     let redacted: String
 
+    /// The parts of `url` (found by `HTTPSyntax.URLAuthority`); nil without a "://" after a scheme.
     init?(_ url: String) {
         let bytes = Array(url.utf8)
-        var index = 0
-        while index + 2 < bytes.count,
-            !(bytes[index] == UInt8(ascii: ":") && bytes[index + 1] == UInt8(ascii: "/") && bytes[index + 2] == UInt8(ascii: "/"))
-        {
-            index += 1
-        }
-        guard index > 0, index + 2 < bytes.count else { return nil }
-        let authorityStart = index + 3
-        var authorityEnd = authorityStart
-        while authorityEnd < bytes.count, ![UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#")].contains(bytes[authorityEnd]) {
-            authorityEnd += 1
-        }
-        var hostStart = authorityStart
-        if let at = bytes[authorityStart..<authorityEnd].lastIndex(of: UInt8(ascii: "@")) { hostStart = at + 1 }
-        self.scheme = String(decoding: bytes[0..<index], as: UTF8.self).lowercasedASCII
-        self.hostAndPort = String(decoding: bytes[hostStart..<authorityEnd], as: UTF8.self).lowercasedASCII
-        self.redacted = String(decoding: bytes[0..<authorityStart] + bytes[hostStart...], as: UTF8.self)
+        guard let authority = HTTPSyntax.URLAuthority(bytes) else { return nil }
+        self.scheme = String(decoding: bytes[0..<authority.schemeEnd], as: UTF8.self).lowercasedASCII
+        self.hostAndPort = String(decoding: bytes[authority.hostStart..<authority.end], as: UTF8.self).lowercasedASCII
+        self.redacted = String(decoding: bytes[0..<authority.start] + bytes[authority.hostStart...], as: UTF8.self)
     }
 
     /// `scheme://host:port` with the scheme's default port made explicit: the endpoint key under
