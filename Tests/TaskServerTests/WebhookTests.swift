@@ -68,6 +68,24 @@ struct WebhookTests {
         #expect(Base64.decode("YW55*") == nil)
     }
 
+    @Test func base64DecodingAndTheSecretRuleReadTheSameBase64() {
+        for count in 0...70 {
+            let bytes = (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+            let padded = Base64.encode(bytes)
+            let unpadded = padded.prefix { $0 != "=" }
+            for text in [Substring(padded), unpadded] {
+                #expect(Base64.decode(text) == bytes)
+                #expect(Base64.decodedLength(text.utf8) == count)
+            }
+        }
+        for malformed in ["A", "AQ=", "A=Q=", "AQ===", "====", "AQ==AQ", "YW55*", "AQ\n", "Zg=="  + "="] {
+            #expect(Base64.decode(Substring(malformed)) == nil, "\(malformed)")
+            #expect(Base64.decodedLength(Substring(malformed).utf8) == nil, "\(malformed)")
+            #expect(WebhookSignature.key(fromSecret: "whsec_" + malformed) == nil)
+            #expect(WebhookSignature.secretProblem("whsec_" + malformed) != nil)
+        }
+    }
+
     @Test func everyEventIsDeliveredSignedWithItsPayloadAndHeaders() async throws {
         let receiver = try await TestReceiver.answering(.noContent)
         defer { Task { await receiver.stop() } }

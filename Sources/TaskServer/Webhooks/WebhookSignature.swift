@@ -7,15 +7,21 @@ enum WebhookSignature {
     /// The key bytes of a secret: the base64 after `whsec_` (padding optional), or the UTF-8 bytes
     /// of any other secret. Nil for a `whsec_` secret whose base64 is invalid.
     static func key(fromSecret secret: String) -> [UInt8]? {
-        if secret.hasPrefix("whsec_") { return Base64.decode(String(secret.dropFirst(6))) }
+        if let encoded = Self.encodedKey(of: secret) { return Base64.decode(encoded) }
         return Array(secret.utf8)
     }
 
+    /// The base64 of a Standard Webhooks secret, after its `whsec_`; nil for a raw secret.
+    static func encodedKey(of secret: String) -> Substring? {
+        secret.hasPrefix("whsec_") ? secret.dropFirst(6) : nil
+    }
+
     /// Why `secret` is not a usable webhook secret (nil when it is): `whsec_` followed by base64 of
-    /// 1…64 bytes, or any other non-empty text of at most 256 characters (raw key bytes).
+    /// 1…64 bytes, or any other non-empty text of at most 256 characters (raw key bytes). The
+    /// configuration's `--webhook-secret` and a job's `webhook.secret` are checked with it.
     static func secretProblem(_ secret: String) -> String? {
-        if secret.hasPrefix("whsec_") {
-            guard let length = Base64.decodedLength(secret.utf8.dropFirst(6)), (1...64).contains(length) else {
+        if let encoded = Self.encodedKey(of: secret) {
+            guard let length = Base64.decodedLength(encoded.utf8), (1...64).contains(length) else {
                 return "a secret starting with \"whsec_\" must continue with base64 that decodes to 1 to 64 bytes"
             }
             return nil
@@ -77,31 +83,15 @@ enum Base64 {
     }
 
     /// The bytes of standard base64 text, padding optional; nil when malformed.
-    static func decode(_ text: String) -> [UInt8]? {
-        var symbols: [UInt8] = []
-        var padding = 0
-        for byte in text.utf8 {
-            let value: UInt8
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"): value = byte - UInt8(ascii: "A")
-            case UInt8(ascii: "a")...UInt8(ascii: "z"): value = byte - UInt8(ascii: "a") + 26
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = byte - UInt8(ascii: "0") + 52
-            case UInt8(ascii: "+"): value = 62
-            case UInt8(ascii: "/"): value = 63
-            case UInt8(ascii: "="):
-                padding += 1
-                continue
-            default: return nil
-            }
-            if padding > 0 { return nil }
-            symbols.append(value)
-        }
-        if symbols.count % 4 == 1 || padding > 2 || (padding > 0 && (symbols.count + padding) % 4 != 0) { return nil }
+    static func decode(_ text: Substring) -> [UInt8]? {
+        guard let length = Self.decodedLength(text.utf8) else { return nil }
         var out: [UInt8] = []
-        out.reserveCapacity(symbols.count * 3 / 4)
+        out.reserveCapacity(length)
         var buffer: UInt32 = 0
         var bits = 0
-        for symbol in symbols {
+        // Valid, so every byte is a symbol up to the padding.
+        for byte in text.utf8 {
+            guard let symbol = Self.value(of: byte) else { break }
             buffer = buffer << 6 | UInt32(symbol)
             bits += 6
             if bits >= 8 {
@@ -112,25 +102,36 @@ enum Base64 {
         return out
     }
 
-    /// The number of bytes standard base64 `text` (padding optional) decodes to, or `nil` if it is not base64.
+    /// The number of bytes standard base64 `text` (padding optional) decodes to, or `nil` if it is
+    /// not base64: the one definition of valid base64 here, which `decode` checks first.
     static func decodedLength(_ text: Substring.UTF8View) -> Int? {
         var symbols = 0
         var padding = 0
         for byte in text {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "+"), UInt8(ascii: "/"):
+            if Self.value(of: byte) != nil {
                 if padding > 0 { return nil }
                 symbols += 1
-            case UInt8(ascii: "="):
+            } else if byte == UInt8(ascii: "=") {
                 padding += 1
                 if padding > 2 { return nil }
-            default:
+            } else {
                 return nil
             }
         }
         if symbols % 4 == 1 { return nil }
         if padding > 0, (symbols + padding) % 4 != 0 { return nil }
         return symbols * 3 / 4
+    }
+
+    /// The 6-bit value of a base64 symbol; nil for any other byte (`=` included).
+    private static func value(of byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): return byte - UInt8(ascii: "A")
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): return byte - UInt8(ascii: "a") + 26
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0") + 52
+        case UInt8(ascii: "+"): return 62
+        case UInt8(ascii: "/"): return 63
+        default: return nil
+        }
     }
 }
