@@ -17,7 +17,6 @@ enum FieldSuggestion {
 
     /// The optimal-string-alignment distance (Levenshtein plus adjacent transpositions), ASCII case-insensitive.
     static func editDistance(_ a: [UInt8], _ b: [UInt8]) -> Int {
-        func lower(_ byte: UInt8) -> UInt8 { byte >= 65 && byte <= 90 ? byte + 32 : byte }
         if a.isEmpty { return b.count }
         if b.isEmpty { return a.count }
         let width = b.count + 1
@@ -26,9 +25,11 @@ enum FieldSuggestion {
         for i in 1...a.count {
             table[i * width] = i
             for j in 1...b.count {
-                let cost = lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1
+                let cost = a[i - 1].lowercasedASCII == b[j - 1].lowercasedASCII ? 0 : 1
                 var value = min(table[(i - 1) * width + j] + 1, table[i * width + j - 1] + 1, table[(i - 1) * width + j - 1] + cost)
-                if i > 1, j > 1, lower(a[i - 1]) == lower(b[j - 2]), lower(a[i - 2]) == lower(b[j - 1]) {
+                if i > 1, j > 1, a[i - 1].lowercasedASCII == b[j - 2].lowercasedASCII,
+                    a[i - 2].lowercasedASCII == b[j - 1].lowercasedASCII
+                {
                     value = min(value, table[(i - 2) * width + j - 2] + 1)
                 }
                 table[i * width + j] = value

@@ -1,3 +1,5 @@
+import TaskGraph
+
 // HTTP syntax the server checks: header names, `http`/`https` URLs, ASCII case. Jobs' webhooks,
 // the `http` action, the outbound client and the configuration all check with these.
 
@@ -21,11 +23,6 @@ enum HTTPSyntax {
         }
     }
 
-    static func asciiLowercased(_ text: String) -> String {
-        guard text.utf8.contains(where: { $0 >= 65 && $0 <= 90 }) else { return text }
-        return String(decoding: text.utf8.map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }, as: UTF8.self)
-    }
-
     /// Whether `text` is an absolute `http`/`https` URL with a host (and, if given, a port 1…65535),
     /// without spaces or control characters.
     static func isHTTPURL(_ text: String) -> Bool {
@@ -35,7 +32,7 @@ enum HTTPSyntax {
         // is also its first ':'.)
         guard let authority = URLAuthority(bytes) else { return false }
         let scheme = String(decoding: bytes[0..<authority.schemeEnd], as: UTF8.self)
-        let lowerScheme = HTTPSyntax.asciiLowercased(scheme)
+        let lowerScheme = scheme.lowercasedASCII
         guard lowerScheme == "http" || lowerScheme == "https" else { return false }
         var host = bytes[authority.hostStart..<authority.end]
         var port: ArraySlice<UInt8>?
@@ -111,5 +108,14 @@ enum HTTPSyntax {
             self.end = authorityEnd
             self.hostStart = hostStart
         }
+    }
+}
+
+extension String {
+    /// The string with ASCII letters lowercased and every other character as is (header names are
+    /// ASCII tokens); `self`, not a copy, when it has no capital letter.
+    var lowercasedASCII: String {
+        if !self.utf8.contains(where: { $0.lowercasedASCII != $0 }) { return self }
+        return String(decoding: self.utf8.map(\.lowercasedASCII), as: UTF8.self)
     }
 }

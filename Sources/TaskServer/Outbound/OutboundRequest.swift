@@ -103,11 +103,3 @@ public struct OutboundError: Error, Sendable, Equatable, CustomStringConvertible
 
     public var description: String { self.message }
 }
-
-extension String {
-    /// The string with ASCII letters lowercased (header names are ASCII tokens).
-    var lowercasedASCII: String {
-        if !self.utf8.contains(where: { (0x41...0x5A).contains($0) }) { return self }
-        return String(decoding: self.utf8.map { (0x41...0x5A).contains($0) ? $0 + 0x20 : $0 }, as: UTF8.self)
-    }
-}

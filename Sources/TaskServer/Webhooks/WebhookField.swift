@@ -137,7 +137,7 @@ extension ProblemReporter {
                             "invalid header name \(TemplateExpression.quoted(name)): use letters, digits and !#$%&'*+-.^_`|~")
                         continue
                     }
-                    let lower = HTTPSyntax.asciiLowercased(name)
+                    let lower = name.lowercasedASCII
                     if WebhookField.reservedHeaders.contains(lower) {
                         self.report(pointer: headerPointer(), "header \(TemplateExpression.quoted(name)) is set by the server and cannot be overridden")
                         continue
