@@ -40,7 +40,9 @@ final class BareHandler: ChannelInboundHandler {
             var status = HTTPResponseStatus.ok
             var payload = "ok"
             if head.method == .POST {
-                if let body = self.body, let decoded = try? self.decoder.decode(JobBody.self, from: Data(body.readableBytesView)) {
+                if let body = self.body,
+                    let decoded = try? self.decoder.decode(JobBody.self, from: Data(body.readableBytesView))
+                {
                     status = .created
                     payload = #"{"id":"bare","state":"pending","type":"\#(decoded.graph.type)"}"#
                 } else {
@@ -51,7 +53,10 @@ final class BareHandler: ChannelInboundHandler {
             var headers = HTTPHeaders()
             headers.add(name: "content-length", value: String(payload.utf8.count))
             headers.add(name: "content-type", value: head.method == .POST ? "application/json" : "text/plain")
-            context.write(self.wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
+            context.write(
+                self.wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))),
+                promise: nil
+            )
             var buffer = context.channel.allocator.buffer(capacity: payload.utf8.count)
             buffer.writeString(payload)
             context.write(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)

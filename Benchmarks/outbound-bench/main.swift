@@ -53,7 +53,11 @@ let client = CurlClient()
 var actions = ActionRegistry.builtins
 actions.register(HTTPAction(client: client))
 let engine = Engine(
-    configuration: EngineConfiguration(executors: ["default": 2, "io": 64], actions: actions, limits: GraphLimits(maxNodes: 1_000_000))
+    configuration: EngineConfiguration(
+        executors: ["default": 2, "io": 64],
+        actions: actions,
+        limits: GraphLimits(maxNodes: 1_000_000)
+    )
 )
 
 func runHTTPTasks(_ count: Int) async throws -> Double {
@@ -61,7 +65,10 @@ func runHTTPTasks(_ count: Int) async throws -> Double {
         "input": ["base": .string(base), "items": .array((0..<count).map { .int($0) })],
         "graph": [
             "type": "map", "items": "${input.items}",
-            "template": ["type": "task", "action": "http", "executor": "io", "params": ["url": "${job.input.base}/item/${input}"]],
+            "template": [
+                "type": "task", "action": "http", "executor": "io",
+                "params": ["url": "${job.input.base}/item/${input}"],
+            ],
         ],
     ]
     let spec = try engine.decoder.decodeJob(job)
@@ -71,7 +78,10 @@ func runHTTPTasks(_ count: Int) async throws -> Double {
     try await run.waitForTerminal(timeout: .seconds(600)).value
     let elapsed = seconds(since: start)
     let snapshot = run.snapshot
-    precondition(snapshot.state == .succeeded, "http bench job ended \(snapshot.state): \(String(describing: snapshot.error))")
+    precondition(
+        snapshot.state == .succeeded,
+        "http bench job ended \(snapshot.state): \(String(describing: snapshot.error))"
+    )
     precondition(snapshot.progress.succeeded == count)
     return Double(count) / elapsed
 }
@@ -110,15 +120,27 @@ let dispatcher = WebhookDispatcher(client: client, store: deliveryStore, logger:
 func runDeliveries(_ count: Int, round: Int) async throws -> Double {
     let body: JSONValue = [
         "type": "job.succeeded", "timestamp": .string(Timestamp.now().rfc3339),
-        "data": ["seq": 3, "job": ["id": "01jobidxxxxxxxxxxxxxxxxxxx", "state": "succeeded", "result": ["a": 1, "b": "two"], "labels": [:]]],
+        "data": [
+            "seq": 3,
+            "job": [
+                "id": "01jobidxxxxxxxxxxxxxxxxxxx", "state": "succeeded", "result": ["a": 1, "b": "two"], "labels": [:],
+            ],
+        ],
     ]
     let bytes = body.jsonBytes
     let time = Timestamp.now()
     let deliveries = (0..<count).map { index in
         Delivery(
-            id: "msg_bench\(round)_\(index)", jobID: "bench\(round)-\(index / 5)", seq: index % 5 + 1, eventType: .jobSucceeded,
-            url: base + "/hook", secret: .literal("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), body: bytes,
-            nextAttemptAt: time, retry: RetrySpec(maxAttempts: 3, delayMs: 100, backoff: 2, maxDelayMs: 1000, jitter: true), createdAt: time
+            id: "msg_bench\(round)_\(index)",
+            jobID: "bench\(round)-\(index / 5)",
+            seq: index % 5 + 1,
+            eventType: .jobSucceeded,
+            url: base + "/hook",
+            secret: .literal("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
+            body: bytes,
+            nextAttemptAt: time,
+            retry: RetrySpec(maxAttempts: 3, delayMs: 100, backoff: 2, maxDelayMs: 1000, jitter: true),
+            createdAt: time
         )
     }
     let done = counter.expect(count)
@@ -136,7 +158,8 @@ var deliveryRates: [Double] = []
 for round in 1...reps { deliveryRates.append(try await runDeliveries(deliveryCount, round: round)) }
 print(
     "webhook_deliveries_per_s \(Int(median(deliveryRates))) deliveries/s (\(deliveryCount) signed POSTs to one endpoint, "
-        + "16 in flight, median of \(reps))")
+        + "16 in flight, median of \(reps))"
+)
 
 // MARK: - Engine throughput with a slow receiver
 
@@ -181,15 +204,22 @@ for round in 0..<reps {
     plainRates.append(try await runJobs(plainEngine, jobCount, webhook: nil, tag: "plain\(round)"))
     fastRates.append(try await runJobs(fastEngine, jobCount, webhook: base + "/hook", tag: "fast\(round)"))
     // Let the fast receiver's deliveries drain, so they do not compete with the next figures.
-    while fastDispatcher.counts.active + fastDispatcher.counts.queued > 0 { try await Task.sleep(for: .milliseconds(50)) }
+    while fastDispatcher.counts.active + fastDispatcher.counts.queued > 0 {
+        try await Task.sleep(for: .milliseconds(50))
+    }
     slowRates.append(try await runJobs(slowEngine, jobCount, webhook: base + "/slow", tag: "slow\(round)"))
 }
 let backlog = slowDispatcher.counts
-print("jobs_per_s_no_webhook \(Int(median(plainRates))) jobs/s (\(jobCount) one-task jobs submitted at once, median of \(reps))")
-print("jobs_per_s_fast_webhook \(Int(median(fastRates))) jobs/s (the same jobs with a webhook on job.*, receiver answers 204 at once)")
+print(
+    "jobs_per_s_no_webhook \(Int(median(plainRates))) jobs/s (\(jobCount) one-task jobs submitted at once, median of \(reps))"
+)
+print(
+    "jobs_per_s_fast_webhook \(Int(median(fastRates))) jobs/s (the same jobs with a webhook on job.*, receiver answers 204 at once)"
+)
 print(
     "jobs_per_s_slow_webhook \(Int(median(slowRates))) jobs/s (the same, receiver answers after 5 s; "
-        + "\(backlog.active) attempts in flight, \(backlog.queued) deliveries waiting at the end)")
+        + "\(backlog.active) attempts in flight, \(backlog.queued) deliveries waiting at the end)"
+)
 print("slow_vs_fast_webhook_ratio \(String(format: "%.2f", median(slowRates) / median(fastRates)))")
 
 slowDispatcher.shutdown()

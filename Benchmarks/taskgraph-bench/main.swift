@@ -28,7 +28,10 @@ func runOnce(_ json: JSONValue, expectNodes: Int) -> Double {
     _ = try! run.waitForTerminal(timeout: .seconds(120)).wait()
     let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
     let snapshot = run.snapshot
-    precondition(snapshot.state == .succeeded, "bench job ended \(snapshot.state): \(String(describing: snapshot.error))")
+    precondition(
+        snapshot.state == .succeeded,
+        "bench job ended \(snapshot.state): \(String(describing: snapshot.error))"
+    )
     precondition(run.nodes.count == expectNodes, "expected \(expectNodes) nodes, got \(run.nodes.count)")
     return elapsed
 }

@@ -198,7 +198,11 @@ extension Future {
     /// `continueWithExecutor:block:cancellationToken:` does: a body that requested cancellation
     /// (or whose token was cancelled while its future ran) ends the continuation cancelled, not
     /// with the inner future's outcome.
-    private static func flatten<New>(_ outcome: Outcome<Future<New>>, into promise: Promise<New>, token: CancellationToken?) {
+    private static func flatten<New>(
+        _ outcome: Outcome<Future<New>>,
+        into promise: Promise<New>,
+        token: CancellationToken?
+    ) {
         switch outcome {
         case .success(let inner):
             guard let token else {

@@ -48,6 +48,8 @@ public enum Outcome<Value: Sendable>: Sendable {
 
     /// Runs `body` and captures how it ended; a thrown `CancellationError` becomes `.cancelled`.
     public init(catching body: () throws -> Value) {
-        do { self = .success(try body()) } catch is CancellationError { self = .cancelled } catch { self = .failure(error) }
+        do { self = .success(try body()) } catch is CancellationError { self = .cancelled } catch {
+            self = .failure(error)
+        }
     }
 }

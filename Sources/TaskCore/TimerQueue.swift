@@ -83,11 +83,16 @@ public final class TimerQueue: Sendable {
     private func startThread() {
         let box = Unmanaged.passRetained(self)
         var thread = pthread_t()
-        let status = pthread_create(&thread, nil, { raw in
-            let queue = Unmanaged<TimerQueue>.fromOpaque(raw!).takeRetainedValue()
-            queue.run()
-            return nil
-        }, box.toOpaque())
+        let status = pthread_create(
+            &thread,
+            nil,
+            { raw in
+                let queue = Unmanaged<TimerQueue>.fromOpaque(raw!).takeRetainedValue()
+                queue.run()
+                return nil
+            },
+            box.toOpaque()
+        )
         precondition(status == 0, "TaskCore: cannot start the timer thread (\(status))")
         pthread_detach(thread)
     }

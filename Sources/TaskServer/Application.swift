@@ -98,9 +98,15 @@ public final class Application: Sendable {
             onAttempt: { metrics.webhookAttempt($0) }
         )
         if let journaling = self.store as? any WebhookJournaling {
-            journaling.attachWebhooks(planner: self.webhookPlanner, deliveries: self.deliveryStore, dispatcher: self.dispatcher)
+            journaling.attachWebhooks(
+                planner: self.webhookPlanner,
+                deliveries: self.deliveryStore,
+                dispatcher: self.dispatcher
+            )
         } else {
-            self.engine.addObserver(WebhookObserver(planner: self.webhookPlanner, store: self.deliveryStore, dispatcher: self.dispatcher))
+            self.engine.addObserver(
+                WebhookObserver(planner: self.webhookPlanner, store: self.deliveryStore, dispatcher: self.dispatcher)
+            )
         }
     }
 
@@ -112,7 +118,9 @@ public final class Application: Sendable {
         EventsAPI(app: self).register(in: &router)
         DeliveriesAPI(app: self).register(in: &router)
         ServiceAPI(app: self).register(in: &router)
-        if !self.configuration.apiKeys.isEmpty { router = Authentication(keys: self.configuration.apiKeys).protect(router) }
+        if !self.configuration.apiKeys.isEmpty {
+            router = Authentication(keys: self.configuration.apiKeys).protect(router)
+        }
         return router
     }
 
@@ -123,7 +131,9 @@ public final class Application: Sendable {
         _ = try ServiceAPI.openAPIJSONBytes.get()
         let recovered = try self.store.recoverUnfinished()
         for run in recovered { run.start() }
-        if !recovered.isEmpty { self.logger.notice("resumed unfinished jobs", metadata: ["count": "\(recovered.count)"]) }
+        if !recovered.isEmpty {
+            self.logger.notice("resumed unfinished jobs", metadata: ["count": "\(recovered.count)"])
+        }
         var limits = HTTPLimits()
         limits.maxBodyBytes = self.configuration.maxBodyBytes
         limits.maxConnections = self.configuration.maxConnections
@@ -193,7 +203,10 @@ public final class Application: Sendable {
     // MARK: - Helpers for the API
 
     /// The response `body` makes for the job named by the request's `{id}`, or a 404 problem.
-    func withRun(_ request: Request, _ body: @escaping @Sendable (JobRun) throws -> Future<Response>) -> Future<Response> {
+    func withRun(
+        _ request: Request,
+        _ body: @escaping @Sendable (JobRun) throws -> Future<Response>
+    ) -> Future<Response> {
         let id = request.parameter("id")
         return self.store.run(id).flatMap { run in
             guard let run else { throw HTTPProblem.notFound("job.notFound", "no job \(id)") }
@@ -211,12 +224,17 @@ public final class Application: Sendable {
     func jsonBody(_ request: Request) throws(HTTPProblem) -> JSONValue {
         let contentType = request.headers.first(name: "content-type") ?? ""
         // The usual header as is; anything else (parameters, case, `+json` types) parsed.
-        let mediaType = contentType == "application/json" ? contentType : contentType.split(separator: ";").first.map { $0.trimmingSpaces.lowercased() } ?? ""
-        guard mediaType == "application/json" || (mediaType.hasPrefix("application/") && mediaType.hasSuffix("+json")) else {
+        let mediaType =
+            contentType == "application/json"
+            ? contentType : contentType.split(separator: ";").first.map { $0.trimmingSpaces.lowercased() } ?? ""
+        guard mediaType == "application/json" || (mediaType.hasPrefix("application/") && mediaType.hasSuffix("+json"))
+        else {
             throw HTTPProblem(
                 .unsupportedMediaType,
                 code: "contentType.unsupported",
-                detail: contentType.isEmpty ? "send the body as application/json" : "the body must be application/json, not \(contentType.prefix(100))"
+                detail: contentType.isEmpty
+                    ? "send the body as application/json"
+                    : "the body must be application/json, not \(contentType.prefix(100))"
             )
         }
         guard let body = request.body, body.readableBytes > 0 else {
@@ -224,7 +242,10 @@ public final class Application: Sendable {
         }
         do {
             return try body.withUnsafeReadableBytes { raw throws(JSONParseError) in
-                try JSONParser.parse(raw, limits: JSONParser.Limits(maxDepth: 512, maxBytes: self.configuration.maxBodyBytes))
+                try JSONParser.parse(
+                    raw,
+                    limits: JSONParser.Limits(maxDepth: 512, maxBytes: self.configuration.maxBodyBytes)
+                )
             }
         } catch {
             throw HTTPProblem(.badRequest, code: "json.malformed", detail: "the body is not valid JSON: \(error)")
@@ -239,7 +260,9 @@ public final class Application: Sendable {
             throw HTTPProblem(
                 .unprocessableEntity,
                 code: "graph.invalid",
-                detail: error.problems.count == 1 ? "the job is invalid: \(error.problems[0])" : "the job is invalid (\(error.problems.count) problems)",
+                detail: error.problems.count == 1
+                    ? "the job is invalid: \(error.problems[0])"
+                    : "the job is invalid (\(error.problems.count) problems)",
                 errors: error.problems
             )
         }
@@ -250,7 +273,9 @@ public final class Application: Sendable {
         var headers = HTTPHeaders()
         if location { headers.add(name: "location", value: "/v1/jobs/\(run.id)") }
         let headersCopy = headers
-        let make: @Sendable () -> Response = { .json(bytes: run.snapshot.jsonBytes(), status: status, headers: headersCopy) }
+        let make: @Sendable () -> Response = {
+            .json(bytes: run.snapshot.jsonBytes(), status: status, headers: headersCopy)
+        }
         guard let waitMs, waitMs > 0 else { return Future(value: make()) }
         return run.waitForTerminal(timeout: .milliseconds(waitMs)).map { make() }
     }

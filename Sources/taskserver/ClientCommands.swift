@@ -3,7 +3,10 @@ import Foundation
 
 /// Where the terminal commands find the server.
 struct ClientOptions: ParsableArguments {
-    @Option(help: "The server's base URL (env TASKSERVER_URL; default http://127.0.0.1:8080). The API key is read from env TASKSERVER_API_KEY.")
+    @Option(
+        help:
+            "The server's base URL (env TASKSERVER_URL; default http://127.0.0.1:8080). The API key is read from env TASKSERVER_API_KEY."
+    )
     var server: String = Self.environment("TASKSERVER_URL") ?? "http://127.0.0.1:8080"
 
     func client() throws -> TaskServerClient {
@@ -40,7 +43,10 @@ func runClient<T>(_ body: () throws(ClientError) -> T) throws -> T {
 /// Writes a JSON body to stdout, pretty-printed for people.
 func printJSON(_ data: Data) {
     if let object = try? JSONSerialization.jsonObject(with: data),
-        let pretty = try? JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+        let pretty = try? JSONSerialization.data(
+            withJSONObject: object,
+            options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        )
     {
         FileHandle.standardOutput.write(pretty + Data("\n".utf8))
     } else {
@@ -108,9 +114,13 @@ struct Submit: ParsableCommand {
         let client = try self.options.client()
         let body: Data
         do {
-            body = self.file == "-" ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(fileURLWithPath: self.file))
+            body =
+                self.file == "-"
+                ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(fileURLWithPath: self.file))
         } catch {
-            FileHandle.standardError.write(Data("taskserver: cannot read \(self.file): \(error.localizedDescription)\n".utf8))
+            FileHandle.standardError.write(
+                Data("taskserver: cannot read \(self.file): \(error.localizedDescription)\n".utf8)
+            )
             throw ExitCode(ClientExit.error)
         }
         let headers = self.idempotencyKey.map { [("Idempotency-Key", $0)] } ?? []
@@ -207,21 +217,34 @@ struct Events: ParsableCommand {
             while true {
                 let waitMs = self.follow ? 30_000 : 0
                 let query = "?after=\(after)" + (waitMs > 0 ? "&waitMs=\(waitMs)" : "")
-                let response = try client.send("GET", "/v1/jobs/\(TaskServerClient.escape(self.id))/events\(query)", timeout: waitMs / 1000 + 30)
+                let response = try client.send(
+                    "GET",
+                    "/v1/jobs/\(TaskServerClient.escape(self.id))/events\(query)",
+                    timeout: waitMs / 1000 + 30
+                )
                 guard response.status == 200 else { throw ClientError(problem: response) }
                 let items = response.json?["items"] as? [[String: Any]] ?? []
                 var ended = false
                 for item in items {
-                    if let line = try? JSONSerialization.data(withJSONObject: item, options: [.sortedKeys, .withoutEscapingSlashes]) {
+                    if let line = try? JSONSerialization.data(
+                        withJSONObject: item,
+                        options: [.sortedKeys, .withoutEscapingSlashes]
+                    ) {
                         FileHandle.standardOutput.write(line + Data("\n".utf8))
                     }
                     if let seq = item["seq"] as? Int { after = max(after, seq) }
-                    if let type = item["type"] as? String, ["job.succeeded", "job.failed", "job.cancelled"].contains(type) { ended = true }
+                    if let type = item["type"] as? String,
+                        ["job.succeeded", "job.failed", "job.cancelled"].contains(type)
+                    {
+                        ended = true
+                    }
                 }
                 if !self.follow || ended { return }
                 // Nothing new within the wait: stop if the job ended before `after` (its last event
                 // was not in view, e.g. with --after past it).
-                if items.isEmpty, let state = try client.job(self.id).json?["state"] as? String, terminalJobStates.contains(state) {
+                if items.isEmpty, let state = try client.job(self.id).json?["state"] as? String,
+                    terminalJobStates.contains(state)
+                {
                     return
                 }
             }

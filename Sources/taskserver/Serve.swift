@@ -19,10 +19,19 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Port (env TASKSERVER_PORT; default 8080).")
     var port: Int?
 
-    @Option(name: .customLong("executor"), help: ArgumentHelp("A worker pool NAME=SIZE, repeatable (env TASKSERVER_EXECUTORS=default=8,io=64; default default=8).", valueName: "name=size"))
+    @Option(
+        name: .customLong("executor"),
+        help: ArgumentHelp(
+            "A worker pool NAME=SIZE, repeatable (env TASKSERVER_EXECUTORS=default=8,io=64; default default=8).",
+            valueName: "name=size"
+        )
+    )
     var executors: [String] = []
 
-    @Option(name: .customLong("api-key"), help: "Require Authorization: Bearer KEY on /v1/*; repeatable (env TASKSERVER_API_KEYS, comma-separated).")
+    @Option(
+        name: .customLong("api-key"),
+        help: "Require Authorization: Bearer KEY on /v1/*; repeatable (env TASKSERVER_API_KEYS, comma-separated)."
+    )
     var apiKeys: [String] = []
 
     @Option(help: "Largest request body in bytes (env TASKSERVER_MAX_BODY_BYTES; default 1048576).")
@@ -34,13 +43,28 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Default webhook for every job's job.* events (env TASKSERVER_WEBHOOK_URL).")
     var webhookUrl: String?
 
-    @Option(help: "Signing secret of the default webhook: whsec_<base64>, or any other text used as raw key bytes (env TASKSERVER_WEBHOOK_SECRET; prefer the env var).")
+    @Option(
+        help:
+            "Signing secret of the default webhook: whsec_<base64>, or any other text used as raw key bytes (env TASKSERVER_WEBHOOK_SECRET; prefer the env var)."
+    )
     var webhookSecret: String?
 
-    @Option(name: .customLong("outbound-allow"), help: ArgumentHelp("Let http tasks and webhooks reach this CIDR range even where built-in rules deny it; repeatable (env TASKSERVER_OUTBOUND_ALLOW, comma-separated).", valueName: "cidr"))
+    @Option(
+        name: .customLong("outbound-allow"),
+        help: ArgumentHelp(
+            "Let http tasks and webhooks reach this CIDR range even where built-in rules deny it; repeatable (env TASKSERVER_OUTBOUND_ALLOW, comma-separated).",
+            valueName: "cidr"
+        )
+    )
     var outboundAllow: [String] = []
 
-    @Option(name: .customLong("outbound-deny"), help: ArgumentHelp("Keep http tasks and webhooks from this CIDR range; repeatable; the most specific range wins (env TASKSERVER_OUTBOUND_DENY, comma-separated).", valueName: "cidr"))
+    @Option(
+        name: .customLong("outbound-deny"),
+        help: ArgumentHelp(
+            "Keep http tasks and webhooks from this CIDR range; repeatable; the most specific range wins (env TASKSERVER_OUTBOUND_DENY, comma-separated).",
+            valueName: "cidr"
+        )
+    )
     var outboundDeny: [String] = []
 
     @Option(help: "The SQLite file of the durable store (env TASKSERVER_DATA; default ./data/taskserver.sqlite).")
@@ -52,7 +76,10 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Delete finished jobs older than this, e.g. 7d, 24h, 30m (env TASKSERVER_RETENTION; default: keep).")
     var retention: String?
 
-    @Option(help: "full (fsync every commit, default) or normal (survives a crash of the process, not of the machine) (env TASKSERVER_SYNC).")
+    @Option(
+        help:
+            "full (fsync every commit, default) or normal (survives a crash of the process, not of the machine) (env TASKSERVER_SYNC)."
+    )
     var sync: String?
 
     @Flag(help: "Check the data file's integrity at start-up (env TASKSERVER_CHECK_INTEGRITY=1).")
@@ -64,7 +91,10 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "text or json (env TASKSERVER_LOG_FORMAT; default text).")
     var logFormat: String?
 
-    @Option(help: "On SIGTERM/SIGINT, how long requests in flight may take before connections are closed and the process exits, e.g. 25s, 500ms (env TASKSERVER_SHUTDOWN_GRACE; default 25s).")
+    @Option(
+        help:
+            "On SIGTERM/SIGINT, how long requests in flight may take before connections are closed and the process exits, e.g. 25s, 500ms (env TASKSERVER_SHUTDOWN_GRACE; default 25s)."
+    )
     var shutdownGrace: String?
 
     func run() async throws {
@@ -77,18 +107,23 @@ struct Serve: AsyncParsableCommand {
             configuration = try self.configuration(environment)
             let levelText = self.logLevel ?? environment["TASKSERVER_LOG_LEVEL"] ?? "info"
             guard let parsed = Logger.Level(rawValue: levelText) else {
-                throw ConfigurationError("--log-level must be trace, debug, info, notice, warning, error or critical, got \(levelText)")
+                throw ConfigurationError(
+                    "--log-level must be trace, debug, info, notice, warning, error or critical, got \(levelText)"
+                )
             }
             level = parsed
             format = self.logFormat ?? environment["TASKSERVER_LOG_FORMAT"] ?? "text"
-            guard format == "text" || format == "json" else { throw ConfigurationError("--log-format must be text or json, got \(format)") }
+            guard format == "text" || format == "json" else {
+                throw ConfigurationError("--log-format must be text or json, got \(format)")
+            }
             try configuration.validate()
         } catch let error as ConfigurationError {
             FileHandle.standardError.write(Data("taskserver: invalid configuration: \(error)\n".utf8))
             throw ExitCode(64)
         }
         LoggingSystem.bootstrap { label in
-            var handler: any LogHandler = format == "json" ? JSONLogHandler(label: label) : StreamLogHandler.standardError(label: label)
+            var handler: any LogHandler =
+                format == "json" ? JSONLogHandler(label: label) : StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
         }
@@ -97,7 +132,9 @@ struct Serve: AsyncParsableCommand {
         do {
             app = try Application(configuration: configuration, logger: logger)
         } catch {
-            FileHandle.standardError.write(Data("taskserver: cannot open the store at \(configuration.dataPath ?? "?"): \(error)\n".utf8))
+            FileHandle.standardError.write(
+                Data("taskserver: cannot open the store at \(configuration.dataPath ?? "?"): \(error)\n".utf8)
+            )
             throw ExitCode(66)
         }
         // Anything instrumented with swift-metrics (ours or a dependency's) shows in /metrics.
@@ -110,7 +147,8 @@ struct Serve: AsyncParsableCommand {
             "taskserver listening",
             metadata: [
                 "host": "\(configuration.host)", "port": "\(port)", "store": "\(configuration.dataPath ?? "memory")",
-                "executors": "\(configuration.executors.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))",
+                "executors":
+                    "\(configuration.executors.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))",
             ]
         )
         await termination.wait()
@@ -131,7 +169,9 @@ struct Serve: AsyncParsableCommand {
     func configuration(_ environment: [String: String]) throws -> ServerConfiguration {
         var configuration = ServerConfiguration()
         if let host = self.host ?? environment["TASKSERVER_HOST"] { configuration.host = host }
-        if let port = try self.port ?? environment["TASKSERVER_PORT"].map({ try Self.integer($0, "TASKSERVER_PORT") }) { configuration.port = port }
+        if let port = try self.port ?? environment["TASKSERVER_PORT"].map({ try Self.integer($0, "TASKSERVER_PORT") }) {
+            configuration.port = port
+        }
         var executorSpecs = self.executors
         if executorSpecs.isEmpty, let fromEnvironment = environment["TASKSERVER_EXECUTORS"] {
             executorSpecs = fromEnvironment.split(separator: ",").map(String.init)
@@ -151,30 +191,46 @@ struct Serve: AsyncParsableCommand {
         if configuration.apiKeys.isEmpty, let keys = environment["TASKSERVER_API_KEYS"] {
             configuration.apiKeys = keys.split(separator: ",").map(String.init)
         }
-        if let value = try self.maxBodyBytes ?? environment["TASKSERVER_MAX_BODY_BYTES"].map({ try Self.integer($0, "TASKSERVER_MAX_BODY_BYTES") }) {
+        if let value = try self.maxBodyBytes
+            ?? environment["TASKSERVER_MAX_BODY_BYTES"].map({ try Self.integer($0, "TASKSERVER_MAX_BODY_BYTES") })
+        {
             configuration.maxBodyBytes = value
         }
-        if let value = try self.maxNodes ?? environment["TASKSERVER_MAX_NODES"].map({ try Self.integer($0, "TASKSERVER_MAX_NODES") }) {
+        if let value = try self.maxNodes
+            ?? environment["TASKSERVER_MAX_NODES"].map({ try Self.integer($0, "TASKSERVER_MAX_NODES") })
+        {
             configuration.maxNodes = value
         }
         let memory = try self.memory || Self.flag(environment["TASKSERVER_MEMORY"], "TASKSERVER_MEMORY")
-        if !memory { configuration.dataPath = self.data ?? environment["TASKSERVER_DATA"] ?? "./data/taskserver.sqlite" }
+        if !memory {
+            configuration.dataPath = self.data ?? environment["TASKSERVER_DATA"] ?? "./data/taskserver.sqlite"
+        }
         if let text = self.retention ?? environment["TASKSERVER_RETENTION"] {
-            guard let duration = parseDuration(text) else { throw ConfigurationError("--retention must be a duration like 7d, 24h, 30m or 90s, got \"\(text)\"") }
+            guard let duration = parseDuration(text) else {
+                throw ConfigurationError("--retention must be a duration like 7d, 24h, 30m or 90s, got \"\(text)\"")
+            }
             configuration.retention = duration
         }
         if let text = self.sync ?? environment["TASKSERVER_SYNC"] {
-            guard text == "full" || text == "normal" else { throw ConfigurationError("--sync must be full or normal, got \"\(text)\"") }
+            guard text == "full" || text == "normal" else {
+                throw ConfigurationError("--sync must be full or normal, got \"\(text)\"")
+            }
             configuration.syncFull = text == "full"
         }
-        configuration.checkIntegrity = try self.checkIntegrity || Self.flag(environment["TASKSERVER_CHECK_INTEGRITY"], "TASKSERVER_CHECK_INTEGRITY")
+        configuration.checkIntegrity =
+            try self.checkIntegrity
+            || Self.flag(environment["TASKSERVER_CHECK_INTEGRITY"], "TASKSERVER_CHECK_INTEGRITY")
         configuration.webhooks.url = self.webhookUrl ?? environment["TASKSERVER_WEBHOOK_URL"]
         configuration.webhooks.secret = self.webhookSecret ?? environment["TASKSERVER_WEBHOOK_SECRET"]
-        configuration.outbound.allow = self.outboundAllow.isEmpty ? Self.list(environment["TASKSERVER_OUTBOUND_ALLOW"]) : self.outboundAllow
-        configuration.outbound.deny = self.outboundDeny.isEmpty ? Self.list(environment["TASKSERVER_OUTBOUND_DENY"]) : self.outboundDeny
+        configuration.outbound.allow =
+            self.outboundAllow.isEmpty ? Self.list(environment["TASKSERVER_OUTBOUND_ALLOW"]) : self.outboundAllow
+        configuration.outbound.deny =
+            self.outboundDeny.isEmpty ? Self.list(environment["TASKSERVER_OUTBOUND_DENY"]) : self.outboundDeny
         if let text = self.shutdownGrace ?? environment["TASKSERVER_SHUTDOWN_GRACE"] {
             guard let duration = parseDuration(text) else {
-                throw ConfigurationError("--shutdown-grace must be a duration like 25s, 500ms or 1m, got \"\(text.prefix(100))\"")
+                throw ConfigurationError(
+                    "--shutdown-grace must be a duration like 25s, 500ms or 1m, got \"\(text.prefix(100))\""
+                )
             }
             configuration.shutdownGrace = duration
         }
@@ -188,7 +244,10 @@ struct Serve: AsyncParsableCommand {
         switch value.lowercased() {
         case "1", "true", "yes", "on": return true
         case "0", "false", "no", "off": return false
-        default: throw ConfigurationError("\(name) must be 1, true, yes, on, 0, false, no or off, got \"\(value.prefix(100))\"")
+        default:
+            throw ConfigurationError(
+                "\(name) must be 1, true, yes, on, 0, false, no or off, got \"\(value.prefix(100))\""
+            )
         }
     }
 

@@ -33,7 +33,9 @@ struct TaskServerClient {
             throw ClientError("--server must be a URL like http://127.0.0.1:8080, got \"\(server.prefix(200))\"")
         }
         guard components.scheme == "http" else {
-            throw ClientError("--server: only http:// URLs are supported by the terminal client, got \"\(server.prefix(200))\"")
+            throw ClientError(
+                "--server: only http:// URLs are supported by the terminal client, got \"\(server.prefix(200))\""
+            )
         }
         self.server = server
         self.host = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
@@ -45,10 +47,17 @@ struct TaskServerClient {
     /// Sends one request and returns the response, or throws a `ClientError` that says what went
     /// wrong at the connection level. `timeout` bounds each read and write (a long-poll passes its
     /// wait plus a margin).
-    func send(_ method: String, _ path: String, body: Data? = nil, headers: [(String, String)] = [], timeout: Int = 30) throws(ClientError) -> Response {
+    func send(
+        _ method: String,
+        _ path: String,
+        body: Data? = nil,
+        headers: [(String, String)] = [],
+        timeout: Int = 30
+    ) throws(ClientError) -> Response {
         let fd = try self.connect(timeout: timeout)
         defer { close(fd) }
-        var head = "\(method) \(self.basePath)\(path) HTTP/1.1\r\nHost: \(self.host):\(self.port)\r\nConnection: close\r\n"
+        var head =
+            "\(method) \(self.basePath)\(path) HTTP/1.1\r\nHost: \(self.host):\(self.port)\r\nConnection: close\r\n"
         head += "User-Agent: taskserver/\(TaskServerVersion.current)\r\nAccept: application/json\r\n"
         if let apiKey = self.apiKey { head += "Authorization: Bearer \(apiKey)\r\n" }
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
@@ -73,7 +82,9 @@ struct TaskServerClient {
             if count == 0 { break }
             if count < 0 {
                 if errno == EINTR { continue }
-                if errno == EAGAIN || errno == EWOULDBLOCK { throw ClientError("\(self.server) did not answer within \(timeout) s") }
+                if errno == EAGAIN || errno == EWOULDBLOCK {
+                    throw ClientError("\(self.server) did not answer within \(timeout) s")
+                }
                 throw ClientError("lost the connection to \(self.server): \(Self.errnoText())")
             }
             received.append(contentsOf: buffer[0..<count])
@@ -103,7 +114,9 @@ struct TaskServerClient {
             lastError = Self.errnoText()
             close(fd)
         }
-        throw ClientError("cannot connect to \(self.server): \(lastError) (is the server running? set --server or TASKSERVER_URL)")
+        throw ClientError(
+            "cannot connect to \(self.server): \(lastError) (is the server running? set --server or TASKSERVER_URL)"
+        )
     }
 
     static func parse(_ data: Data, server: String) throws(ClientError) -> Response {
@@ -111,7 +124,9 @@ struct TaskServerClient {
         guard let end = data.range(of: separator) else {
             throw ClientError("\(server) closed the connection without a complete HTTP response")
         }
-        let lines = String(decoding: data[data.startIndex..<end.lowerBound], as: UTF8.self).components(separatedBy: "\r\n")
+        let lines = String(decoding: data[data.startIndex..<end.lowerBound], as: UTF8.self).components(
+            separatedBy: "\r\n"
+        )
         let statusParts = lines[0].split(separator: " ", maxSplits: 2)
         guard statusParts.count >= 2, statusParts[0].hasPrefix("HTTP/1."), let status = Int(statusParts[1]) else {
             throw ClientError("\(server) did not answer HTTP (\(lines[0].prefix(80)))")
@@ -119,11 +134,15 @@ struct TaskServerClient {
         var headers: [(name: String, value: String)] = []
         for line in lines.dropFirst() {
             guard let colon = line.firstIndex(of: ":") else { continue }
-            headers.append((String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+            headers.append(
+                (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+            )
         }
         var body = Data(data[end.upperBound...])
         if let length = headers.first(where: { $0.name.lowercased() == "content-length" }).flatMap({ Int($0.value) }) {
-            guard body.count >= length else { throw ClientError("\(server) closed the connection before the whole response arrived") }
+            guard body.count >= length else {
+                throw ClientError("\(server) closed the connection before the whole response arrived")
+            }
             body = body.prefix(length)
         }
         return Response(status: status, headers: headers, body: body)
@@ -149,7 +168,8 @@ struct ClientError: Error, CustomStringConvertible {
             }
             self.description = text
         } else {
-            self.description = "the server answered \(response.status): \(String(decoding: response.body.prefix(300), as: UTF8.self))"
+            self.description =
+                "the server answered \(response.status): \(String(decoding: response.body.prefix(300), as: UTF8.self))"
         }
     }
 }

@@ -33,14 +33,18 @@ struct Version: ParsableCommand {
 }
 
 struct Healthcheck: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Exit 0 when the server answers GET /healthz, 1 otherwise (for Docker HEALTHCHECK).")
+    static let configuration = CommandConfiguration(
+        abstract: "Exit 0 when the server answers GET /healthz, 1 otherwise (for Docker HEALTHCHECK)."
+    )
 
     @Option(help: "The health URL, or the server's base URL (/healthz is added) (env TASKSERVER_HEALTH_URL).")
-    var url: String = ProcessInfo.processInfo.environment["TASKSERVER_HEALTH_URL"]
+    var url: String =
+        ProcessInfo.processInfo.environment["TASKSERVER_HEALTH_URL"]
         ?? "http://127.0.0.1:\(ProcessInfo.processInfo.environment["TASKSERVER_PORT"] ?? "8080")/healthz"
 
     func run() throws {
-        guard let (base, path) = Self.serverAndPath(self.url), let client = try? TaskServerClient(server: base, apiKey: nil),
+        guard let (base, path) = Self.serverAndPath(self.url),
+            let client = try? TaskServerClient(server: base, apiKey: nil),
             let response = try? client.send("GET", path, timeout: 3), response.status == 200
         else { throw ExitCode(1) }
     }

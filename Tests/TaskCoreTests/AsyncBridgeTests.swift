@@ -1,7 +1,7 @@
+import TestSupport
 import Testing
 
 @testable import TaskCore
-import TestSupport
 
 /// `try await future.value`, `Future(cancellationToken:operation:)` and the blocking `wait()`.
 struct AsyncBridgeTests {

@@ -1,7 +1,7 @@
+import TestSupport
 import Testing
 
 @testable import TaskCore
-import TestSupport
 
 /// The examples of the Bolts documentation (BFTask introduction, Bolts notes, Bolts-Swift README,
 /// AsyncTask README), translated to TaskCore against an in-memory stand-in for Parse.

@@ -163,7 +163,9 @@ struct ContinuationTests {
     func aTokenCancelledWhileTheBodysFutureRunsEndsCancelled() async {
         let source = CancellationTokenSource()
         let inner = Promise<Int>()
-        let next = Future(value: 1).continueWithTask(on: .immediate, cancellationToken: source.token) { _ in inner.future }
+        let next = Future(value: 1).continueWithTask(on: .immediate, cancellationToken: source.token) { _ in
+            inner.future
+        }
         #expect(!next.isCompleted)
         source.cancel()
         #expect(!next.isCompleted)
@@ -174,7 +176,9 @@ struct ContinuationTests {
     @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func aTaskBodyWithAnUncancelledTokenEndsWithItsFuture() async {
         let source = CancellationTokenSource()
-        let next = Future(value: 1).continueWithTask(on: .immediate, cancellationToken: source.token) { _ in Future(value: 7) }
+        let next = Future(value: 1).continueWithTask(on: .immediate, cancellationToken: source.token) { _ in
+            Future(value: 7)
+        }
         #expect(await next.settled().isSame(as: .success(7)))
     }
 
@@ -481,15 +485,19 @@ struct ContinuationTests {
             let order = Locked<[String]>([])
             var continued: [Future<Int>] = []
             if first == "callback" { promise.future.whenComplete { _ in order.append("callback") } }
-            continued.append(promise.future.continueWith(on: .immediate) { future in
-                order.append("c0")
-                return future.result! + 1
-            })
+            continued.append(
+                promise.future.continueWith(on: .immediate) { future in
+                    order.append("c0")
+                    return future.result! + 1
+                }
+            )
             if first == "continuation" { promise.future.whenComplete { _ in order.append("callback") } }
-            continued.append(promise.future.continueWith(on: .immediate) { future in
-                order.append("c1")
-                return future.result! + 2
-            })
+            continued.append(
+                promise.future.continueWith(on: .immediate) { future in
+                    order.append("c1")
+                    return future.result! + 2
+                }
+            )
             #expect(order.value.isEmpty)
             promise.succeed(10)
             let expected = first == "callback" ? ["callback", "c0", "c1"] : ["c0", "callback", "c1"]

@@ -1,7 +1,7 @@
+import TestSupport
 import Testing
 
 @testable import TaskCore
-import TestSupport
 
 /// `Future.delay`, `timeout` and the `TimerQueue` under them.
 ///
@@ -19,7 +19,10 @@ struct DelayTests {
         #expect(waited < promptly)
     }
 
-    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: [Duration.zero, .nanoseconds(1), .milliseconds(-5), .seconds(-3)])
+    @Test(
+        .timeLimit(.minutes(1 * TestTiming.slowdown)),
+        arguments: [Duration.zero, .nanoseconds(1), .milliseconds(-5), .seconds(-3)]
+    )
     func delayThatIsNotPositiveSucceedsPromptly(duration: Duration) async throws {
         let start = ContinuousClock.now
         try await Future.delay(duration).value

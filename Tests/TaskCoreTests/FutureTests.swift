@@ -66,8 +66,15 @@ struct FutureTests {
     /// Values of every storage kind survive the round trip: inline trivial values (`Int`, `Bool`,
     /// `Void`, a 16-byte struct) and boxed ones (strings, arrays, classes, a 17-byte struct).
     @Test func valuesOfEveryLayoutRoundTrip() {
-        struct Sixteen: Equatable, Sendable { var a: Int64; var b: Int64 }
-        struct Seventeen: Equatable, Sendable { var a: Int64; var b: Int64; var c: Int8 }
+        struct Sixteen: Equatable, Sendable {
+            var a: Int64
+            var b: Int64
+        }
+        struct Seventeen: Equatable, Sendable {
+            var a: Int64
+            var b: Int64
+            var c: Int8
+        }
         #expect(Future(value: Int.min).result == Int.min)
         #expect(Future(value: true).result == true)
         #expect(Future(value: UInt8(200)).result == 200)

@@ -1,8 +1,8 @@
 import Dispatch
+import TestSupport
 import Testing
 
 @testable import TaskCore
-import TestSupport
 
 /// Leak checks with weak references: completed futures drop their callbacks, finished chains are
 /// not retained, and registrations and timers release their closures.
@@ -45,7 +45,10 @@ struct MemoryTests {
         #expect(weakCanary == nil)
     }
 
-    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: [ExecutorKind.dispatchQueue, .serialQueue, .workerPool])
+    @Test(
+        .timeLimit(.minutes(1 * TestTiming.slowdown)),
+        arguments: [ExecutorKind.dispatchQueue, .serialQueue, .workerPool]
+    )
     func continuationOnAHoppingExecutorIsReleasedAfterItRuns(executorKind: ExecutorKind) async throws {
         let promise = Promise<Int>()
         weak var weakCanary: Canary?

@@ -1,7 +1,7 @@
+import TestSupport
 import Testing
 
 @testable import TaskCore
-import TestSupport
 
 struct PromiseTests {
     @Test func succeedCompletesWithTheValue() {

@@ -1,7 +1,7 @@
+import TestSupport
 import Testing
 
 @testable import TaskCore
-import TestSupport
 
 struct RetryTests {
     // MARK: - RetryPolicy delays

@@ -1,8 +1,8 @@
 import Dispatch
+import TestSupport
 import Testing
 
 @testable import TaskCore
-import TestSupport
 
 /// Races between threads, and chains far longer than any stack could recurse through.
 struct StressTests {

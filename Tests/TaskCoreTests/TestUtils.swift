@@ -323,4 +323,3 @@ final class ManualExecutor: Executor {
 }
 
 // MARK: - Random numbers
-

@@ -25,7 +25,12 @@ func startJob(_ text: String, id: String = "job", engine: Engine = testEngine) t
 }
 
 /// Runs the job to its end (bounded) and returns the run.
-func runJob(_ text: String, id: String = "job", engine: Engine = testEngine, timeout: Duration = .seconds(20)) async throws -> JobRun {
+func runJob(
+    _ text: String,
+    id: String = "job",
+    engine: Engine = testEngine,
+    timeout: Duration = .seconds(20)
+) async throws -> JobRun {
     let run = try startJob(text, id: id, engine: engine)
     try await run.waitForTerminal(timeout: timeout).value
     #expect(run.snapshot.state.isTerminal, "job did not end within \(timeout)")
@@ -67,18 +72,24 @@ func checkInvariants(_ run: JobRun, sourceLocation: SourceLocation = #_sourceLoc
     var terminalEvents: [String: Int] = [:]
     for event in events {
         switch event.type {
-        case .taskSucceeded, .taskFailed, .taskCancelled, .taskSkipped: terminalEvents[event.taskId ?? "", default: 0] += 1
+        case .taskSucceeded, .taskFailed, .taskCancelled, .taskSkipped:
+            terminalEvents[event.taskId ?? "", default: 0] += 1
         default: break
         }
     }
     for node in nodes {
-        #expect(terminalEvents[node.id] == 1, "node \(node.id) has \(terminalEvents[node.id] ?? 0) terminal events", sourceLocation: sourceLocation)
+        #expect(
+            terminalEvents[node.id] == 1,
+            "node \(node.id) has \(terminalEvents[node.id] ?? 0) terminal events",
+            sourceLocation: sourceLocation
+        )
     }
     let tasks = nodes.filter(\.isTask)
     #expect(snapshot.progress.total == tasks.count, sourceLocation: sourceLocation)
     #expect(snapshot.progress.pending == 0 && snapshot.progress.running == 0, sourceLocation: sourceLocation)
     #expect(
-        snapshot.progress.succeeded + snapshot.progress.failed + snapshot.progress.cancelled + snapshot.progress.skipped == tasks.count,
+        snapshot.progress.succeeded + snapshot.progress.failed + snapshot.progress.cancelled + snapshot.progress.skipped
+            == tasks.count,
         sourceLocation: sourceLocation
     )
 }

@@ -1,8 +1,9 @@
+import Synchronization
 import TaskCore
+import TestSupport
 import Testing
 
 @testable import TaskGraph
-import TestSupport
 
 /// The rows of SPEC §1.1 and §1.2, run end to end through the engine.
 @Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
@@ -18,7 +19,9 @@ struct EngineTests {
     }
 
     @Test func failFailsWithItsCodeMessageAndDetails() async throws {
-        let run = try await runJob(#"{"graph":{"type":"task","id":"f","action":"fail","params":{"code":"x.bad","message":"no","details":{"n":1}}}}"#)
+        let run = try await runJob(
+            #"{"graph":{"type":"task","id":"f","action":"fail","params":{"code":"x.bad","message":"no","details":{"n":1}}}}"#
+        )
         #expect(run.snapshot.state == .failed)
         #expect(run.snapshot.error == TaskError(code: "x.bad", message: "no", taskId: "f", details: ["n": 1]))
         let defaults = try await runJob(#"{"graph":{"type":"task","id":"g","action":"fail"}}"#)
@@ -171,7 +174,9 @@ struct EngineTests {
     }
 
     @Test func maxConcurrencyBoundsHowManyBranchesRunAtOnce() async throws {
-        let branches = (0..<6).map { #"{"type":"task","id":"d\#($0)","action":"delay","params":{"ms":40}}"# }.joined(separator: ",")
+        let branches = (0..<6).map { #"{"type":"task","id":"d\#($0)","action":"delay","params":{"ms":40}}"# }.joined(
+            separator: ","
+        )
         let run = try await runJob(#"{"graph":{"type":"parallel","maxConcurrency":2,"branches":[\#(branches)]}}"#)
         var running = 0
         var peak = 0
@@ -196,7 +201,12 @@ struct EngineTests {
         ("always", "fail", true, JobState.succeeded),
         ("cancellation", "value", false, JobState.succeeded),
     ])
-    func continuationRunsThenWhenOnMatches(on: String, antecedent: String, thenRuns: Bool, jobState: JobState) async throws {
+    func continuationRunsThenWhenOnMatches(
+        on: String,
+        antecedent: String,
+        thenRuns: Bool,
+        jobState: JobState
+    ) async throws {
         let run = try await runJob(
             #"""
             {"input":"in","graph":{"type":"continuation","id":"c","on":"\#(on)",
@@ -253,13 +263,17 @@ struct EngineTests {
             """#
         )
         #expect(run.snapshot.result == ["deleted 1", "deleted 2", "deleted 3"])
-        let order = run.events(after: 0).filter { $0.type == .taskStarted && $0.taskId?.hasPrefix("wait") == true }.map(\.taskId)
+        let order = run.events(after: 0).filter { $0.type == .taskStarted && $0.taskId?.hasPrefix("wait") == true }.map(
+            \.taskId
+        )
         #expect(order == ["wait[0]", "wait[1]", "wait[2]"])
         checkInvariants(run)
     }
 
     @Test func mapOverANonArrayFailsWithMapItems() async throws {
-        let run = try await runJob(#"{"input":{"a":1},"graph":{"type":"map","template":{"type":"task","action":"value"}}}"#)
+        let run = try await runJob(
+            #"{"input":{"a":1},"graph":{"type":"map","template":{"type":"task","action":"value"}}}"#
+        )
         #expect(run.snapshot.error?.code == "map.items")
     }
 
@@ -270,10 +284,14 @@ struct EngineTests {
     }
 
     @Test func mapBeyondTheNodeLimitFails() async throws {
-        let run = try await runJob(#"{"input":{"n":1},"graph":{"type":"map","items":"${input.n}","template":{"type":"task","action":"value"}}}"#)
+        let run = try await runJob(
+            #"{"input":{"n":1},"graph":{"type":"map","items":"${input.n}","template":{"type":"task","action":"value"}}}"#
+        )
         #expect(run.snapshot.error?.code == "map.items")
         let items = "[" + (0..<6000).map(String.init).joined(separator: ",") + "]"
-        let big = try await runJob(#"{"input":\#(items),"graph":{"type":"map","template":{"type":"task","action":"value"}}}"#)
+        let big = try await runJob(
+            #"{"input":\#(items),"graph":{"type":"map","template":{"type":"task","action":"value"}}}"#
+        )
         #expect(big.snapshot.error?.code == "job.nodeLimit")
     }
 
@@ -315,34 +333,46 @@ struct EngineTests {
     }
 
     @Test func anUnresolvedTemplateFailsTheNode() async throws {
-        let run = try await runJob(#"{"input":{},"graph":{"type":"task","id":"t","action":"value","params":{"value":"${input.missing}"}}}"#)
+        let run = try await runJob(
+            #"{"input":{},"graph":{"type":"task","id":"t","action":"value","params":{"value":"${input.missing}"}}}"#
+        )
         #expect(run.snapshot.error?.code == "template.unresolved")
         #expect(run.snapshot.error?.message.contains("${input.missing}") == true)
     }
 
     @Test func aNodeInputTemplateReplacesItsInput() async throws {
-        let run = try await runJob(#"{"input":{"a":{"b":7}},"graph":{"type":"task","action":"value","input":"${input.a}"}}"#)
+        let run = try await runJob(
+            #"{"input":{"a":{"b":7}},"graph":{"type":"task","action":"value","input":"${input.a}"}}"#
+        )
         #expect(run.snapshot.result == ["b": 7])
     }
 
     // MARK: - retry and timeouts
 
     @Test func aFailedTaskIsRetriedUntilItsAttemptsRunOut() async throws {
-        let run = try await runJob(#"{"graph":{"type":"task","id":"r","action":"fail","params":{"code":"flaky"},"retry":{"maxAttempts":3,"delayMs":5}}}"#)
+        let run = try await runJob(
+            #"{"graph":{"type":"task","id":"r","action":"fail","params":{"code":"flaky"},"retry":{"maxAttempts":3,"delayMs":5}}}"#
+        )
         #expect(run.node("r")?.attempts == 3)
         #expect(run.events(after: 0).filter { $0.type == .taskRetrying }.count == 2)
         #expect(run.snapshot.error?.code == "flaky")
     }
 
     @Test func retryOnlyRetriesListedCodes() async throws {
-        let run = try await runJob(#"{"graph":{"type":"task","id":"r","action":"fail","params":{"code":"fatal"},"retry":{"maxAttempts":3,"on":["http.*"]}}}"#)
+        let run = try await runJob(
+            #"{"graph":{"type":"task","id":"r","action":"fail","params":{"code":"fatal"},"retry":{"maxAttempts":3,"on":["http.*"]}}}"#
+        )
         #expect(run.node("r")?.attempts == 1)
-        let prefixed = try await runJob(#"{"graph":{"type":"task","id":"r","action":"fail","params":{"code":"http.timeout"},"retry":{"maxAttempts":2,"on":["http.*"]}}}"#)
+        let prefixed = try await runJob(
+            #"{"graph":{"type":"task","id":"r","action":"fail","params":{"code":"http.timeout"},"retry":{"maxAttempts":2,"on":["http.*"]}}}"#
+        )
         #expect(prefixed.node("r")?.attempts == 2)
     }
 
     @Test func aTaskTimeoutFailsTheAttemptWithTaskTimeout() async throws {
-        let run = try await runJob(#"{"graph":{"type":"task","id":"slow","action":"delay","params":{"ms":30000},"timeoutMs":50}}"#)
+        let run = try await runJob(
+            #"{"graph":{"type":"task","id":"slow","action":"delay","params":{"ms":30000},"timeoutMs":50}}"#
+        )
         #expect(run.snapshot.error?.code == "task.timeout")
         #expect(run.state(of: "slow") == .failed)
     }
@@ -364,7 +394,9 @@ struct EngineTests {
 
     @Test func aJobTimeoutIsArmedOnlyWhileTheJobOutlivesStart() async throws {
         // Every node inline: the job ends inside `start`, with no timer left behind.
-        let inline = try startJob(#"{"timeoutMs":600000,"graph":{"type":"series","steps":[{"type":"task","action":"value"},{"type":"task","action":"value"}]}}"#)
+        let inline = try startJob(
+            #"{"timeoutMs":600000,"graph":{"type":"series","steps":[{"type":"task","action":"value"},{"type":"task","action":"value"}]}}"#
+        )
         #expect(inline.snapshot.state == .succeeded)
         #expect(inline.state.withLock { $0.timer } == nil)
         // A job still running holds its timer until it ends, which cancels it.
@@ -528,7 +560,9 @@ struct EngineTests {
 
     @Test func waitsHoldNoSlotOfTheirExecutor() async throws {
         // Twenty delays on a one-slot pool all wait at once, and the pool stays free.
-        let branches = (0..<20).map { #"{"type":"task","id":"w\#($0)","executor":"single","action":"delay","params":{"ms":60000}}"# }
+        let branches = (0..<20).map {
+            #"{"type":"task","id":"w\#($0)","executor":"single","action":"delay","params":{"ms":60000}}"#
+        }
         let run = try startJob(#"{"graph":{"type":"parallel","branches":[\#(branches.joined(separator: ","))]}}"#)
         for index in 0..<20 { try await waitForNode(run, "w\(index)", .running) }
         #expect(run.snapshot.progress.running == 20)
@@ -544,7 +578,10 @@ struct EngineTests {
         defer { engine.shutdown() }
         let pool = engine.pools["one"]!
         let slot = try await pool.acquireSlot().value
-        let run = try startJob(#"{"graph":{"type":"task","id":"v","executor":"one","action":"value","params":{"value":1}}}"#, engine: engine)
+        let run = try startJob(
+            #"{"graph":{"type":"task","id":"v","executor":"one","action":"value","params":{"value":1}}}"#,
+            engine: engine
+        )
         try await waitForNode(run, "v", .running)
         #expect(pool.statistics.queued == 1)
         #expect(run.snapshot.state == .running)
@@ -565,7 +602,9 @@ struct EngineTests {
             engine: engine
         )
         // Observers run after the state change; the last event may land a moment after the waiter wakes.
-        for _ in 0..<100 where recorder.seqs.count < run.events(after: 0).count { try await Task.sleep(for: .milliseconds(5)) }
+        for _ in 0..<100 where recorder.seqs.count < run.events(after: 0).count {
+            try await Task.sleep(for: .milliseconds(5))
+        }
         #expect(recorder.seqs == run.events(after: 0).map(\.seq))
     }
 }
@@ -577,8 +616,6 @@ final class EventRecorder: JobObserver {
     }
     var seqs: [Int] { self.state.withLock { $0 } }
 }
-
-import Synchronization
 
 final class MutexBox<Value: Sendable>: Sendable {
     private let mutex: Mutex<Value>

@@ -1,8 +1,8 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import TaskGraph
-import TestSupport
 
 struct JSONParserTests {
     // MARK: - Valid documents
@@ -21,13 +21,20 @@ struct JSONParserTests {
             ("[]", .array([])),
             ("{}", .object(JSONObject())),
             (" \t\r\n 42 \n\t", .int(42)),
-            ("[1,\"two\",3.5,true,false,null,[],{}]", .array([1, "two", 3.5, true, false, nil, [], .object(JSONObject())])),
+            (
+                "[1,\"two\",3.5,true,false,null,[],{}]",
+                .array([1, "two", 3.5, true, false, nil, [], .object(JSONObject())])
+            ),
             ("[[[[]]]]", .array([.array([.array([.array([])])])])),
             ("{\"a\":{\"b\":{\"c\":[1,{\"d\":null}]}}}", ["a": ["b": ["c": [1, ["d": nil]]]]]),
             ("[ 1 , 2 ]", [1, 2]),
-            (" { \"a\" : [ true , { } , [ ] ] , \"b\" : \"x\" } ", ["a": [true, .object(JSONObject()), []], "b": "x"]),
+            (
+                " { \"a\" : [ true , { } , [ ] ] , \"b\" : \"x\" } ",
+                ["a": [true, .object(JSONObject()), []], "b": "x"]
+            ),
             ("{\"\":\"\"}", ["": ""]),
-        ] as [(String, JSONValue)])
+        ] as [(String, JSONValue)]
+    )
     func parsesValidDocument(text: String, expected: JSONValue) throws {
         let value = try JSONParser.parse(text)
         #expect(value == expected)
@@ -68,7 +75,10 @@ struct JSONParserTests {
         #expect(try JSONParser.parse(bytes) == expected)
         #expect(try JSONParser.parse(([0x20] + bytes + [0x20])[1...bytes.count]) == expected)
         #expect(try bytes.withUnsafeBytes { raw throws(JSONParseError) in try JSONParser.parse(raw) } == expected)
-        #expect(try bytes.withUnsafeBufferPointer { buffer throws(JSONParseError) in try JSONParser.parse(buffer) } == expected)
+        #expect(
+            try bytes.withUnsafeBufferPointer { buffer throws(JSONParseError) in try JSONParser.parse(buffer) }
+                == expected
+        )
         #expect(try JSONParser.parse(Data(bytes)) == expected)
         #expect(try JSONParser.parse(bytes.lazy.map { $0 }) == expected)  // not contiguous: copied first
         #expect(throws: JSONParseError(message: "unexpected end of input", offset: 0, line: 1, column: 1)) {
@@ -79,7 +89,9 @@ struct JSONParserTests {
     // MARK: - Strings
 
     @Test func decodesEveryEscape() throws {
-        let value = try JSONParser.parse(#""\" \\ \/ \b \f \n \r \t \u0041 \u00e9 \u20AC \uD83D\uDE00 \ud834\udd1e \u0000 \u001F end""#)
+        let value = try JSONParser.parse(
+            #""\" \\ \/ \b \f \n \r \t \u0041 \u00e9 \u20AC \uD83D\uDE00 \ud834\udd1e \u0000 \u001F end""#
+        )
         #expect(value == .string("\" \\ / \u{8} \u{C} \n \r \t A é € 😀 𝄞 \u{0} \u{1F} end"))
     }
 
@@ -125,7 +137,8 @@ struct JSONParserTests {
             ([0x22, 0x5C, 0x6E, 0xC3, 0x28, 0x22], 3),  // invalid run after an escape
             ([0x7B, 0x22, 0x61, 0xFF, 0x22, 0x3A, 0x31, 0x7D], 3),  // in a key
             (Array("\"0123456789abcdef".utf8) + [0xC0, 0x80] + Array("0123456789\"".utf8), 17),  // past the 8-byte scan
-        ] as [([UInt8], Int)])
+        ] as [([UInt8], Int)]
+    )
     func rejectsInvalidUTF8(bytes: [UInt8], offset: Int) {
         #expect(throws: JSONParseError(message: "invalid UTF-8", offset: offset, line: 1, column: offset + 1)) {
             try JSONParser.parse(bytes)
@@ -134,7 +147,8 @@ struct JSONParserTests {
 
     @Test func acceptsBoundaryUTF8Sequences() throws {
         let cases: [[UInt8]: String] = [
-            [0xC2, 0x80]: "\u{80}", [0xDF, 0xBF]: "\u{7FF}", [0xE0, 0xA0, 0x80]: "\u{800}", [0xED, 0x9F, 0xBF]: "\u{D7FF}",
+            [0xC2, 0x80]: "\u{80}", [0xDF, 0xBF]: "\u{7FF}", [0xE0, 0xA0, 0x80]: "\u{800}",
+            [0xED, 0x9F, 0xBF]: "\u{D7FF}",
             [0xEE, 0x80, 0x80]: "\u{E000}", [0xEF, 0xBF, 0xBF]: "\u{FFFF}", [0xF0, 0x90, 0x80, 0x80]: "\u{10000}",
             [0xF4, 0x8F, 0xBF, 0xBF]: "\u{10FFFF}",
         ]
@@ -261,8 +275,11 @@ struct JSONParserTests {
     func rejectsInvalidDocument(_ invalid: InvalidCase) {
         #expect(
             throws: JSONParseError(
-                message: invalid.message, offset: Self.offset(line: invalid.line, column: invalid.column, in: invalid.input),
-                line: invalid.line, column: invalid.column)
+                message: invalid.message,
+                offset: Self.offset(line: invalid.line, column: invalid.column, in: invalid.input),
+                line: invalid.line,
+                column: invalid.column
+            )
         ) {
             try JSONParser.parse(invalid.input)
         }
@@ -316,8 +333,10 @@ struct JSONParserTests {
         let cases: [(String, Double)] = [
             ("1.5e-3", 1.5e-3), ("1.5E-3", 0.0015), ("1E2", 100), ("1e+2", 100), ("-2.5", -2.5), ("0.1", 0.1),
             ("0.30000000000000004", 0.30000000000000004), ("3.141592653589793238462643383279", Double.pi),
-            ("1e-400", 0), ("4.9e-324", .leastNonzeroMagnitude), ("2.2250738585072011e-308", Double(bitPattern: 0x000F_FFFF_FFFF_FFFF)),
-            ("1.7976931348623157e308", Double.greatestFiniteMagnitude), ("-1.7976931348623157e308", -Double.greatestFiniteMagnitude),
+            ("1e-400", 0), ("4.9e-324", .leastNonzeroMagnitude),
+            ("2.2250738585072011e-308", Double(bitPattern: 0x000F_FFFF_FFFF_FFFF)),
+            ("1.7976931348623157e308", Double.greatestFiniteMagnitude),
+            ("-1.7976931348623157e308", -Double.greatestFiniteMagnitude),
             ("9007199254740993.0", 9_007_199_254_740_992), ("9007199254740995e0", 9_007_199_254_740_996),
             ("0.000000000000000000000000000001", 1e-30), ("100000000000000000000000", 1e23), ("1e23", 1e23),
             ("8.98846567431158e307", 8.98846567431158e307), ("0e999999999999", 0), ("1e-99999999999", 0),
@@ -349,12 +368,16 @@ struct JSONParserTests {
             let digits = Int.random(in: 1...20, using: &random)
             var text = String(UInt64.random(in: 1...UInt64.max, using: &random)).prefix(digits)
             if Bool.random(using: &random) {
-                text.insert(".", at: text.index(text.startIndex, offsetBy: Int.random(in: 0..<text.count, using: &random)))
+                text.insert(
+                    ".",
+                    at: text.index(text.startIndex, offsetBy: Int.random(in: 0..<text.count, using: &random))
+                )
             }
             if text.first == "." { text = "0" + text }
             if text.last == "." { text += "5" }
             let exponent =
-                Bool.random(using: &random) ? Int.random(in: -30...30, using: &random) : Int.random(in: -330...310, using: &random)
+                Bool.random(using: &random)
+                ? Int.random(in: -30...30, using: &random) : Int.random(in: -330...310, using: &random)
             let source = String(text) + "e\(exponent)"
             guard let expected = Double(source), expected.isFinite else { continue }
             guard case .double(let parsed) = try JSONParser.parse(source) else {
@@ -378,7 +401,9 @@ struct JSONParserTests {
             #expect(throws: depthError) { try JSONParser.parse([UInt8](repeating: UInt8(ascii: "["), count: count)) }
         }
         let objects = [UInt8](String(repeating: "{\"a\":", count: 100_000).utf8)
-        #expect(throws: JSONParseError(message: "nesting deeper than 256", offset: 256 * 5, line: 1, column: 256 * 5 + 1)) {
+        #expect(
+            throws: JSONParseError(message: "nesting deeper than 256", offset: 256 * 5, line: 1, column: 256 * 5 + 1)
+        ) {
             try JSONParser.parse(objects)
         }
         let mixed = [UInt8](String(repeating: "[{\"k\":", count: 50_000).utf8)
@@ -409,7 +434,9 @@ struct JSONParserTests {
     @Test func parsesMillionLevelsIterativelyWhenTheLimitAllowsIt() {
         // With the depth limit lifted, a million unclosed arrays only grow the parser's heap stack.
         let input = [UInt8](repeating: UInt8(ascii: "["), count: 1_000_000)
-        #expect(throws: JSONParseError(message: "unexpected end of input", offset: 1_000_000, line: 1, column: 1_000_001)) {
+        #expect(
+            throws: JSONParseError(message: "unexpected end of input", offset: 1_000_000, line: 1, column: 1_000_001)
+        ) {
             try JSONParser.parse(input, limits: .init(maxDepth: 2_000_000))
         }
     }
@@ -445,8 +472,11 @@ struct JSONParserTests {
             for duplicateOf in [0, keyCount / 2, keyCount - 1] {
                 #expect(
                     throws: JSONParseError(
-                        message: "duplicate key \"key\(duplicateOf)\"", offset: prefix.utf8.count + 1, line: 1,
-                        column: prefix.utf8.count + 2)
+                        message: "duplicate key \"key\(duplicateOf)\"",
+                        offset: prefix.utf8.count + 1,
+                        line: 1,
+                        column: prefix.utf8.count + 2
+                    )
                 ) {
                     try JSONParser.parse(prefix + ",\"key\(duplicateOf)\":2}")
                 }
@@ -457,7 +487,11 @@ struct JSONParserTests {
             let text = String(unique.dropLast()) + ",\"key\(duplicateOf)\":2}"
             #expect(
                 throws: JSONParseError(
-                    message: "duplicate key \"key\(duplicateOf)\"", offset: unique.utf8.count, line: 1, column: unique.utf8.count + 1)
+                    message: "duplicate key \"key\(duplicateOf)\"",
+                    offset: unique.utf8.count,
+                    line: 1,
+                    column: unique.utf8.count + 1
+                )
             ) {
                 try JSONParser.parse(text)
             }
@@ -570,7 +604,10 @@ struct JSONParserTests {
             }
         }
         #expect(compared > 2000)
-        #expect(disagreements.isEmpty, "\(disagreements.count) disagreements:\n\(disagreements.prefix(60).joined(separator: "\n"))")
+        #expect(
+            disagreements.isEmpty,
+            "\(disagreements.count) disagreements:\n\(disagreements.prefix(60).joined(separator: "\n"))"
+        )
     }
 
     // MARK: - Helpers
@@ -580,7 +617,9 @@ struct JSONParserTests {
 
     /// Whether the error is a closing bracket right after a comma (only whitespace between).
     static func isTrailingComma(_ error: JSONParseError, in input: [UInt8]) -> Bool {
-        guard error.message == "unexpected character ']'" || error.message == "unexpected character '}'" else { return false }
+        guard error.message == "unexpected character ']'" || error.message == "unexpected character '}'" else {
+            return false
+        }
         return input[..<error.offset].last { !" \t\r\n".utf8.contains($0) } == UInt8(ascii: ",")
     }
 
@@ -618,7 +657,9 @@ extension SplitMix64 {
             case 1: return .double(Double(Int.random(in: -1_000_000...1_000_000, using: &self)) / 1000)
             case 2:
                 return .double(
-                    [-0.0, .leastNonzeroMagnitude, 1e15, 1e16, -1e300, Double.greatestFiniteMagnitude, 0.1].randomElement(using: &self)!)
+                    [-0.0, .leastNonzeroMagnitude, 1e15, 1e16, -1e300, Double.greatestFiniteMagnitude, 0.1]
+                        .randomElement(using: &self)!
+                )
             default: return .double(Double.random(in: -1e20...1e20, using: &self))
             }
         case 4, 5, 6: return .string(self.nextString())
@@ -637,7 +678,8 @@ extension SplitMix64 {
 
     mutating func nextString() -> String {
         var scalars = String.UnicodeScalarView()
-        let length = Bool.random(using: &self) ? Int.random(in: 0...6, using: &self) : Int.random(in: 0...40, using: &self)
+        let length =
+            Bool.random(using: &self) ? Int.random(in: 0...6, using: &self) : Int.random(in: 0...40, using: &self)
         for _ in 0..<length {
             let value: UInt32
             switch Int.random(in: 0..<12, using: &self) {

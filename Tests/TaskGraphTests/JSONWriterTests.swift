@@ -1,8 +1,8 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import TaskGraph
-import TestSupport
 
 /// The byte-level writers behind the job representation: `JSONWriter`, integer digits and
 /// RFC 3339 timestamps, each checked against an independent implementation.
@@ -31,9 +31,13 @@ struct JSONWriterTests {
         json.encoded(Array(#"{"x":[1]}"#.utf8))
         json.endObject()
         let text = String(decoding: json.bytes, as: UTF8.self)
-        #expect(text == #"{"a":1,"list":[1,{},[],"x",null],"empty":{},"data key \"quoted\"":{"k":[true,false,1.5]},"raw":{"x":[1]}}"#)
+        #expect(
+            text
+                == #"{"a":1,"list":[1,{},[],"x",null],"empty":{},"data key \"quoted\"":{"k":[true,false,1.5]},"raw":{"x":[1]}}"#
+        )
         let expected: JSONValue = [
-            "a": 1, "list": [1, [:], [], "x", nil], "empty": [:], "data key \"quoted\"": ["k": [true, false, 1.5]], "raw": ["x": [1]],
+            "a": 1, "list": [1, [:], [], "x", nil], "empty": [:], "data key \"quoted\"": ["k": [true, false, 1.5]],
+            "raw": ["x": [1]],
         ]
         #expect(try JSONParser.parse(text) == expected)
     }
@@ -59,7 +63,10 @@ struct JSONWriterTests {
             ("quote \" backslash \\ slash /", #""quote \" backslash \\ slash /""#),
             ("tab\tnewline\ncr\rbell\u{07}", #""tab\tnewline\ncr\rbell\u0007""#),
             ("é 💥 日本", "\"é 💥 日本\""),
-            (String(repeating: "long enough to live on the heap ", count: 4), "\"" + String(repeating: "long enough to live on the heap ", count: 4) + "\""),
+            (
+                String(repeating: "long enough to live on the heap ", count: 4),
+                "\"" + String(repeating: "long enough to live on the heap ", count: 4) + "\""
+            ),
         ]
         for (value, expected) in cases {
             var json = JSONWriter()
@@ -79,7 +86,9 @@ struct JSONWriterTests {
         formatter.timeZone = TimeZone(identifier: "UTC")
         var generator = SplitMix64(seed: 42)
         // The epoch, leap days, year ends, and random instants from 1970 to 9999.
-        var instants: [Int64] = [0, 951_782_400_000, 951_868_799_999, 1_709_164_800_123, 4_102_444_799_999, 253_402_300_799_999]
+        var instants: [Int64] = [
+            0, 951_782_400_000, 951_868_799_999, 1_709_164_800_123, 4_102_444_799_999, 253_402_300_799_999,
+        ]
         for _ in 0..<2000 { instants.append(Int64(generator.next() % 253_402_300_800_000)) }
         for ms in instants {
             let timestamp = Timestamp(milliseconds: ms)

@@ -12,7 +12,9 @@ private struct TestAction: Action {
 
     func validate(params: JSONValue, at pointer: String) -> [ValidationProblem] {
         guard let requires, params[requires] == nil else { return [] }
-        return [ValidationProblem(pointer: JSONPointer.appending(pointer, requires), message: "required by the test action")]
+        return [
+            ValidationProblem(pointer: JSONPointer.appending(pointer, requires), message: "required by the test action")
+        ]
     }
 
     func run(_ context: ActionContext) -> Future<JSONValue> { Future(value: context.input) }
@@ -50,7 +52,11 @@ private func problems(_ json: JSONValue, with decoder: JobDecoder = decoder) -> 
 
 /// The problems of decoding `json` as a dynamic graph.
 private func graphProblems(
-    _ json: JSONValue, prefix: String = "dyn/", pointer: String = "/graph", maxNodes: Int = 10_000, reserved: Set<String> = []
+    _ json: JSONValue,
+    prefix: String = "dyn/",
+    pointer: String = "/graph",
+    maxNodes: Int = 10_000,
+    reserved: Set<String> = []
 ) -> [String] {
     do {
         _ = try decoder.decodeGraph(json, idPrefix: prefix, pointer: pointer, maxNodes: maxNodes, reservedIDs: reserved)
@@ -136,9 +142,18 @@ struct JobDecoderTests {
     func aMinimalJobDecodesWithDefaults() throws {
         let spec = try decoder.decodeJob(job(task()))
         let expected = JobSpec(
-            name: nil, input: .null,
-            graph: Node(id: "root", pointer: "/graph", kind: .task(TaskSpec(action: "value", params: try template([:])))),
-            timeoutMs: nil, labels: [:], nodeCount: 1, depth: 1)
+            name: nil,
+            input: .null,
+            graph: Node(
+                id: "root",
+                pointer: "/graph",
+                kind: .task(TaskSpec(action: "value", params: try template([:])))
+            ),
+            timeoutMs: nil,
+            labels: [:],
+            nodeCount: 1,
+            depth: 1
+        )
         #expect(spec == expected)
         #expect(spec.graph.input == nil)
         if case .task(let taskSpec) = spec.graph.kind {
@@ -172,7 +187,8 @@ struct JobDecoderTests {
 
     @Test
     func aJobParsedFromTextDecodes() throws {
-        let text = #"{"name":"n","graph":{"type":"series","steps":[{"type":"task","action":"value","params":{"value":2.0}}]},"timeoutMs":1000.0}"#
+        let text =
+            #"{"name":"n","graph":{"type":"series","steps":[{"type":"task","action":"value","params":{"value":2.0}}]},"timeoutMs":1000.0}"#
         let spec = try decoder.decodeJob(try JSONParser.parse(text))
         #expect(spec.timeoutMs == 1000)
         #expect(spec.nodeCount == 2)
@@ -184,7 +200,10 @@ struct JobDecoderTests {
     func nullIsTheWrongTypeForTypedOptionalFields() throws {
         let json: JSONValue = [
             "name": nil, "timeoutMs": nil, "labels": nil,
-            "graph": ["type": "task", "action": "value", "id": nil, "params": nil, "executor": nil, "retry": nil, "timeoutMs": nil],
+            "graph": [
+                "type": "task", "action": "value", "id": nil, "params": nil, "executor": nil, "retry": nil,
+                "timeoutMs": nil,
+            ],
         ]
         #expect(
             problems(json) == [
@@ -217,17 +236,35 @@ struct JobDecoderTests {
                 "input": ["post": "${input.post}"],
                 "params": ["value": "${input}", "n": 1, "literal": "plain $${x}"],
                 "executor": "io",
-                "retry": ["maxAttempts": 5, "delayMs": 100, "backoff": 1.5, "maxDelayMs": 2000, "jitter": true, "on": ["http.*", "task.timeout"]],
+                "retry": [
+                    "maxAttempts": 5, "delayMs": 100, "backoff": 1.5, "maxDelayMs": 2000, "jitter": true,
+                    "on": ["http.*", "task.timeout"],
+                ],
                 "timeoutMs": 86_400_000,
-            ])
+            ]
+        )
         let spec = try decoder.decodeJob(job(node))
         let expected = Node(
-            id: "fetch-1", pointer: "/graph", input: try template(["post": "${input.post}"]),
+            id: "fetch-1",
+            pointer: "/graph",
+            input: try template(["post": "${input.post}"]),
             kind: .task(
                 TaskSpec(
-                    action: "value", params: try template(["value": "${input}", "n": 1, "literal": "plain $${x}"]), executor: "io",
-                    retry: RetrySpec(maxAttempts: 5, delayMs: 100, backoff: 1.5, maxDelayMs: 2000, jitter: true, on: ["http.*", "task.timeout"]),
-                    timeoutMs: 86_400_000)))
+                    action: "value",
+                    params: try template(["value": "${input}", "n": 1, "literal": "plain $${x}"]),
+                    executor: "io",
+                    retry: RetrySpec(
+                        maxAttempts: 5,
+                        delayMs: 100,
+                        backoff: 1.5,
+                        maxDelayMs: 2000,
+                        jitter: true,
+                        on: ["http.*", "task.timeout"]
+                    ),
+                    timeoutMs: 86_400_000
+                )
+            )
+        )
         #expect(spec.graph == expected)
         if case .task(let taskSpec) = spec.graph.kind {
             #expect(!taskSpec.params.isConstant)
@@ -237,26 +274,47 @@ struct JobDecoderTests {
     @Test
     func theImmediateExecutorIsAlwaysAccepted() throws {
         let spec = try decoder.decodeJob(job(task("value", ["executor": "immediate"])))
-        guard case .task(let taskSpec) = spec.graph.kind else { Issue.record("expected a task"); return }
+        guard case .task(let taskSpec) = spec.graph.kind else {
+            Issue.record("expected a task")
+            return
+        }
         #expect(taskSpec.executor == "immediate")
     }
 
     @Test
     func aRetryObjectFillsMissingFieldsWithDefaults() throws {
         let spec = try decoder.decodeJob(job(task("value", ["retry": ["maxAttempts": 3]])))
-        guard case .task(let taskSpec) = spec.graph.kind else { Issue.record("expected a task"); return }
-        #expect(taskSpec.retry == RetrySpec(maxAttempts: 3, delayMs: 0, backoff: 2, maxDelayMs: nil, jitter: false, on: nil))
+        guard case .task(let taskSpec) = spec.graph.kind else {
+            Issue.record("expected a task")
+            return
+        }
+        #expect(
+            taskSpec.retry == RetrySpec(maxAttempts: 3, delayMs: 0, backoff: 2, maxDelayMs: nil, jitter: false, on: nil)
+        )
     }
 
     @Test
     func aSeriesDecodesItsStepsInOrder() throws {
-        let spec = try decoder.decodeJob(job(["type": "series", "id": "s", "input": 7, "steps": [task("value"), task("fail")]]))
+        let spec = try decoder.decodeJob(
+            job(["type": "series", "id": "s", "input": 7, "steps": [task("value"), task("fail")]])
+        )
         let expected = Node(
-            id: "s", pointer: "/graph", input: try template(7),
+            id: "s",
+            pointer: "/graph",
+            input: try template(7),
             kind: .series([
-                Node(id: "root.steps.0", pointer: "/graph/steps/0", kind: .task(TaskSpec(action: "value", params: try template([:])))),
-                Node(id: "root.steps.1", pointer: "/graph/steps/1", kind: .task(TaskSpec(action: "fail", params: try template([:])))),
-            ]))
+                Node(
+                    id: "root.steps.0",
+                    pointer: "/graph/steps/0",
+                    kind: .task(TaskSpec(action: "value", params: try template([:])))
+                ),
+                Node(
+                    id: "root.steps.1",
+                    pointer: "/graph/steps/1",
+                    kind: .task(TaskSpec(action: "fail", params: try template([:])))
+                ),
+            ])
+        )
         #expect(spec.graph == expected)
         #expect(spec.nodeCount == 3)
         #expect(spec.depth == 2)
@@ -272,28 +330,52 @@ struct JobDecoderTests {
     @Test
     func aParallelDecodesEveryField() throws {
         let spec = try decoder.decodeJob(
-            job(["type": "parallel", "branches": [task(), task()], "mode": "settled", "maxConcurrency": 2, "failFast": true]))
+            job([
+                "type": "parallel", "branches": [task(), task()], "mode": "settled", "maxConcurrency": 2,
+                "failFast": true,
+            ])
+        )
         let leaf = { (index: Int) in
-            Node(id: "root.branches.\(index)", pointer: "/graph/branches/\(index)", kind: .task(TaskSpec(action: "value", params: try template([:]))))
+            Node(
+                id: "root.branches.\(index)",
+                pointer: "/graph/branches/\(index)",
+                kind: .task(TaskSpec(action: "value", params: try template([:])))
+            )
         }
         #expect(
             spec.graph
                 == Node(
-                    id: "root", pointer: "/graph",
-                    kind: .parallel(ParallelSpec(branches: [try leaf(0), try leaf(1)], mode: .settled, maxConcurrency: 2, failFast: true))))
+                    id: "root",
+                    pointer: "/graph",
+                    kind: .parallel(
+                        ParallelSpec(
+                            branches: [try leaf(0), try leaf(1)],
+                            mode: .settled,
+                            maxConcurrency: 2,
+                            failFast: true
+                        )
+                    )
+                )
+        )
     }
 
     @Test(arguments: ParallelSpec.Mode.allCases)
     func everyParallelModeIsAccepted(mode: ParallelSpec.Mode) throws {
         let spec = try decoder.decodeJob(job(["type": "parallel", "branches": [], "mode": .string(mode.rawValue)]))
-        guard case .parallel(let parallel) = spec.graph.kind else { Issue.record("expected a parallel"); return }
+        guard case .parallel(let parallel) = spec.graph.kind else {
+            Issue.record("expected a parallel")
+            return
+        }
         #expect(parallel.mode == mode)
     }
 
     @Test
     func aParallelDefaultsToModeAllWithoutFailFastOrConcurrencyLimit() throws {
         let spec = try decoder.decodeJob(job(["type": "parallel", "branches": [task()]]))
-        guard case .parallel(let parallel) = spec.graph.kind else { Issue.record("expected a parallel"); return }
+        guard case .parallel(let parallel) = spec.graph.kind else {
+            Issue.record("expected a parallel")
+            return
+        }
         #expect(parallel.mode == .all)
         #expect(parallel.maxConcurrency == nil)
         #expect(parallel.failFast == false)
@@ -302,51 +384,87 @@ struct JobDecoderTests {
     @Test
     func aContinuationDecodesEveryField() throws {
         let spec = try decoder.decodeJob(
-            job(["type": "continuation", "antecedent": task("fail"), "on": "always", "then": task("value", ["id": "cleanup"])]))
+            job([
+                "type": "continuation", "antecedent": task("fail"), "on": "always",
+                "then": task("value", ["id": "cleanup"]),
+            ])
+        )
         let expected = Node(
-            id: "root", pointer: "/graph",
+            id: "root",
+            pointer: "/graph",
             kind: .continuation(
                 ContinuationSpec(
                     antecedent: Node(
-                        id: "root.antecedent", pointer: "/graph/antecedent", kind: .task(TaskSpec(action: "fail", params: try template([:])))),
+                        id: "root.antecedent",
+                        pointer: "/graph/antecedent",
+                        kind: .task(TaskSpec(action: "fail", params: try template([:])))
+                    ),
                     on: .always,
-                    then: Node(id: "cleanup", pointer: "/graph/then", kind: .task(TaskSpec(action: "value", params: try template([:])))))))
+                    then: Node(
+                        id: "cleanup",
+                        pointer: "/graph/then",
+                        kind: .task(TaskSpec(action: "value", params: try template([:])))
+                    )
+                )
+            )
+        )
         #expect(spec.graph == expected)
         #expect(spec.depth == 2)
     }
 
     @Test(arguments: ContinuationSpec.On.allCases)
     func everyContinuationConditionIsAccepted(on: ContinuationSpec.On) throws {
-        let spec = try decoder.decodeJob(job(["type": "continuation", "antecedent": task(), "on": .string(on.rawValue), "then": task()]))
-        guard case .continuation(let continuation) = spec.graph.kind else { Issue.record("expected a continuation"); return }
+        let spec = try decoder.decodeJob(
+            job(["type": "continuation", "antecedent": task(), "on": .string(on.rawValue), "then": task()])
+        )
+        guard case .continuation(let continuation) = spec.graph.kind else {
+            Issue.record("expected a continuation")
+            return
+        }
         #expect(continuation.on == on)
     }
 
     @Test
     func aContinuationRunsOnSuccessByDefault() throws {
         let spec = try decoder.decodeJob(job(["type": "continuation", "antecedent": task(), "then": task()]))
-        guard case .continuation(let continuation) = spec.graph.kind else { Issue.record("expected a continuation"); return }
+        guard case .continuation(let continuation) = spec.graph.kind else {
+            Issue.record("expected a continuation")
+            return
+        }
         #expect(continuation.on == .success)
     }
 
     @Test
     func aMapDecodesEveryField() throws {
         let spec = try decoder.decodeJob(
-            job(["type": "map", "items": "${input.list}", "template": task(), "mode": "series", "maxConcurrency": 4]))
+            job(["type": "map", "items": "${input.list}", "template": task(), "mode": "series", "maxConcurrency": 4])
+        )
         let expected = Node(
-            id: "root", pointer: "/graph",
+            id: "root",
+            pointer: "/graph",
             kind: .map(
                 MapSpec(
                     items: try template("${input.list}"),
-                    template: Node(id: "root.template", pointer: "/graph/template", kind: .task(TaskSpec(action: "value", params: try template([:])))),
-                    mode: .series, maxConcurrency: 4)))
+                    template: Node(
+                        id: "root.template",
+                        pointer: "/graph/template",
+                        kind: .task(TaskSpec(action: "value", params: try template([:])))
+                    ),
+                    mode: .series,
+                    maxConcurrency: 4
+                )
+            )
+        )
         #expect(spec.graph == expected)
     }
 
     @Test
     func aMapTakesItsItemsFromTheInputByDefaultAndRunsInParallel() throws {
         let spec = try decoder.decodeJob(job(["type": "map", "template": task()]))
-        guard case .map(let map) = spec.graph.kind else { Issue.record("expected a map"); return }
+        guard case .map(let map) = spec.graph.kind else {
+            Issue.record("expected a map")
+            return
+        }
         #expect(map.items == (try template("${input}")))
         #expect(map.mode == .parallel)
         #expect(map.maxConcurrency == nil)
@@ -355,7 +473,10 @@ struct JobDecoderTests {
     @Test(arguments: [JSONValue.array([1, 2]), ["${input.a}", "x"], "${input}", "${ job.input.items }", []])
     func mapItemsMayBeAnArrayOrASingleTemplate(items: JSONValue) throws {
         let spec = try decoder.decodeJob(job(["type": "map", "items": items, "template": task()]))
-        guard case .map(let map) = spec.graph.kind else { Issue.record("expected a map"); return }
+        guard case .map(let map) = spec.graph.kind else {
+            Issue.record("expected a map")
+            return
+        }
         #expect(map.items == (try template(items)))
     }
 
@@ -363,8 +484,16 @@ struct JobDecoderTests {
     func aDynamicNodeDecodesItsSource() throws {
         let spec = try decoder.decodeJob(job(["type": "dynamic", "id": "planner", "source": task()]))
         let expected = Node(
-            id: "planner", pointer: "/graph",
-            kind: .dynamic(source: Node(id: "root.source", pointer: "/graph/source", kind: .task(TaskSpec(action: "value", params: try template([:]))))))
+            id: "planner",
+            pointer: "/graph",
+            kind: .dynamic(
+                source: Node(
+                    id: "root.source",
+                    pointer: "/graph/source",
+                    kind: .task(TaskSpec(action: "value", params: try template([:])))
+                )
+            )
+        )
         #expect(spec.graph == expected)
     }
 
@@ -397,20 +526,25 @@ struct JobDecoderTests {
                 "root.steps.2.template.steps.0 @ /graph/steps/2/template/steps/0",
                 "root.steps.3 @ /graph/steps/3",
                 "root.steps.3.source @ /graph/steps/3/source",
-            ])
+            ]
+        )
         #expect(spec.nodeCount == 13)
         #expect(spec.depth == 4)
     }
 
     @Test
     func generatedIdsFollowThePathEvenBelowNodesWithExplicitIds() throws {
-        let graph: JSONValue = ["type": "series", "id": "main", "steps": [["type": "parallel", "id": "fan", "branches": [task(), task("value", ["id": "named"])]]]]
+        let graph: JSONValue = [
+            "type": "series", "id": "main",
+            "steps": [["type": "parallel", "id": "fan", "branches": [task(), task("value", ["id": "named"])]]],
+        ]
         let spec = try decoder.decodeJob(job(graph))
         #expect(
             idsAndPointers(spec.graph) == [
                 "main @ /graph", "fan @ /graph/steps/0", "root.steps.0.branches.0 @ /graph/steps/0/branches/0",
                 "named @ /graph/steps/0/branches/1",
-            ])
+            ]
+        )
     }
 
     @Test
@@ -428,40 +562,83 @@ struct JobDecoderTests {
         DecoderProblemCase("the graph is null", ["graph": nil], ["/graph: required"]),
         DecoderProblemCase("the graph is not an object", ["graph": 5], ["/graph: must be an object"]),
         DecoderProblemCase(
-            "a misspelt job field", ["grpah": task()], [#"/grpah: unknown field "grpah"; did you mean "graph"?"#, "/graph: required"]),
-        DecoderProblemCase("an unknown job field", job(task(), ["priority": 1]), [#"/priority: unknown field "priority""#]),
-        DecoderProblemCase("a job field with a slash", job(task(), ["a/b~c": 1]), [#"/a~1b~0c: unknown field "a/b~c""#]),
+            "a misspelt job field",
+            ["grpah": task()],
+            [#"/grpah: unknown field "grpah"; did you mean "graph"?"#, "/graph: required"]
+        ),
+        DecoderProblemCase(
+            "an unknown job field",
+            job(task(), ["priority": 1]),
+            [#"/priority: unknown field "priority""#]
+        ),
+        DecoderProblemCase(
+            "a job field with a slash",
+            job(task(), ["a/b~c": 1]),
+            [#"/a~1b~0c: unknown field "a/b~c""#]
+        ),
         DecoderProblemCase("the name is not a string", job(task(), ["name": 5]), ["/name: must be a string"]),
         DecoderProblemCase(
-            "the name is too long", job(task(), ["name": .string(String(repeating: "n", count: 201))]),
-            ["/name: must be at most 200 characters"]),
-        DecoderProblemCase("the job timeout is zero", job(task(), ["timeoutMs": 0]), ["/timeoutMs: must be an integer from 1 to 2678400000 (31 days)"]),
+            "the name is too long",
+            job(task(), ["name": .string(String(repeating: "n", count: 201))]),
+            ["/name: must be at most 200 characters"]
+        ),
         DecoderProblemCase(
-            "the job timeout is over 31 days", job(task(), ["timeoutMs": 2_678_400_001]),
-            ["/timeoutMs: must be an integer from 1 to 2678400000 (31 days)"]),
+            "the job timeout is zero",
+            job(task(), ["timeoutMs": 0]),
+            ["/timeoutMs: must be an integer from 1 to 2678400000 (31 days)"]
+        ),
         DecoderProblemCase(
-            "the job timeout is a string", job(task(), ["timeoutMs": "1000"]), ["/timeoutMs: must be an integer from 1 to 2678400000 (31 days)"]),
+            "the job timeout is over 31 days",
+            job(task(), ["timeoutMs": 2_678_400_001]),
+            ["/timeoutMs: must be an integer from 1 to 2678400000 (31 days)"]
+        ),
         DecoderProblemCase(
-            "the job timeout has a fraction", job(task(), ["timeoutMs": 1.5]), ["/timeoutMs: must be an integer from 1 to 2678400000 (31 days)"]),
-        DecoderProblemCase("the labels are not an object", job(task(), ["labels": ["a"]]), ["/labels: must be an object"]),
+            "the job timeout is a string",
+            job(task(), ["timeoutMs": "1000"]),
+            ["/timeoutMs: must be an integer from 1 to 2678400000 (31 days)"]
+        ),
         DecoderProblemCase(
-            "a label name with a colon", job(task(), ["labels": ["team:x": "data"]]),
-            [#"/labels/team:x: invalid label name "team:x": use 1 to 63 letters, digits, '_', '.' or '-'"#]),
+            "the job timeout has a fraction",
+            job(task(), ["timeoutMs": 1.5]),
+            ["/timeoutMs: must be an integer from 1 to 2678400000 (31 days)"]
+        ),
         DecoderProblemCase(
-            "an empty label name", job(task(), ["labels": ["": "data"]]),
-            [#"/labels/: invalid label name "": use 1 to 63 letters, digits, '_', '.' or '-'"#]),
+            "the labels are not an object",
+            job(task(), ["labels": ["a"]]),
+            ["/labels: must be an object"]
+        ),
         DecoderProblemCase(
-            "a label name of 64 characters", job(task(), ["labels": .object(JSONObject([(key: String(repeating: "k", count: 64), value: "v")]))]),
+            "a label name with a colon",
+            job(task(), ["labels": ["team:x": "data"]]),
+            [#"/labels/team:x: invalid label name "team:x": use 1 to 63 letters, digits, '_', '.' or '-'"#]
+        ),
+        DecoderProblemCase(
+            "an empty label name",
+            job(task(), ["labels": ["": "data"]]),
+            [#"/labels/: invalid label name "": use 1 to 63 letters, digits, '_', '.' or '-'"#]
+        ),
+        DecoderProblemCase(
+            "a label name of 64 characters",
+            job(task(), ["labels": .object(JSONObject([(key: String(repeating: "k", count: 64), value: "v")]))]),
             [
                 "/labels/\(String(repeating: "k", count: 64)): invalid label name \"\(String(repeating: "k", count: 64))\": use 1 to 63 letters, digits, '_', '.' or '-'"
-            ]),
-        DecoderProblemCase("a label value that is not a string", job(task(), ["labels": ["team": 1]]), ["/labels/team: must be a string"]),
+            ]
+        ),
         DecoderProblemCase(
-            "a label value over 200 characters", job(task(), ["labels": ["team": .string(String(repeating: "v", count: 201))]]),
-            ["/labels/team: must be at most 200 characters"]),
+            "a label value that is not a string",
+            job(task(), ["labels": ["team": 1]]),
+            ["/labels/team: must be a string"]
+        ),
         DecoderProblemCase(
-            "65 labels", job(task(), ["labels": .object(JSONObject((0..<65).map { (key: "k\($0)", value: "v") }))]),
-            ["/labels: must have at most 64 labels"]),
+            "a label value over 200 characters",
+            job(task(), ["labels": ["team": .string(String(repeating: "v", count: 201))]]),
+            ["/labels/team: must be at most 200 characters"]
+        ),
+        DecoderProblemCase(
+            "65 labels",
+            job(task(), ["labels": .object(JSONObject((0..<65).map { (key: "k\($0)", value: "v") }))]),
+            ["/labels: must have at most 64 labels"]
+        ),
     ]
 
     @Test(arguments: jobProblemCases)
@@ -471,7 +648,11 @@ struct JobDecoderTests {
 
     @Test
     func labelLimitsAreInclusive() throws {
-        let labels = JSONObject((0..<64).map { (key: String(repeating: "k", count: 60) + "\($0)", value: .string(String(repeating: "é", count: 200))) })
+        let labels = JSONObject(
+            (0..<64).map {
+                (key: String(repeating: "k", count: 60) + "\($0)", value: .string(String(repeating: "é", count: 200)))
+            }
+        )
         let spec = try decoder.decodeJob(job(task(), ["labels": .object(labels)]))
         #expect(spec.labels.count == 64)
         let name = String(repeating: "é", count: 200)
@@ -483,128 +664,273 @@ struct JobDecoderTests {
         DecoderProblemCase("the type is null", job(["type": nil]), ["/graph/type: required"]),
         DecoderProblemCase("the type is not a string", job(["type": 1]), ["/graph/type: must be a string"]),
         DecoderProblemCase(
-            "an unknown type", job(["type": "taks", "action": "value"]),
-            [#"/graph/type: unknown type "taks"; expected one of task, series, parallel, continuation, map, dynamic"#]),
+            "an unknown type",
+            job(["type": "taks", "action": "value"]),
+            [#"/graph/type: unknown type "taks"; expected one of task, series, parallel, continuation, map, dynamic"#]
+        ),
         DecoderProblemCase(
-            "a misspelt field", job(["type": "series", "stpes": []]),
-            [#"/graph/stpes: unknown field "stpes"; did you mean "steps"?"#, "/graph/steps: required"]),
+            "a misspelt field",
+            job(["type": "series", "stpes": []]),
+            [#"/graph/stpes: unknown field "stpes"; did you mean "steps"?"#, "/graph/steps: required"]
+        ),
         DecoderProblemCase(
-            "a field of another node type", job(task("value", ["steps": []])), [#"/graph/steps: unknown field "steps""#]),
+            "a field of another node type",
+            job(task("value", ["steps": []])),
+            [#"/graph/steps: unknown field "steps""#]
+        ),
         DecoderProblemCase(
-            "a misspelt field of a task", job(task("value", ["parms": [:]])), [#"/graph/parms: unknown field "parms"; did you mean "params"?"#]),
+            "a misspelt field of a task",
+            job(task("value", ["parms": [:]])),
+            [#"/graph/parms: unknown field "parms"; did you mean "params"?"#]
+        ),
         DecoderProblemCase(
-            "a null unknown field", job(task("value", ["extra": nil])), [#"/graph/extra: unknown field "extra""#]),
+            "a null unknown field",
+            job(task("value", ["extra": nil])),
+            [#"/graph/extra: unknown field "extra""#]
+        ),
         DecoderProblemCase(
-            "an id with a dot", job(task("value", ["id": "a.b"])), ["/graph/id: must be a string of 1 to 64 letters, digits, '_' or '-'"]),
-        DecoderProblemCase("an empty id", job(task("value", ["id": ""])), ["/graph/id: must be a string of 1 to 64 letters, digits, '_' or '-'"]),
+            "an id with a dot",
+            job(task("value", ["id": "a.b"])),
+            ["/graph/id: must be a string of 1 to 64 letters, digits, '_' or '-'"]
+        ),
         DecoderProblemCase(
-            "an id of 65 characters", job(task("value", ["id": .string(String(repeating: "a", count: 65))])),
-            ["/graph/id: must be a string of 1 to 64 letters, digits, '_' or '-'"]),
-        DecoderProblemCase("a numeric id", job(task("value", ["id": 5])), ["/graph/id: must be a string of 1 to 64 letters, digits, '_' or '-'"]),
+            "an empty id",
+            job(task("value", ["id": ""])),
+            ["/graph/id: must be a string of 1 to 64 letters, digits, '_' or '-'"]
+        ),
         DecoderProblemCase(
-            "a duplicate id", job(["type": "series", "steps": [task("value", ["id": "a"]), task("value", ["id": "b"]), task("value", ["id": "a"])]]),
-            [#"/graph/steps/2/id: duplicate id "a" (first used at /graph/steps/0)"#]),
+            "an id of 65 characters",
+            job(task("value", ["id": .string(String(repeating: "a", count: 65))])),
+            ["/graph/id: must be a string of 1 to 64 letters, digits, '_' or '-'"]
+        ),
         DecoderProblemCase(
-            "a parent and a child with the same id", job(["type": "dynamic", "id": "x", "source": task("value", ["id": "x"])]),
-            [#"/graph/source/id: duplicate id "x" (first used at /graph)"#]),
+            "a numeric id",
+            job(task("value", ["id": 5])),
+            ["/graph/id: must be a string of 1 to 64 letters, digits, '_' or '-'"]
+        ),
         DecoderProblemCase(
-            "an explicit id that is the root's generated id", job(["type": "series", "steps": [task("value", ["id": "root"])]]),
-            [#"/graph/steps/0/id: duplicate id "root" (the generated id of the root node at /graph, which has no id)"#]),
+            "a duplicate id",
+            job([
+                "type": "series",
+                "steps": [task("value", ["id": "a"]), task("value", ["id": "b"]), task("value", ["id": "a"])],
+            ]),
+            [#"/graph/steps/2/id: duplicate id "a" (first used at /graph/steps/0)"#]
+        ),
+        DecoderProblemCase(
+            "a parent and a child with the same id",
+            job(["type": "dynamic", "id": "x", "source": task("value", ["id": "x"])]),
+            [#"/graph/source/id: duplicate id "x" (first used at /graph)"#]
+        ),
+        DecoderProblemCase(
+            "an explicit id that is the root's generated id",
+            job(["type": "series", "steps": [task("value", ["id": "root"])]]),
+            [#"/graph/steps/0/id: duplicate id "root" (the generated id of the root node at /graph, which has no id)"#]
+        ),
         DecoderProblemCase("the action is missing", job(["type": "task"]), ["/graph/action: required"]),
-        DecoderProblemCase("the action is not a string", job(["type": "task", "action": ["value"]]), ["/graph/action: must be a string"]),
-        DecoderProblemCase("an unknown action", job(task("vaule")), [#"/graph/action: unknown action "vaule"; known: check, fail, value"#]),
-        DecoderProblemCase("the params are not an object", job(task("value", ["params": [1]])), ["/graph/params: must be an object"]),
         DecoderProblemCase(
-            "the action's own params check", job(task("check", ["params": ["m": 1]])), ["/graph/params/n: required by the test action"]),
+            "the action is not a string",
+            job(["type": "task", "action": ["value"]]),
+            ["/graph/action: must be a string"]
+        ),
         DecoderProblemCase(
-            "the action's check with absent params", job(task("check")), ["/graph/params/n: required by the test action"]),
+            "an unknown action",
+            job(task("vaule")),
+            [#"/graph/action: unknown action "vaule"; known: check, fail, value"#]
+        ),
         DecoderProblemCase(
-            "an unknown executor", job(task("value", ["executor": "gpu"])), [#"/graph/executor: unknown executor "gpu"; configured: default, io"#]),
-        DecoderProblemCase("the executor is not a string", job(task("value", ["executor": 1])), ["/graph/executor: must be a string"]),
+            "the params are not an object",
+            job(task("value", ["params": [1]])),
+            ["/graph/params: must be an object"]
+        ),
         DecoderProblemCase(
-            "a task timeout of zero", job(task("value", ["timeoutMs": 0])),
-            ["/graph/timeoutMs: must be an integer from 1 to 86400000 (24 hours)"]),
+            "the action's own params check",
+            job(task("check", ["params": ["m": 1]])),
+            ["/graph/params/n: required by the test action"]
+        ),
         DecoderProblemCase(
-            "a task timeout over a day", job(task("value", ["timeoutMs": 86_400_001])),
-            ["/graph/timeoutMs: must be an integer from 1 to 86400000 (24 hours)"]),
-        DecoderProblemCase("the retry is not an object", job(task("value", ["retry": 3])), ["/graph/retry: must be an object"]),
+            "the action's check with absent params",
+            job(task("check")),
+            ["/graph/params/n: required by the test action"]
+        ),
         DecoderProblemCase(
-            "zero retry attempts", job(task("value", ["retry": ["maxAttempts": 0]])), ["/graph/retry/maxAttempts: must be an integer from 1 to 100"]),
+            "an unknown executor",
+            job(task("value", ["executor": "gpu"])),
+            [#"/graph/executor: unknown executor "gpu"; configured: default, io"#]
+        ),
         DecoderProblemCase(
-            "101 retry attempts", job(task("value", ["retry": ["maxAttempts": 101]])),
-            ["/graph/retry/maxAttempts: must be an integer from 1 to 100"]),
+            "the executor is not a string",
+            job(task("value", ["executor": 1])),
+            ["/graph/executor: must be a string"]
+        ),
         DecoderProblemCase(
-            "a negative retry delay", job(task("value", ["retry": ["delayMs": -1]])), ["/graph/retry/delayMs: must be an integer from 0 to 86400000"]),
+            "a task timeout of zero",
+            job(task("value", ["timeoutMs": 0])),
+            ["/graph/timeoutMs: must be an integer from 1 to 86400000 (24 hours)"]
+        ),
         DecoderProblemCase(
-            "a retry delay over a day", job(task("value", ["retry": ["delayMs": 86_400_001]])),
-            ["/graph/retry/delayMs: must be an integer from 0 to 86400000"]),
+            "a task timeout over a day",
+            job(task("value", ["timeoutMs": 86_400_001])),
+            ["/graph/timeoutMs: must be an integer from 1 to 86400000 (24 hours)"]
+        ),
         DecoderProblemCase(
-            "a backoff below 1", job(task("value", ["retry": ["backoff": 0.5]])), ["/graph/retry/backoff: must be a number from 1 to 100"]),
+            "the retry is not an object",
+            job(task("value", ["retry": 3])),
+            ["/graph/retry: must be an object"]
+        ),
         DecoderProblemCase(
-            "a backoff over 100", job(task("value", ["retry": ["backoff": 101]])), ["/graph/retry/backoff: must be a number from 1 to 100"]),
+            "zero retry attempts",
+            job(task("value", ["retry": ["maxAttempts": 0]])),
+            ["/graph/retry/maxAttempts: must be an integer from 1 to 100"]
+        ),
         DecoderProblemCase(
-            "a string backoff", job(task("value", ["retry": ["backoff": "2"]])), ["/graph/retry/backoff: must be a number from 1 to 100"]),
+            "101 retry attempts",
+            job(task("value", ["retry": ["maxAttempts": 101]])),
+            ["/graph/retry/maxAttempts: must be an integer from 1 to 100"]
+        ),
         DecoderProblemCase(
-            "a negative maximum delay", job(task("value", ["retry": ["maxDelayMs": -5]])),
-            ["/graph/retry/maxDelayMs: must be an integer from 0 to 86400000"]),
+            "a negative retry delay",
+            job(task("value", ["retry": ["delayMs": -1]])),
+            ["/graph/retry/delayMs: must be an integer from 0 to 86400000"]
+        ),
         DecoderProblemCase(
-            "a maximum delay over a day", job(task("value", ["retry": ["maxDelayMs": 86_400_001]])),
-            ["/graph/retry/maxDelayMs: must be an integer from 0 to 86400000"]),
-        DecoderProblemCase("a string jitter", job(task("value", ["retry": ["jitter": "yes"]])), ["/graph/retry/jitter: must be a boolean"]),
+            "a retry delay over a day",
+            job(task("value", ["retry": ["delayMs": 86_400_001]])),
+            ["/graph/retry/delayMs: must be an integer from 0 to 86400000"]
+        ),
         DecoderProblemCase(
-            "retry codes that are not an array", job(task("value", ["retry": ["on": "http.*"]])),
-            ["/graph/retry/on: must be an array of error codes"]),
+            "a backoff below 1",
+            job(task("value", ["retry": ["backoff": 0.5]])),
+            ["/graph/retry/backoff: must be a number from 1 to 100"]
+        ),
         DecoderProblemCase(
-            "an empty and a numeric retry code", job(task("value", ["retry": ["on": ["ok", "", 5]]])),
-            ["/graph/retry/on/1: must be a non-empty string", "/graph/retry/on/2: must be a non-empty string"]),
+            "a backoff over 100",
+            job(task("value", ["retry": ["backoff": 101]])),
+            ["/graph/retry/backoff: must be a number from 1 to 100"]
+        ),
         DecoderProblemCase(
-            "an unknown retry field", job(task("value", ["retry": ["maxAtempts": 3]])),
-            [#"/graph/retry/maxAtempts: unknown field "maxAtempts"; did you mean "maxAttempts"?"#]),
+            "a string backoff",
+            job(task("value", ["retry": ["backoff": "2"]])),
+            ["/graph/retry/backoff: must be a number from 1 to 100"]
+        ),
+        DecoderProblemCase(
+            "a negative maximum delay",
+            job(task("value", ["retry": ["maxDelayMs": -5]])),
+            ["/graph/retry/maxDelayMs: must be an integer from 0 to 86400000"]
+        ),
+        DecoderProblemCase(
+            "a maximum delay over a day",
+            job(task("value", ["retry": ["maxDelayMs": 86_400_001]])),
+            ["/graph/retry/maxDelayMs: must be an integer from 0 to 86400000"]
+        ),
+        DecoderProblemCase(
+            "a string jitter",
+            job(task("value", ["retry": ["jitter": "yes"]])),
+            ["/graph/retry/jitter: must be a boolean"]
+        ),
+        DecoderProblemCase(
+            "retry codes that are not an array",
+            job(task("value", ["retry": ["on": "http.*"]])),
+            ["/graph/retry/on: must be an array of error codes"]
+        ),
+        DecoderProblemCase(
+            "an empty and a numeric retry code",
+            job(task("value", ["retry": ["on": ["ok", "", 5]]])),
+            ["/graph/retry/on/1: must be a non-empty string", "/graph/retry/on/2: must be a non-empty string"]
+        ),
+        DecoderProblemCase(
+            "an unknown retry field",
+            job(task("value", ["retry": ["maxAtempts": 3]])),
+            [#"/graph/retry/maxAtempts: unknown field "maxAtempts"; did you mean "maxAttempts"?"#]
+        ),
         DecoderProblemCase("the steps are missing", job(["type": "series"]), ["/graph/steps: required"]),
-        DecoderProblemCase("the steps are not an array", job(["type": "series", "steps": task()]), ["/graph/steps: must be an array of nodes"]),
-        DecoderProblemCase("a step is not an object", job(["type": "series", "steps": [task(), "value"]]), ["/graph/steps/1: must be an object"]),
+        DecoderProblemCase(
+            "the steps are not an array",
+            job(["type": "series", "steps": task()]),
+            ["/graph/steps: must be an array of nodes"]
+        ),
+        DecoderProblemCase(
+            "a step is not an object",
+            job(["type": "series", "steps": [task(), "value"]]),
+            ["/graph/steps/1: must be an object"]
+        ),
         DecoderProblemCase("the branches are missing", job(["type": "parallel"]), ["/graph/branches: required"]),
         DecoderProblemCase(
-            "an unknown parallel mode", job(["type": "parallel", "branches": [], "mode": "race"]), ["/graph/mode: must be one of all, any, settled"]),
+            "an unknown parallel mode",
+            job(["type": "parallel", "branches": [], "mode": "race"]),
+            ["/graph/mode: must be one of all, any, settled"]
+        ),
         DecoderProblemCase(
-            "a parallel concurrency of zero", job(["type": "parallel", "branches": [], "maxConcurrency": 0]),
-            ["/graph/maxConcurrency: must be an integer from 1 to 9007199254740991"]),
+            "a parallel concurrency of zero",
+            job(["type": "parallel", "branches": [], "maxConcurrency": 0]),
+            ["/graph/maxConcurrency: must be an integer from 1 to 9007199254740991"]
+        ),
         DecoderProblemCase(
-            "a parallel concurrency over 2^53 - 1", job(["type": "parallel", "branches": [], "maxConcurrency": 9_007_199_254_740_992]),
-            ["/graph/maxConcurrency: must be an integer from 1 to 9007199254740991"]),
+            "a parallel concurrency over 2^53 - 1",
+            job(["type": "parallel", "branches": [], "maxConcurrency": 9_007_199_254_740_992]),
+            ["/graph/maxConcurrency: must be an integer from 1 to 9007199254740991"]
+        ),
         DecoderProblemCase(
-            "a string failFast", job(["type": "parallel", "branches": [], "failFast": "true"]), ["/graph/failFast: must be a boolean"]),
+            "a string failFast",
+            job(["type": "parallel", "branches": [], "failFast": "true"]),
+            ["/graph/failFast: must be a boolean"]
+        ),
         DecoderProblemCase(
-            "the antecedent and then are missing", job(["type": "continuation"]), ["/graph/antecedent: required", "/graph/then: required"]),
+            "the antecedent and then are missing",
+            job(["type": "continuation"]),
+            ["/graph/antecedent: required", "/graph/then: required"]
+        ),
         DecoderProblemCase(
-            "an unknown continuation condition", job(["type": "continuation", "antecedent": task(), "then": task(), "on": "error"]),
-            ["/graph/on: must be one of success, failure, cancellation, always"]),
+            "an unknown continuation condition",
+            job(["type": "continuation", "antecedent": task(), "then": task(), "on": "error"]),
+            ["/graph/on: must be one of success, failure, cancellation, always"]
+        ),
         DecoderProblemCase("the map template is missing", job(["type": "map"]), ["/graph/template: required"]),
         DecoderProblemCase(
-            "literal map items that are an object", job(["type": "map", "items": ["a": 1], "template": task()]),
-            ["/graph/items: must be an array or a template"]),
+            "literal map items that are an object",
+            job(["type": "map", "items": ["a": 1], "template": task()]),
+            ["/graph/items: must be an array or a template"]
+        ),
         DecoderProblemCase(
-            "literal map items that are a number", job(["type": "map", "items": 3, "template": task()]),
-            ["/graph/items: must be an array or a template"]),
+            "literal map items that are a number",
+            job(["type": "map", "items": 3, "template": task()]),
+            ["/graph/items: must be an array or a template"]
+        ),
         DecoderProblemCase(
-            "literal map items that are a plain string", job(["type": "map", "items": "a,b", "template": task()]),
-            ["/graph/items: must be an array or a template"]),
+            "literal map items that are a plain string",
+            job(["type": "map", "items": "a,b", "template": task()]),
+            ["/graph/items: must be an array or a template"]
+        ),
         DecoderProblemCase(
-            "map items that are an escaped template", job(["type": "map", "items": "$${input}", "template": task()]),
-            ["/graph/items: must be an array or a template"]),
+            "map items that are an escaped template",
+            job(["type": "map", "items": "$${input}", "template": task()]),
+            ["/graph/items: must be an array or a template"]
+        ),
         DecoderProblemCase(
-            "map items that interpolate into a string", job(["type": "map", "items": "list: ${input}", "template": task()]),
-            ["/graph/items: must be an array or a template"]),
+            "map items that interpolate into a string",
+            job(["type": "map", "items": "list: ${input}", "template": task()]),
+            ["/graph/items: must be an array or a template"]
+        ),
         DecoderProblemCase(
-            "map items that are null", job(["type": "map", "items": nil, "template": task()]),
-            ["/graph/items: must be an array or a template"]),
+            "map items that are null",
+            job(["type": "map", "items": nil, "template": task()]),
+            ["/graph/items: must be an array or a template"]
+        ),
         DecoderProblemCase(
-            "an unknown map mode", job(["type": "map", "template": task(), "mode": "all"]), ["/graph/mode: must be one of parallel, series"]),
+            "an unknown map mode",
+            job(["type": "map", "template": task(), "mode": "all"]),
+            ["/graph/mode: must be one of parallel, series"]
+        ),
         DecoderProblemCase(
-            "a map concurrency of zero", job(["type": "map", "template": task(), "maxConcurrency": -1]),
-            ["/graph/maxConcurrency: must be an integer from 1 to 9007199254740991"]),
+            "a map concurrency of zero",
+            job(["type": "map", "template": task(), "maxConcurrency": -1]),
+            ["/graph/maxConcurrency: must be an integer from 1 to 9007199254740991"]
+        ),
         DecoderProblemCase("the dynamic source is missing", job(["type": "dynamic"]), ["/graph/source: required"]),
-        DecoderProblemCase("the dynamic source is not an object", job(["type": "dynamic", "source": []]), ["/graph/source: must be an object"]),
+        DecoderProblemCase(
+            "the dynamic source is not an object",
+            job(["type": "dynamic", "source": []]),
+            ["/graph/source: must be an object"]
+        ),
     ]
 
     @Test(arguments: nodeProblemCases)
@@ -614,12 +940,15 @@ struct JobDecoderTests {
 
     @Test
     func anUnknownTypeStillChecksTheIdButNotTheOtherFields() {
-        let graph: JSONValue = ["type": "series", "steps": [task("value", ["id": "a"]), ["type": "loop", "id": "a", "whatever": 1]]]
+        let graph: JSONValue = [
+            "type": "series", "steps": [task("value", ["id": "a"]), ["type": "loop", "id": "a", "whatever": 1]],
+        ]
         #expect(
             problems(job(graph)) == [
                 #"/graph/steps/1/type: unknown type "loop"; expected one of task, series, parallel, continuation, map, dynamic"#,
                 #"/graph/steps/1/id: duplicate id "a" (first used at /graph/steps/0)"#,
-            ])
+            ]
+        )
     }
 
     // MARK: - Templates
@@ -638,7 +967,8 @@ struct JobDecoderTests {
                 "/graph/items/0: " + syntaxMessage("${input"),
                 "/graph/template/params/a~1b: " + syntaxMessage("${input."),
                 "/graph/template/params/nested/0/x: " + syntaxMessage("${}"),
-            ])
+            ]
+        )
     }
 
     @Test
@@ -652,7 +982,8 @@ struct JobDecoderTests {
             problems(job(task("check", ["params": ["m": "${job.nope}"]]))) == [
                 "/graph/params/m: " + syntaxMessage("${job.nope}"),
                 "/graph/params/n: required by the test action",
-            ])
+            ]
+        )
     }
 
     @Test
@@ -661,7 +992,15 @@ struct JobDecoderTests {
             "type": "series",
             "steps": [
                 task("value", ["id": "fetch"]),
-                task("value", ["params": ["a": "${tasks.fetch.result}", "b": "${tasks.later.state}", "c": #"${tasks["root.steps.2"].error}"#]]),
+                task(
+                    "value",
+                    [
+                        "params": [
+                            "a": "${tasks.fetch.result}", "b": "${tasks.later.state}",
+                            "c": #"${tasks["root.steps.2"].error}"#,
+                        ]
+                    ]
+                ),
                 task("value", ["input": "${tasks.root.state}"]),
                 task("value", ["id": "later"]),
             ],
@@ -675,7 +1014,10 @@ struct JobDecoderTests {
             "type": "series",
             "steps": [
                 task("value", ["id": "fetch"]),
-                task("value", ["params": ["a": "${tasks.fecth.result}", "b": ["x ${tasks.fetch.state} ${tasks.gone.state}"]]]),
+                task(
+                    "value",
+                    ["params": ["a": "${tasks.fecth.result}", "b": ["x ${tasks.fetch.state} ${tasks.gone.state}"]]]
+                ),
                 task("value", ["input": "${tasks.fetch[2].result}"]),
                 ["type": "map", "items": "${tasks.missing.result}", "template": task()],
             ],
@@ -685,12 +1027,16 @@ struct JobDecoderTests {
                 #"/graph/steps/1/params/a: refers to unknown task "fecth""#,
                 #"/graph/steps/1/params/b/0: refers to unknown task "gone""#,
                 #"/graph/steps/3/items: refers to unknown task "missing""#,
-            ])
+            ]
+        )
     }
 
     @Test
     func withoutAMapAnInstanceSuffixIsAnUnknownTask() {
-        let graph: JSONValue = ["type": "series", "steps": [task("value", ["id": "fetch"]), task("value", ["input": "${tasks.fetch[2].result}"])]]
+        let graph: JSONValue = [
+            "type": "series",
+            "steps": [task("value", ["id": "fetch"]), task("value", ["input": "${tasks.fetch[2].result}"])],
+        ]
         #expect(problems(job(graph)) == [#"/graph/steps/1/input: refers to unknown task "fetch[2]""#])
     }
 
@@ -700,11 +1046,22 @@ struct JobDecoderTests {
             "type": "series",
             "steps": [
                 ["type": "map", "id": "each", "template": task("value", ["id": "delete"])],
-                task("value", ["params": ["a": "${tasks.delete[3].result}", "b": "${tasks.each.result}", "c": "${tasks.delete[1][0].state}"]]),
+                task(
+                    "value",
+                    [
+                        "params": [
+                            "a": "${tasks.delete[3].result}", "b": "${tasks.each.result}",
+                            "c": "${tasks.delete[1][0].state}",
+                        ]
+                    ]
+                ),
             ],
         ]
         _ = try decoder.decodeJob(job(graph))
-        let bad: JSONValue = ["type": "series", "steps": [["type": "map", "template": task()], task("value", ["input": "${tasks.other[3].state}"])]]
+        let bad: JSONValue = [
+            "type": "series",
+            "steps": [["type": "map", "template": task()], task("value", ["input": "${tasks.other[3].state}"])],
+        ]
         #expect(problems(job(bad)) == [#"/graph/steps/1/input: refers to unknown task "other[3]""#])
     }
 
@@ -714,7 +1071,10 @@ struct JobDecoderTests {
             "type": "series",
             "steps": [
                 ["type": "dynamic", "id": "plan", "source": task()],
-                task("value", ["params": ["a": "${tasks.plan/step.result}", "b": #"${tasks["plan/root.steps.0"].state}"#]]),
+                task(
+                    "value",
+                    ["params": ["a": "${tasks.plan/step.result}", "b": #"${tasks["plan/root.steps.0"].state}"#]]
+                ),
             ],
         ]
         _ = try decoder.decodeJob(job(graph))
@@ -729,7 +1089,8 @@ struct JobDecoderTests {
             problems(job(bad)) == [
                 #"/graph/steps/1/params/a: refers to unknown task "src/step""#,
                 #"/graph/steps/1/params/b: refers to unknown task "nothing""#,
-            ])
+            ]
+        )
     }
 
     // MARK: - Many problems at once
@@ -743,8 +1104,14 @@ struct JobDecoderTests {
                 "type": "series",
                 "id": "main",
                 "steps": [
-                    ["type": "task", "action": "nope", "executor": "gpu", "retry": ["maxAttempts": 0, "colour": "red"]],
-                    ["type": "parallel", "id": "main", "mode": "race", "branches": [task("value", ["params": ["v": "${input"]]), 7]],
+                    [
+                        "type": "task", "action": "nope", "executor": "gpu",
+                        "retry": ["maxAttempts": 0, "colour": "red"],
+                    ],
+                    [
+                        "type": "parallel", "id": "main", "mode": "race",
+                        "branches": [task("value", ["params": ["v": "${input"]]), 7],
+                    ],
                     ["type": "continuation", "antecedent": ["type": "map", "items": 3], "then": ["type": "dynamic"]],
                     task("value", ["input": "${tasks.ghost.result}", "timeoutMs": -1]),
                 ],
@@ -769,7 +1136,8 @@ struct JobDecoderTests {
                 "/graph/steps/2/then/source: required",
                 "/graph/steps/3/timeoutMs: must be an integer from 1 to 86400000 (24 hours)",
                 #"/graph/steps/3/input: refers to unknown task "ghost""#,
-            ])
+            ]
+        )
     }
 
     @Test
@@ -806,11 +1174,15 @@ struct JobDecoderTests {
     @Test
     func aConfiguredDepthLimitAppliesToEveryBranch() {
         let shallow = JobDecoder(actions: testActions, executors: [], limits: GraphLimits(maxDepth: 3))
-        let graph: JSONValue = ["type": "parallel", "branches": [task(), nestedSeries(1), nestedSeries(2), nestedSeries(3)]]
+        let graph: JSONValue = [
+            "type": "parallel", "branches": [task(), nestedSeries(1), nestedSeries(2), nestedSeries(3)],
+        ]
         #expect(
             problems(job(graph), with: shallow) == [
-                "/graph/branches/2/steps/0/steps/0: nesting deeper than 3 levels", "/graph/branches/3/steps/0/steps/0: nesting deeper than 3 levels",
-            ])
+                "/graph/branches/2/steps/0/steps/0: nesting deeper than 3 levels",
+                "/graph/branches/3/steps/0/steps/0: nesting deeper than 3 levels",
+            ]
+        )
     }
 
     @Test
@@ -835,10 +1207,14 @@ struct JobDecoderTests {
     @Test
     func theNodeLimitCountsEveryStaticNode() throws {
         let limited = JobDecoder(actions: testActions, executors: [], limits: GraphLimits(maxNodes: 6))
-        let four: JSONValue = ["type": "parallel", "branches": [task(), task(), task(), ["type": "map", "template": task()]]]
+        let four: JSONValue = [
+            "type": "parallel", "branches": [task(), task(), task(), ["type": "map", "template": task()]],
+        ]
         #expect(try limited.decodeJob(job(four)).nodeCount == 6)
         #expect(try limited.decodeJob(job(four)).depth == 3)
-        let tooMany: JSONValue = ["type": "parallel", "branches": [task(), task(), task(), ["type": "dynamic", "source": task()], task()]]
+        let tooMany: JSONValue = [
+            "type": "parallel", "branches": [task(), task(), task(), ["type": "dynamic", "source": task()], task()],
+        ]
         #expect(problems(job(tooMany), with: limited) == ["/graph: the graph has 7 nodes; the limit is 6"])
     }
 
@@ -850,7 +1226,8 @@ struct JobDecoderTests {
                 "/graph: the graph has 2 nodes; the limit is 1",
                 "/name: must be a string",
                 #"/graph/steps/0/action: unknown action "nope"; known: check, fail, value"#,
-            ])
+            ]
+        )
     }
 
     @Test
@@ -865,20 +1242,33 @@ struct JobDecoderTests {
         #expect(spec.nodeCount == 10_000)
         #expect(spec.graph.children[9_998].id == "root.branches.9998")
         #expect(spec.graph.children[9_998].pointer == "/graph/branches/9998")
-        #expect(problems(job(["type": "parallel", "branches": .array(branches + [task()])])) == ["/graph: the graph has 10001 nodes; the limit is 10000"])
+        #expect(
+            problems(job(["type": "parallel", "branches": .array(branches + [task()])])) == [
+                "/graph: the graph has 10001 nodes; the limit is 10000"
+            ]
+        )
     }
 
     // MARK: - Dynamic graphs
 
     @Test
     func aDynamicGraphGetsThePrefixOnEveryId() throws {
-        let graph: JSONValue = ["type": "series", "steps": [task("value", ["id": "a"]), ["type": "parallel", "branches": [task()]]]]
-        let node = try decoder.decodeGraph(graph, idPrefix: "plan/", pointer: "/graph", maxNodes: 10, reservedIDs: ["plan", "root"])
+        let graph: JSONValue = [
+            "type": "series", "steps": [task("value", ["id": "a"]), ["type": "parallel", "branches": [task()]]],
+        ]
+        let node = try decoder.decodeGraph(
+            graph,
+            idPrefix: "plan/",
+            pointer: "/graph",
+            maxNodes: 10,
+            reservedIDs: ["plan", "root"]
+        )
         #expect(
             idsAndPointers(node) == [
                 "plan/root @ /graph", "plan/a @ /graph/steps/0", "plan/root.steps.1 @ /graph/steps/1",
                 "plan/root.steps.1.branches.0 @ /graph/steps/1/branches/0",
-            ])
+            ]
+        )
     }
 
     @Test
@@ -887,7 +1277,8 @@ struct JobDecoderTests {
             graphProblems(["type": "series", "steps": [task("nope")], "extra": 1], pointer: "/result/graph") == [
                 #"/result/graph/extra: unknown field "extra""#,
                 #"/result/graph/steps/0/action: unknown action "nope"; known: check, fail, value"#,
-            ])
+            ]
+        )
         #expect(graphProblems("task", pointer: "/result/graph") == ["/result/graph: must be an object"])
     }
 
@@ -895,26 +1286,40 @@ struct JobDecoderTests {
     func aDynamicGraphMayNotReuseAnIdOfTheJob() {
         let graph: JSONValue = ["type": "series", "steps": [task("value", ["id": "a"]), task("value", ["id": "b"])]]
         #expect(
-            graphProblems(graph, reserved: ["dyn", "dyn/a", "b", "dyn/root.steps.9"]) == [#"/graph/steps/0/id: id "dyn/a" is already used in the job"#])
+            graphProblems(graph, reserved: ["dyn", "dyn/a", "b", "dyn/root.steps.9"]) == [
+                #"/graph/steps/0/id: id "dyn/a" is already used in the job"#
+            ]
+        )
         #expect(
-            graphProblems(task(), reserved: ["dyn/root"]) == [#"/graph: the generated id "dyn/root" is already used in the job"#])
+            graphProblems(task(), reserved: ["dyn/root"]) == [
+                #"/graph: the generated id "dyn/root" is already used in the job"#
+            ]
+        )
     }
 
     @Test
     func aDynamicGraphReportsDuplicatesWithinItself() {
-        let graph: JSONValue = ["type": "series", "steps": [task("value", ["id": "a"]), task("value", ["id": "a"]), task("value", ["id": "root"])]]
+        let graph: JSONValue = [
+            "type": "series",
+            "steps": [task("value", ["id": "a"]), task("value", ["id": "a"]), task("value", ["id": "root"])],
+        ]
         #expect(
             graphProblems(graph) == [
                 #"/graph/steps/1/id: duplicate id "a" (first used at /graph/steps/0)"#,
                 #"/graph/steps/2/id: duplicate id "root" (the generated id of the root node at /graph, which has no id)"#,
-            ])
+            ]
+        )
     }
 
     @Test
     func aDynamicGraphMustFitTheRemainingNodeBudget() throws {
         let graph: JSONValue = ["type": "series", "steps": [task(), task()]]
         _ = try decoder.decodeGraph(graph, idPrefix: "d/", pointer: "/graph", maxNodes: 3, reservedIDs: [])
-        #expect(graphProblems(graph, maxNodes: 2) == ["/graph: the graph has 3 nodes; only 2 remain within the job's node limit"])
+        #expect(
+            graphProblems(graph, maxNodes: 2) == [
+                "/graph: the graph has 3 nodes; only 2 remain within the job's node limit"
+            ]
+        )
     }
 
     @Test
@@ -927,14 +1332,21 @@ struct JobDecoderTests {
                     "value",
                     [
                         "params": [
-                            "own": "${tasks.a.result}", "ownPrefixed": #"${tasks["dyn/a"].result}"#, "generated": #"${tasks["root.steps.1"].state}"#,
-                            "job": "${tasks.fetch.result}", "instance": "${tasks.fetch[2].result}", "spawned": "${tasks.dyn/x.state}",
+                            "own": "${tasks.a.result}", "ownPrefixed": #"${tasks["dyn/a"].result}"#,
+                            "generated": #"${tasks["root.steps.1"].state}"#,
+                            "job": "${tasks.fetch.result}", "instance": "${tasks.fetch[2].result}",
+                            "spawned": "${tasks.dyn/x.state}",
                             "unknown": "${tasks.zzz.state}",
                         ]
-                    ]),
+                    ]
+                ),
             ],
         ]
-        #expect(graphProblems(graph, reserved: ["fetch", "dyn"]) == [#"/graph/steps/1/params/unknown: refers to unknown task "zzz""#])
+        #expect(
+            graphProblems(graph, reserved: ["fetch", "dyn"]) == [
+                #"/graph/steps/1/params/unknown: refers to unknown task "zzz""#
+            ]
+        )
     }
 
     // MARK: - Built-in actions
@@ -958,7 +1370,12 @@ struct JobDecoderTests {
 
     // MARK: - Helpers
 
-    @Test(arguments: [("stpes", "steps"), ("tpye", "type"), ("Steps", "steps"), ("branch", "branches"), ("x", nil), ("colour", nil)] as [(String, String?)])
+    @Test(
+        arguments: [
+            ("stpes", "steps"), ("tpye", "type"), ("Steps", "steps"), ("branch", "branches"), ("x", nil),
+            ("colour", nil),
+        ] as [(String, String?)]
+    )
     func suggestionsAreWithinTwoEdits(word: String, expected: String?) {
         #expect(FieldSuggestion.suggestion(for: word, among: ["type", "id", "input", "steps", "branches"]) == expected)
     }

@@ -17,7 +17,9 @@ private struct PriorityField: JobField {
         }
         var problems: [ValidationProblem] = []
         for member in object.members where member.key != "level" {
-            problems.append(ValidationProblem(pointer: JSONPointer.appending(pointer, member.key), message: "unexpected"))
+            problems.append(
+                ValidationProblem(pointer: JSONPointer.appending(pointer, member.key), message: "unexpected")
+            )
         }
         guard let level = object["level"]?.intValue, (0...9).contains(level) else {
             problems.append(ValidationProblem(pointer: pointer + "/level", message: "must be an integer from 0 to 9"))
@@ -97,7 +99,8 @@ struct JobFieldTests {
                 "/priority/level: must be an integer from 0 to 9",
                 "/owner: must be a string",
                 "/graph/action: required",
-            ])
+            ]
+        )
     }
 
     @Test
@@ -107,10 +110,19 @@ struct JobFieldTests {
 
     @Test
     func theFieldsNamesAreKnownAndSuggested() {
-        #expect(problems(["graph": task, "priorty": ["level": 1]]) == [#"/priorty: unknown field "priorty"; did you mean "priority"?"#])
-        #expect(problems(["graph": task, "priority": ["level": 1]], with: JobDecoder(actions: .builtins, executors: ["default"])) == [
-            #"/priority: unknown field "priority""#
-        ])
+        #expect(
+            problems(["graph": task, "priorty": ["level": 1]]) == [
+                #"/priorty: unknown field "priorty"; did you mean "priority"?"#
+            ]
+        )
+        #expect(
+            problems(
+                ["graph": task, "priority": ["level": 1]],
+                with: JobDecoder(actions: .builtins, executors: ["default"])
+            ) == [
+                #"/priority: unknown field "priority""#
+            ]
+        )
     }
 
     @Test

@@ -1,8 +1,8 @@
 import TaskCore
+import TestSupport
 import Testing
 
 @testable import TaskGraph
-import TestSupport
 
 /// Invariants over many random valid graphs (SPEC §1.1), some of them cancelled while they run:
 /// every node ends in exactly one terminal state, events are gap-free and complete, the job's
@@ -19,7 +19,9 @@ struct RandomGraphTests {
 
         mutating func chance(_ percent: Int) -> Bool { Int(self.random.next() % 100) < percent }
         mutating func pick<T>(_ options: [T]) -> T { options[Int(self.random.next() % UInt64(options.count))] }
-        mutating func count(_ range: ClosedRange<Int>) -> Int { range.lowerBound + Int(self.random.next() % UInt64(range.count)) }
+        mutating func count(_ range: ClosedRange<Int>) -> Int {
+            range.lowerBound + Int(self.random.next() % UInt64(range.count))
+        }
 
         mutating func nextID() -> JSONValue {
             self.nodes += 1
@@ -29,9 +31,12 @@ struct RandomGraphTests {
         mutating func leaf() -> JSONValue {
             let id = self.nextID()
             switch self.count(0...5) {
-            case 0, 1: return ["type": "task", "id": id, "action": "value", "params": ["value": .int(self.count(0...99))]]
+            case 0, 1:
+                return ["type": "task", "id": id, "action": "value", "params": ["value": .int(self.count(0...99))]]
             case 2:
-                var task: JSONValue = ["type": "task", "id": id, "action": "fail", "params": ["code": "e.boom", "message": "boom"]]
+                var task: JSONValue = [
+                    "type": "task", "id": id, "action": "fail", "params": ["code": "e.boom", "message": "boom"],
+                ]
                 if self.chance(30) { task = Self.with(task, "retry", ["maxAttempts": 2, "on": ["e.*"]]) }
                 return task
             case 3: return ["type": "task", "id": id, "action": "value"]  // passes its input on
@@ -49,13 +54,17 @@ struct RandomGraphTests {
                 return ["type": "series", "id": id, "steps": .array(steps)]
             case 1:
                 let branches = (0..<self.count(1...3)).map { _ in self.node(depth: depth + 1) }
-                var node: JSONValue = ["type": "parallel", "id": id, "branches": .array(branches), "mode": .string(self.pick(["all", "any", "settled"]))]
+                var node: JSONValue = [
+                    "type": "parallel", "id": id, "branches": .array(branches),
+                    "mode": .string(self.pick(["all", "any", "settled"])),
+                ]
                 if self.chance(30) { node = Self.with(node, "failFast", true) }
                 if self.chance(30) { node = Self.with(node, "maxConcurrency", .int(self.count(1...2))) }
                 return node
             case 2:
                 return [
-                    "type": "continuation", "id": id, "on": .string(self.pick(["success", "failure", "cancellation", "always"])),
+                    "type": "continuation", "id": id,
+                    "on": .string(self.pick(["success", "failure", "cancellation", "always"])),
                     "antecedent": self.node(depth: depth + 1), "then": self.node(depth: depth + 1),
                 ]
             case 3:
@@ -110,12 +119,17 @@ struct RandomGraphTests {
                 case .failed:
                     #expect(snapshot.state == .failed && snapshot.error?.code == root.error?.code, "seed \(seed)")
                 default:
-                    #expect(snapshot.state == .cancelled && root.state == .cancelled, "seed \(seed): root \(root.state), job \(snapshot.state)")
+                    #expect(
+                        snapshot.state == .cancelled && root.state == .cancelled,
+                        "seed \(seed): root \(root.state), job \(snapshot.state)"
+                    )
                 }
             }
             // A node starts at most once, and never after the job ended.
             var started: [String: Int] = [:]
-            for event in run.events(after: 0) where event.type == .taskStarted { started[event.taskId ?? "", default: 0] += 1 }
+            for event in run.events(after: 0) where event.type == .taskStarted {
+                started[event.taskId ?? "", default: 0] += 1
+            }
             #expect(started.values.allSatisfy { $0 == 1 }, "seed \(seed): a node started twice")
             let jobEnd = run.events(after: 0).last { $0.type.isJobEvent }
             #expect(jobEnd?.seq == run.events(after: 0).last?.seq, "seed \(seed): events after the job ended")
@@ -170,7 +184,9 @@ struct RandomGraphTests {
         let events = run.events(after: 0).filter { $0.taskId?.hasPrefix("del[") == true }
         if mode == "series" {
             // Each delete starts only after the previous one ended.
-            let order = events.filter { $0.type == .taskStarted || $0.type == .taskSucceeded }.map { "\($0.type.rawValue) \($0.taskId!)" }
+            let order = events.filter { $0.type == .taskStarted || $0.type == .taskSucceeded }.map {
+                "\($0.type.rawValue) \($0.taskId!)"
+            }
             #expect(order == (0..<4).flatMap { ["task.started del[\($0)]", "task.succeeded del[\($0)]"] })
         } else {
             // All four start before the first one ends.

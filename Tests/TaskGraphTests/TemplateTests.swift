@@ -29,7 +29,9 @@ private struct FixtureScope: TemplateScope {
 
     var tasks: [String: JSONValue] = [
         "fetch": ["state": "succeeded", "result": ["status": 200, "body": ["items": ["only"]]]],
-        "boom": ["state": "failed", "error": ["code": "http.status", "message": "bad gateway", "details": ["status": 502]]],
+        "boom": [
+            "state": "failed", "error": ["code": "http.status", "message": "bad gateway", "details": ["status": 502]],
+        ],
         "my.id": ["state": "succeeded", "result": "dotted id"],
         "delete[3]": ["state": "succeeded", "result": "map instance"],
         "dyn/step": ["state": "succeeded", "result": "spawned"],
@@ -116,15 +118,36 @@ struct TemplateTests {
     @Test
     func exactReplacementKeepsTheJSONType() throws {
         func render(_ source: String) throws -> JSONValue { try Template(parsing: source).render(in: self.scope) }
-        guard case .int(42) = try render("${input.n}") else { Issue.record("expected .int(42)"); return }
-        guard case .double(3.5) = try render("${input.pi}") else { Issue.record("expected .double(3.5)"); return }
-        guard case .bool(true) = try render("${input.flag}") else { Issue.record("expected .bool(true)"); return }
-        guard case .null = try render("${input.nothing}") else { Issue.record("expected .null"); return }
-        guard case .object(let object) = try render("${input.obj}") else { Issue.record("expected an object"); return }
+        guard case .int(42) = try render("${input.n}") else {
+            Issue.record("expected .int(42)")
+            return
+        }
+        guard case .double(3.5) = try render("${input.pi}") else {
+            Issue.record("expected .double(3.5)")
+            return
+        }
+        guard case .bool(true) = try render("${input.flag}") else {
+            Issue.record("expected .bool(true)")
+            return
+        }
+        guard case .null = try render("${input.nothing}") else {
+            Issue.record("expected .null")
+            return
+        }
+        guard case .object(let object) = try render("${input.obj}") else {
+            Issue.record("expected an object")
+            return
+        }
         #expect(object.keys == ["x", "y"])
-        guard case .array(let items) = try render("${input.items}") else { Issue.record("expected an array"); return }
+        guard case .array(let items) = try render("${input.items}") else {
+            Issue.record("expected an array")
+            return
+        }
         #expect(items == [10, 20])
-        guard case .string("Ada") = try render("${input.name}") else { Issue.record("expected a string"); return }
+        guard case .string("Ada") = try render("${input.name}") else {
+            Issue.record("expected a string")
+            return
+        }
     }
 
     // MARK: - Interpolation and escapes
@@ -140,8 +163,10 @@ struct TemplateTests {
         ("items=${input.items}", "items=[10,20]"),
         ("a=${input.a}", #"a={"b":"deep"}"#),
         ("${input.name}${input.n}", "Ada42"),
-        ("${input.name} imports post ${job.input.post} (status ${tasks.fetch.result.status})",
-         "Ada imports post 123 (status 200)"),
+        (
+            "${input.name} imports post ${job.input.post} (status ${tasks.fetch.result.status})",
+            "Ada imports post 123 (status 200)"
+        ),
         (" ${input.n}", " 42"),
         ("${input.n} ", "42 "),
         ("${input.n}}", "42}"),
@@ -190,14 +215,19 @@ struct TemplateTests {
             template.expressions == [
                 TemplateExpression(root: .input, path: [.key("items"), .index(0)], source: "input.items[0]"),
                 TemplateExpression(
-                    root: .tasks(id: "my.id"), path: [.key("result"), .key("odd key")],
-                    source: #"tasks["my.id"].result['odd key']"#),
+                    root: .tasks(id: "my.id"),
+                    path: [.key("result"), .key("odd key")],
+                    source: #"tasks["my.id"].result['odd key']"#
+                ),
                 TemplateExpression(root: .job, path: [.key("id")], source: "job.id"),
-            ])
+            ]
+        )
         #expect(template.expressions.map(\.referencedTaskID) == [nil, "my.id", nil])
-        #expect(template.expressions.map(\.description) == [
-            "${input.items[0]}", #"${tasks["my.id"].result['odd key']}"#, "${job.id}",
-        ])
+        #expect(
+            template.expressions.map(\.description) == [
+                "${input.items[0]}", #"${tasks["my.id"].result['odd key']}"#, "${job.id}",
+            ]
+        )
         #expect(try Template(parsing: "${tasks.delete[3].state}").expressions.first?.referencedTaskID == "delete[3]")
         #expect(try Template(parsing: "${tasks.dyn/step}").expressions.first?.referencedTaskID == "dyn/step")
     }
@@ -214,7 +244,10 @@ struct TemplateTests {
         scope.input = ["name": "${job.id}", "nested": ["x": "${job.name}"]]
         #expect(try Template(parsing: "${input.name}").render(in: scope) == "${job.id}")
         #expect(try Template(parsing: "hi ${input.name}").render(in: scope) == "hi ${job.id}")
-        #expect(try (["v": "${input.nested}"] as JSONValue).renderingTemplates(in: scope).jsonString == #"{"v":{"x":"${job.name}"}}"#)
+        #expect(
+            try (["v": "${input.nested}"] as JSONValue).renderingTemplates(in: scope).jsonString
+                == #"{"v":{"x":"${job.name}"}}"#
+        )
     }
 
     // MARK: - Unresolved expressions
@@ -225,33 +258,60 @@ struct TemplateTests {
         ("${input.a.c}", #"cannot resolve ${input.a.c}: key "c" not found in input.a"#),
         (#"${input["no such key"]}"#, #"cannot resolve ${input["no such key"]}: key "no such key" not found in input"#),
         ("${input.items[3]}", "cannot resolve ${input.items[3]}: index 3 out of range (array has 2 items)"),
-        ("${tasks.fetch.result.body.items[1]}",
-         "cannot resolve ${tasks.fetch.result.body.items[1]}: index 1 out of range (array has 1 item)"),
+        (
+            "${tasks.fetch.result.body.items[1]}",
+            "cannot resolve ${tasks.fetch.result.body.items[1]}: index 1 out of range (array has 1 item)"
+        ),
         ("${input.name[0]}", "cannot resolve ${input.name[0]}: cannot read index 0 of input.name, which is a string"),
         ("${input.a[0]}", "cannot resolve ${input.a[0]}: cannot read index 0 of input.a, which is an object"),
         ("${input.n.x}", #"cannot resolve ${input.n.x}: cannot read key "x" of input.n, which is a number"#),
         ("${input.flag.x}", #"cannot resolve ${input.flag.x}: cannot read key "x" of input.flag, which is a boolean"#),
-        ("${input.nothing.x}", #"cannot resolve ${input.nothing.x}: cannot read key "x" of input.nothing, which is null"#),
-        ("${input.items.0}",
-         #"cannot resolve ${input.items.0}: cannot read key "0" of input.items, which is an array (use [0] to index an array)"#),
-        (#"${input["odd key"].x}"#,
-         #"cannot resolve ${input["odd key"].x}: cannot read key "x" of input["odd key"], which is a string"#),
+        (
+            "${input.nothing.x}",
+            #"cannot resolve ${input.nothing.x}: cannot read key "x" of input.nothing, which is null"#
+        ),
+        (
+            "${input.items.0}",
+            #"cannot resolve ${input.items.0}: cannot read key "0" of input.items, which is an array (use [0] to index an array)"#
+        ),
+        (
+            #"${input["odd key"].x}"#,
+            #"cannot resolve ${input["odd key"].x}: cannot read key "x" of input["odd key"], which is a string"#
+        ),
         ("${job.input.missing}", #"cannot resolve ${job.input.missing}: key "missing" not found in job.input"#),
-        ("${tasks.unknown.result}",
-         #"cannot resolve ${tasks.unknown.result}: task "unknown" is unknown or has not completed yet"#),
-        (#"${tasks["not.done"]}"#, #"cannot resolve ${tasks["not.done"]}: task "not.done" is unknown or has not completed yet"#),
-        ("${tasks.boom.result}", #"cannot resolve ${tasks.boom.result}: task "boom" has no result (its state is failed)"#),
-        ("${tasks.fetch.error.code}",
-         #"cannot resolve ${tasks.fetch.error.code}: task "fetch" has no error (its state is succeeded)"#),
-        ("${tasks.stopped.result}",
-         #"cannot resolve ${tasks.stopped.result}: task "stopped" has no result (its state is cancelled)"#),
-        (#"${tasks["my.id"].result.x}"#,
-         #"cannot resolve ${tasks["my.id"].result.x}: cannot read key "x" of tasks["my.id"].result, which is a string"#),
-        ("${tasks.delete[3].result[0]}",
-         "cannot resolve ${tasks.delete[3].result[0]}: cannot read index 0 of tasks.delete[3].result, which is a string"),
+        (
+            "${tasks.unknown.result}",
+            #"cannot resolve ${tasks.unknown.result}: task "unknown" is unknown or has not completed yet"#
+        ),
+        (
+            #"${tasks["not.done"]}"#,
+            #"cannot resolve ${tasks["not.done"]}: task "not.done" is unknown or has not completed yet"#
+        ),
+        (
+            "${tasks.boom.result}",
+            #"cannot resolve ${tasks.boom.result}: task "boom" has no result (its state is failed)"#
+        ),
+        (
+            "${tasks.fetch.error.code}",
+            #"cannot resolve ${tasks.fetch.error.code}: task "fetch" has no error (its state is succeeded)"#
+        ),
+        (
+            "${tasks.stopped.result}",
+            #"cannot resolve ${tasks.stopped.result}: task "stopped" has no result (its state is cancelled)"#
+        ),
+        (
+            #"${tasks["my.id"].result.x}"#,
+            #"cannot resolve ${tasks["my.id"].result.x}: cannot read key "x" of tasks["my.id"].result, which is a string"#
+        ),
+        (
+            "${tasks.delete[3].result[0]}",
+            "cannot resolve ${tasks.delete[3].result[0]}: cannot read index 0 of tasks.delete[3].result, which is a string"
+        ),
         ("${ input.missing }", #"cannot resolve ${input.missing}: key "missing" not found in input"#),
-        ("before ${input.name} ${input.missing} ${input.other} after",
-         #"cannot resolve ${input.missing}: key "missing" not found in input"#),
+        (
+            "before ${input.name} ${input.missing} ${input.other} after",
+            #"cannot resolve ${input.missing}: key "missing" not found in input"#
+        ),
     ]
 
     @Test(arguments: unresolvedCases)
@@ -281,25 +341,48 @@ struct TemplateTests {
         ("${input.}", "invalid template expression ${input.}: expected a name after '.', found '}'"),
         ("${input..a}", "invalid template expression ${input..a}: expected a name after '.', found '.'"),
         ("${input[}", "invalid template expression ${input[}: expected an index or a quoted key after '[', found '}'"),
-        ("${input[x]}", "invalid template expression ${input[x]}: expected an index or a quoted key after '[', found 'x'"),
+        (
+            "${input[x]}",
+            "invalid template expression ${input[x]}: expected an index or a quoted key after '[', found 'x'"
+        ),
         ("${input[0}", "invalid template expression ${input[0}: expected ']', found '}'"),
         (#"${input["a"b]}"#, #"invalid template expression ${input["a"b]}: expected ']', found 'b'"#),
         ("${input[-1]}", "invalid template expression ${input[-1]}: an array index must be a non-negative integer"),
-        ("${input[99999999999999999999]}", "invalid template expression ${input[99999999999999999999]}: the array index is too large"),
-        (#"${input["a\nb"]}"#, #"invalid template expression ${input["a\nb"]}: unsupported escape '\n' in a quoted key (use \", \' or \\)"#),
+        (
+            "${input[99999999999999999999]}",
+            "invalid template expression ${input[99999999999999999999]}: the array index is too large"
+        ),
+        (
+            #"${input["a\nb"]}"#,
+            #"invalid template expression ${input["a\nb"]}: unsupported escape '\n' in a quoted key (use \", \' or \\)"#
+        ),
         ("${foo}", #"invalid template expression ${foo}: unknown root "foo" (expected input, job or tasks)"#),
-        ("${inputs.a}", #"invalid template expression ${inputs.a}: unknown root "inputs" (expected input, job or tasks)"#),
+        (
+            "${inputs.a}",
+            #"invalid template expression ${inputs.a}: unknown root "inputs" (expected input, job or tasks)"#
+        ),
         ("${.a}", "invalid template expression ${.a}: expected input, job or tasks, found '.'"),
         ("${input.a b}", "invalid template expression ${input.a b}: unexpected 'b' (expected '.', '[' or '}')"),
         ("${input.a + 1}", "invalid template expression ${input.a + 1}: unexpected '+' (expected '.', '[' or '}')"),
-        ("${tasks}", #"invalid template expression ${tasks}: expected a task id after 'tasks' (tasks.<id> or tasks["<id>"]), found '}'"#),
+        (
+            "${tasks}",
+            #"invalid template expression ${tasks}: expected a task id after 'tasks' (tasks.<id> or tasks["<id>"]), found '}'"#
+        ),
         ("${tasks.}", "invalid template expression ${tasks.}: expected a task id after 'tasks.', found '}'"),
         ("${tasks[0]}", "invalid template expression ${tasks[0]}: expected a quoted task id after 'tasks[', found '0'"),
         (#"${tasks[""].result}"#, #"invalid template expression ${tasks[""].result}: the task id is empty"#),
-        ("${tasks.fetch.output}",
-         #"invalid template expression ${tasks.fetch.output}: unknown task field "output" (expected result, error or state)"#),
-        ("${job.owner}", #"invalid template expression ${job.owner}: unknown job field "owner" (expected input, id or name)"#),
-        ("fine ${input.a} then ${input.}", "invalid template expression ${input.}: expected a name after '.', found '}'"),
+        (
+            "${tasks.fetch.output}",
+            #"invalid template expression ${tasks.fetch.output}: unknown task field "output" (expected result, error or state)"#
+        ),
+        (
+            "${job.owner}",
+            #"invalid template expression ${job.owner}: unknown job field "owner" (expected input, id or name)"#
+        ),
+        (
+            "fine ${input.a} then ${input.}",
+            "invalid template expression ${input.}: expected a name after '.', found '}'"
+        ),
     ]
 
     @Test(arguments: syntaxErrorCases)
@@ -312,7 +395,8 @@ struct TemplateTests {
     func aLongMalformedExpressionIsShortenedInTheMessage() {
         let source = "${input." + String(repeating: "a", count: 200) + " oops}"
         let error = templateError { () throws(TemplateError) in _ = try Template(parsing: source) }
-        let expected = "invalid template expression ${input." + String(repeating: "a", count: 72)
+        let expected =
+            "invalid template expression ${input." + String(repeating: "a", count: 72)
             + "…: unexpected 'o' (expected '.', '[' or '}')"
         #expect(error == TemplateError(code: "template.syntax", message: expected))
     }
@@ -385,7 +469,9 @@ struct TemplateTests {
             "list": ["$${fine}", "${}", ["deep": "${tasks}"]],
         ]
         let problems = value.templateSyntaxProblems()
-        #expect(problems.map(\.pointer) == ["/params/url", "/params/a~1b/1", "/params/m~0n", "/list/1", "/list/2/deep"])
+        #expect(
+            problems.map(\.pointer) == ["/params/url", "/params/a~1b/1", "/params/m~0n", "/list/1", "/list/2/deep"]
+        )
         #expect(
             problems.map(\.message) == [
                 "invalid template expression ${input.}: expected a name after '.', found '}'",
@@ -393,7 +479,8 @@ struct TemplateTests {
                 "unterminated template expression ${: missing closing '}'",
                 "invalid template expression ${}: the expression is empty",
                 #"invalid template expression ${tasks}: expected a task id after 'tasks' (tasks.<id> or tasks["<id>"]), found '}'"#,
-            ])
+            ]
+        )
     }
 
     @Test
@@ -417,9 +504,11 @@ struct TemplateTests {
         ]
         let found = value.templateExpressions()
         #expect(found.map(\.pointer) == ["/a~0~1b", "/a~0~1b", "/list/1"])
-        #expect(found.map(\.expression.description) == [
-            "${tasks.fetch.result}", "${input.x}", #"${tasks["my.id"].state}"#,
-        ])
+        #expect(
+            found.map(\.expression.description) == [
+                "${tasks.fetch.result}", "${input.x}", #"${tasks["my.id"].state}"#,
+            ]
+        )
         #expect(found.compactMap(\.expression.referencedTaskID) == ["fetch", "my.id"])
     }
 
@@ -435,9 +524,11 @@ struct TemplateTests {
         ]
         let compiled = try JSONTemplate(value)
         #expect(!compiled.isConstant)
-        #expect(compiled.expressions.map(\.description) == [
-            "${input.name}", "${input.obj}", "${tasks.fetch.result.status}", "${job.id}",
-        ])
+        #expect(
+            compiled.expressions.map(\.description) == [
+                "${input.name}", "${input.obj}", "${tasks.fetch.result.status}", "${job.id}",
+            ]
+        )
         let rendered = try compiled.render(in: self.scope)
         #expect(rendered.jsonString == (try value.renderingTemplates(in: self.scope)).jsonString)
         #expect(
@@ -458,15 +549,25 @@ struct TemplateTests {
 
     @Test
     func compilingAMalformedValueThrowsTheFirstSyntaxError() {
-        let error = templateError { () throws(TemplateError) in _ = try JSONTemplate(["ok": "${input}", "bad": ["${nope}"]]) }
-        #expect(error == .syntax(#"invalid template expression ${nope}: unknown root "nope" (expected input, job or tasks)"#))
+        let error = templateError { () throws(TemplateError) in
+            _ = try JSONTemplate(["ok": "${input}", "bad": ["${nope}"]])
+        }
+        #expect(
+            error
+                == .syntax(#"invalid template expression ${nope}: unknown root "nope" (expected input, job or tasks)"#)
+        )
     }
 
     @Test
     func aCompiledJSONTemplateReportsUnresolvedExpressions() throws {
         let compiled = try JSONTemplate(["x": "${tasks.later.result}"])
         let error = templateError { () throws(TemplateError) in _ = try compiled.render(in: self.scope) }
-        #expect(error == .unresolved(#"cannot resolve ${tasks.later.result}: task "later" is unknown or has not completed yet"#))
+        #expect(
+            error
+                == .unresolved(
+                    #"cannot resolve ${tasks.later.result}: task "later" is unknown or has not completed yet"#
+                )
+        )
     }
 
     @Test

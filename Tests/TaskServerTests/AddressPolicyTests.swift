@@ -5,14 +5,19 @@ import Testing
 /// CIDR parsing and the outbound address policy's decision rule (pure, no I/O).
 struct AddressPolicyTests {
     @Test(arguments: [
-        ("169.254.0.0/16", "169.254.0.0/16"), ("10.1.2.3", "10.1.2.3/32"), ("10.1.2.3/8", "10.0.0.0/8"), ("0.0.0.0/0", "0.0.0.0/0"),
-        ("fe80::/10", "fe80::/10"), ("::1", "::1/128"), ("fd00:ec2::254/128", "fd00:ec2::254/128"), ("2001:db8::7/32", "2001:db8::/32"),
+        ("169.254.0.0/16", "169.254.0.0/16"), ("10.1.2.3", "10.1.2.3/32"), ("10.1.2.3/8", "10.0.0.0/8"),
+        ("0.0.0.0/0", "0.0.0.0/0"),
+        ("fe80::/10", "fe80::/10"), ("::1", "::1/128"), ("fd00:ec2::254/128", "fd00:ec2::254/128"),
+        ("2001:db8::7/32", "2001:db8::/32"),
     ])
     func cidrsParseAndNormalise(text: String, normalised: String) {
         #expect(CIDR(text)?.description == normalised)
     }
 
-    @Test(arguments: ["", "10.0.0.0/33", "::/129", "10.0.0/8", "10.0.0.0/", "10.0.0.0/-1", "10.0.0.0/8/8", "example.com", "fe80::/1x", " 10.0.0.0/8"])
+    @Test(arguments: [
+        "", "10.0.0.0/33", "::/129", "10.0.0/8", "10.0.0.0/", "10.0.0.0/-1", "10.0.0.0/8/8", "example.com", "fe80::/1x",
+        " 10.0.0.0/8",
+    ])
     func malformedCIDRsAreRejected(text: String) {
         #expect(CIDR(text) == nil)
     }
@@ -23,12 +28,16 @@ struct AddressPolicyTests {
 
     @Test func linkLocalAndMetadataAddressesAreDeniedByDefaultAndLoopbackIsAllowed() {
         let policy = AddressPolicy()
-        for address in ["169.254.169.254", "169.254.0.1", "fe80::1", "febf::1", "100.100.100.200", "fd00:ec2::254", "168.63.129.16", "192.0.0.192",
-            "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe"]
-        {
+        for address in [
+            "169.254.169.254", "169.254.0.1", "fe80::1", "febf::1", "100.100.100.200", "fd00:ec2::254", "168.63.129.16",
+            "192.0.0.192",
+            "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe",
+        ] {
             #expect(decision(policy, address) != .allowed, "\(address)")
         }
-        for address in ["127.0.0.1", "::1", "10.0.0.1", "192.168.1.1", "100.100.100.201", "fec0::1", "8.8.8.8", "::ffff:127.0.0.1"] {
+        for address in [
+            "127.0.0.1", "::1", "10.0.0.1", "192.168.1.1", "100.100.100.201", "fec0::1", "8.8.8.8", "::ffff:127.0.0.1",
+        ] {
             #expect(decision(policy, address) == .allowed, "\(address)")
         }
         #expect(decision(policy, "169.254.169.254") == .denied(rule: "built-in rule 169.254.0.0/16"))
@@ -48,7 +57,10 @@ struct AddressPolicyTests {
     }
 
     @Test func denyEverythingButLoopbackMakesAnAllowList() {
-        let policy = AddressPolicy(allow: [CIDR("127.0.0.0/8")!, CIDR("::1")!], deny: [CIDR("0.0.0.0/0")!, CIDR("::/0")!])
+        let policy = AddressPolicy(
+            allow: [CIDR("127.0.0.0/8")!, CIDR("::1")!],
+            deny: [CIDR("0.0.0.0/0")!, CIDR("::/0")!]
+        )
         #expect(decision(policy, "127.0.0.1") == .allowed)
         #expect(decision(policy, "::1") == .allowed)
         #expect(decision(policy, "10.0.0.1") == .denied(rule: "--outbound-deny 0.0.0.0/0"))

@@ -1,8 +1,8 @@
+import TestSupport
 import Testing
 
 @testable import TaskGraph
 @testable import TaskServer
-import TestSupport
 
 /// API keys (`--api-key`): `/v1/*` needs `Authorization: Bearer KEY`; the service routes stay open
 /// (SPEC §3.9, §5).
@@ -22,12 +22,25 @@ struct AuthenticationTests {
             expectProblem(response, 401, "auth.required", detail: "send Authorization: Bearer <API key>")
             #expect(response.header("www-authenticate")?.hasPrefix("Bearer") == true)
             // Even for jobs that do not exist: a client without a key learns nothing.
-            expectProblem(try await server.get("/v1/jobs/nope"), 401, "auth.required", detail: "send Authorization: Bearer <API key>")
-            expectProblem(try await server.post("/v1/jobs", json: Jobs.value(1)), 401, "auth.required", detail: "send Authorization: Bearer <API key>")
+            expectProblem(
+                try await server.get("/v1/jobs/nope"),
+                401,
+                "auth.required",
+                detail: "send Authorization: Bearer <API key>"
+            )
+            expectProblem(
+                try await server.post("/v1/jobs", json: Jobs.value(1)),
+                401,
+                "auth.required",
+                detail: "send Authorization: Bearer <API key>"
+            )
         }
     }
 
-    @Test(arguments: ["wrong-key-0123456789", "first-key-012345678", "first-key-01234567890", "FIRST-KEY-0123456789", " first-key-0123456789"])
+    @Test(arguments: [
+        "wrong-key-0123456789", "first-key-012345678", "first-key-01234567890", "FIRST-KEY-0123456789",
+        " first-key-0123456789",
+    ])
     func aWrongKeyIs401AuthInvalid(_ key: String) async throws {
         try await Self.withKeys { server in
             let response = try await server.get("/v1/jobs", headers: Self.bearer(key))
@@ -59,12 +72,22 @@ struct AuthenticationTests {
 
     @Test func everyConfiguredKeyIsAcceptedAndTheSchemeIsCaseInsensitive() async throws {
         try await Self.withKeys { server in
-            let created = try await server.post("/v1/jobs?waitMs=10000", json: Jobs.value(1), headers: Self.bearer(Self.keys[0]))
+            let created = try await server.post(
+                "/v1/jobs?waitMs=10000",
+                json: Jobs.value(1),
+                headers: Self.bearer(Self.keys[0])
+            )
             #expect(created.status == 201)
             let id = try #require(created.json["id"]?.stringValue)
             #expect(try await server.get("/v1/jobs/\(id)", headers: Self.bearer(Self.keys[1])).status == 200)
-            #expect(try await server.get("/v1/jobs/\(id)", headers: [("Authorization", "bearer \(Self.keys[1])")]).status == 200)
-            #expect(try await server.get("/v1/jobs/\(id)", headers: [("Authorization", "BEARER \(Self.keys[0])")]).status == 200)
+            #expect(
+                try await server.get("/v1/jobs/\(id)", headers: [("Authorization", "bearer \(Self.keys[1])")]).status
+                    == 200
+            )
+            #expect(
+                try await server.get("/v1/jobs/\(id)", headers: [("Authorization", "BEARER \(Self.keys[0])")]).status
+                    == 200
+            )
         }
     }
 
@@ -82,7 +105,10 @@ struct AuthenticationTests {
             let routes = server.app.router.table.filter { $0.template.hasPrefix("/v1/") }
             #expect(routes.count >= 12)
             for route in routes {
-                let target = route.template.replacingOccurrences(of: "{id}", with: "j1").replacingOccurrences(of: "{taskId}", with: "t1")
+                let target = route.template.replacingOccurrences(of: "{id}", with: "j1").replacingOccurrences(
+                    of: "{taskId}",
+                    with: "t1"
+                )
                 let body: [UInt8]? = route.method == "POST" ? Jobs.value(1).jsonBytes : nil
                 let headers: [(String, String)] = body == nil ? [] : [("Content-Type", "application/json")]
                 let response = try await server.request(route.method, target, headers: headers, body: body)

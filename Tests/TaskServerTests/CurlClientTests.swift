@@ -1,22 +1,25 @@
 import NIOHTTP1
 import Synchronization
 import TaskCore
+import TestSupport
 import Testing
+
+@testable import TaskGraph
+@testable import TaskServer
 
 #if canImport(Glibc)
 import Glibc
 #endif
-
-@testable import TaskGraph
-@testable import TaskServer
-import TestSupport
 
 /// The libcurl client against real receivers on loopback.
 @Suite(.timeLimit(.minutes(2 * TestTiming.slowdown)))
 struct CurlClientTests {
     /// Runs `body` with a fresh client, shut down afterwards.
     @discardableResult
-    func withClient<T>(_ configuration: CurlClient.Configuration = .init(), _ body: (CurlClient) async throws -> T) async throws -> T {
+    func withClient<T>(
+        _ configuration: CurlClient.Configuration = .init(),
+        _ body: (CurlClient) async throws -> T
+    ) async throws -> T {
         let client = CurlClient(configuration: configuration)
         defer { client.shutdown() }
         return try await body(client)
@@ -30,7 +33,9 @@ struct CurlClientTests {
         }
         defer { Task { await receiver.stop() } }
         try await withClient { client in
-            let response = try await client.send(OutboundRequest(url: receiver.url + "/a?b=1", headers: [("X-Token", "t1")])).value
+            let response = try await client.send(
+                OutboundRequest(url: receiver.url + "/a?b=1", headers: [("X-Token", "t1")])
+            ).value
             #expect(response.status == 200)
             #expect(response.header("x-echo") == "t1")
             #expect(response.header("X-ECHO") == "t1")
@@ -48,7 +53,8 @@ struct CurlClientTests {
         try await withClient { client in
             // Large enough that libcurl would otherwise send `Expect: 100-continue`.
             let body = [UInt8](repeating: UInt8(ascii: "z"), count: 5000) + [0, 1, 2]
-            let response = try await client.send(OutboundRequest(method: "POST", url: receiver.url + "/p", body: body)).value
+            let response = try await client.send(OutboundRequest(method: "POST", url: receiver.url + "/p", body: body))
+                .value
             #expect(response.status == 201)
             let request = try #require(receiver.requests.first)
             #expect(request.method == "POST")
@@ -56,7 +62,14 @@ struct CurlClientTests {
             #expect(request.header("content-type") == nil)
             #expect(request.header("expect") == nil)
             _ = try await client.send(OutboundRequest(method: "DELETE", url: receiver.url + "/d")).value
-            _ = try await client.send(OutboundRequest(method: "PUT", url: receiver.url + "/u", headers: [("Content-Type", "text/plain")], body: Array("x".utf8))).value
+            _ = try await client.send(
+                OutboundRequest(
+                    method: "PUT",
+                    url: receiver.url + "/u",
+                    headers: [("Content-Type", "text/plain")],
+                    body: Array("x".utf8)
+                )
+            ).value
             let requests = receiver.requests
             #expect(requests.map(\.method) == ["POST", "DELETE", "PUT"])
             #expect(requests[2].header("content-type") == "text/plain")
@@ -90,7 +103,10 @@ struct CurlClientTests {
         defer { Task { await receiver.stop() } }
         try await withClient { client in
             let (result, ms) = await elapsedMilliseconds {
-                await capture { try await client.send(OutboundRequest(url: receiver.url + "/slow", timeout: .milliseconds(300))).value }
+                await capture {
+                    try await client.send(OutboundRequest(url: receiver.url + "/slow", timeout: .milliseconds(300)))
+                        .value
+                }
             }
             #expect(throws: OutboundError(.timeout, "")) { try result.get() }
             #expect(ms >= 250)
@@ -106,7 +122,10 @@ struct CurlClientTests {
         defer { Task { await receiver.stop() } }
         try await withClient { client in
             let source = CancellationTokenSource()
-            let future = client.send(OutboundRequest(url: receiver.url + "/hang", timeout: .seconds(60)), cancellationToken: source.token)
+            let future = client.send(
+                OutboundRequest(url: receiver.url + "/hang", timeout: .seconds(60)),
+                cancellationToken: source.token
+            )
             _ = try await receiver.waitForRequests(1)
             #expect(receiver.server.connectionCount == 1)
             let (_, ms) = await elapsedMilliseconds {
@@ -126,7 +145,10 @@ struct CurlClientTests {
 
     @Test func aMetadataAddressIsRefusedWithoutAConnection() async throws {
         try await withClient { client in
-            for url in ["http://169.254.169.254/latest/meta-data/", "http://[fe80::1]:80/", "http://100.100.100.200/", "http://[::ffff:169.254.169.254]/"] {
+            for url in [
+                "http://169.254.169.254/latest/meta-data/", "http://[fe80::1]:80/", "http://100.100.100.200/",
+                "http://[::ffff:169.254.169.254]/",
+            ] {
                 do {
                     _ = try await client.send(OutboundRequest(url: url, timeout: .seconds(5))).value
                     Issue.record("\(url) was not refused")
@@ -168,13 +190,16 @@ struct CurlClientTests {
     }
 
     @Test func aResponseBodyOverTheLimitAbortsTheTransfer() async throws {
-        let receiver = try await TestReceiver.start { _, _ in Future(value: Response(status: .ok, body: [UInt8](repeating: 65, count: 300_000))) }
+        let receiver = try await TestReceiver.start { _, _ in
+            Future(value: Response(status: .ok, body: [UInt8](repeating: 65, count: 300_000)))
+        }
         defer { Task { await receiver.stop() } }
         try await withClient(.init(maxResponseBytes: 100_000)) { client in
             await #expect(throws: OutboundError(.responseTooLarge, "")) {
                 try await client.send(OutboundRequest(url: receiver.url + "/big")).value
             }
-            let fits = try await client.send(OutboundRequest(url: receiver.url + "/big", maxResponseBytes: 400_000)).value
+            let fits = try await client.send(OutboundRequest(url: receiver.url + "/big", maxResponseBytes: 400_000))
+                .value
             #expect(fits.body.count == 300_000)
         }
     }
@@ -192,7 +217,8 @@ struct CurlClientTests {
         try await withClient { client in
             let plain = try await client.send(OutboundRequest(url: receiver.url + "/from")).value
             #expect(plain.status == 302)
-            let followed = try await client.send(OutboundRequest(url: receiver.url + "/from", followRedirects: true)).value
+            let followed = try await client.send(OutboundRequest(url: receiver.url + "/from", followRedirects: true))
+                .value
             #expect(followed.status == 200)
             #expect(String(decoding: followed.body, as: UTF8.self) == "arrived")
         }
@@ -204,7 +230,9 @@ struct CurlClientTests {
                 try await client.send(OutboundRequest(url: "ftp://127.0.0.1/file")).value
             }
             await #expect(throws: OutboundError(.invalidRequest, "")) {
-                try await client.send(OutboundRequest(url: "http://127.0.0.1:1/", headers: [("X-Bad", "a\r\nInjected: 1")])).value
+                try await client.send(
+                    OutboundRequest(url: "http://127.0.0.1:1/", headers: [("X-Bad", "a\r\nInjected: 1")])
+                ).value
             }
         }
     }
@@ -242,7 +270,10 @@ struct CurlClientTests {
         defer { Task { await receiver.stop() } }
         try await withClient(.init(maxConcurrentTransfers: 1)) { client in
             let source = CancellationTokenSource()
-            let blocker = client.send(OutboundRequest(url: receiver.url + "/blocker", timeout: .seconds(60)), cancellationToken: source.token)
+            let blocker = client.send(
+                OutboundRequest(url: receiver.url + "/blocker", timeout: .seconds(60)),
+                cancellationToken: source.token
+            )
             _ = try await receiver.waitForRequests(1)
             await #expect(throws: OutboundError(.timeout, "")) {
                 try await client.send(OutboundRequest(url: receiver.url + "/queued", timeout: .milliseconds(200))).value
@@ -262,7 +293,9 @@ struct CurlClientTests {
         _ = try await receiver.waitForRequests(1)
         client.shutdown()
         await #expect(throws: OutboundError(.shutdown, "")) { try await inFlight.value }
-        await #expect(throws: OutboundError(.shutdown, "")) { try await client.send(OutboundRequest(url: receiver.url + "/late")).value }
+        await #expect(throws: OutboundError(.shutdown, "")) {
+            try await client.send(OutboundRequest(url: receiver.url + "/late")).value
+        }
         #expect(try await receiver.waitForNoConnections())
     }
 }

@@ -1,8 +1,8 @@
+import TestSupport
 import Testing
 
 @testable import TaskGraph
 @testable import TaskServer
-import TestSupport
 
 /// `GET /v1/jobs/{id}/events?after=&waitMs=` (SPEC §3.4).
 @Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
@@ -66,7 +66,8 @@ struct EventsAPITests {
             let types = items.compactMap { $0["type"]?.stringValue }
             #expect(
                 types == [
-                    "job.created", "job.started", "task.started", "task.started", "task.retrying", "task.failed", "task.failed",
+                    "job.created", "job.started", "task.started", "task.started", "task.retrying", "task.failed",
+                    "task.failed",
                     "task.skipped", "job.failed",
                 ]
             )
@@ -118,7 +119,9 @@ struct EventsAPITests {
         try await withServer { server in
             let id = try await server.submitID(Jobs.await())
             try await server.waitUntilStarted(id, task: "approve")
-            let last = try #require(try await server.get("/v1/jobs/\(id)/events").json["items"]?.arrayValue?.last?["seq"]?.intValue)
+            let last = try #require(
+                try await server.get("/v1/jobs/\(id)/events").json["items"]?.arrayValue?.last?["seq"]?.intValue
+            )
             let start = ContinuousClock.now
             async let poll = server.get("/v1/jobs/\(id)/events?after=\(last)&waitMs=20000")
             let completed = try await server.post("/v1/jobs/\(id)/tasks/approve/complete", text: #"{"result": "yes"}"#)
@@ -137,8 +140,12 @@ struct EventsAPITests {
         try await withServer { server in
             let id = try await server.submitID(Jobs.await())
             try await server.waitUntilStarted(id, task: "approve")
-            let last = try #require(try await server.get("/v1/jobs/\(id)/events").json["items"]?.arrayValue?.last?["seq"]?.intValue)
-            let (response, elapsed) = try await elapsedMilliseconds { try await server.get("/v1/jobs/\(id)/events?after=\(last)&waitMs=250") }
+            let last = try #require(
+                try await server.get("/v1/jobs/\(id)/events").json["items"]?.arrayValue?.last?["seq"]?.intValue
+            )
+            let (response, elapsed) = try await elapsedMilliseconds {
+                try await server.get("/v1/jobs/\(id)/events?after=\(last)&waitMs=250")
+            }
             #expect(response.status == 200)
             #expect(response.json == ["items": []])
             #expect(elapsed >= 200)
@@ -152,7 +159,9 @@ struct EventsAPITests {
             try await server.waitUntilStarted(id, task: "wait")
             _ = try await server.post("/v1/jobs/\(id)/cancel")
             _ = try await server.finished(id)
-            let types = try await server.get("/v1/jobs/\(id)/events").json["items"]?.arrayValue?.compactMap { $0["type"]?.stringValue }
+            let types = try await server.get("/v1/jobs/\(id)/events").json["items"]?.arrayValue?.compactMap {
+                $0["type"]?.stringValue
+            }
             #expect(types == ["job.created", "job.started", "task.started", "task.cancelled", "job.cancelled"])
         }
     }
@@ -162,7 +171,9 @@ struct EventsAPITests {
         try await withServer { server in
             let id = try await server.submitID(Jobs.value(1))
             expectProblem(
-                try await server.get("/v1/jobs/\(id)/events?after=\(after)"), 400, "query.invalid",
+                try await server.get("/v1/jobs/\(id)/events?after=\(after)"),
+                400,
+                "query.invalid",
                 detail: "after must be an integer from 0 to 9007199254740991, got \"\(after)\""
             )
         }
@@ -172,11 +183,18 @@ struct EventsAPITests {
         try await withServer { server in
             let id = try await server.submitID(Jobs.value(1))
             expectProblem(
-                try await server.get("/v1/jobs/\(id)/events?limit=0"), 400, "query.invalid",
+                try await server.get("/v1/jobs/\(id)/events?limit=0"),
+                400,
+                "query.invalid",
                 detail: "limit must be an integer from 1 to 10000, got \"0\""
             )
             expectProblem(try await server.get("/v1/jobs/nope/events"), 404, "job.notFound", detail: "no job nope")
-            expectProblem(try await server.get("/v1/jobs/nope/events?waitMs=5000"), 404, "job.notFound", detail: "no job nope")
+            expectProblem(
+                try await server.get("/v1/jobs/nope/events?waitMs=5000"),
+                404,
+                "job.notFound",
+                detail: "no job nope"
+            )
         }
     }
 }

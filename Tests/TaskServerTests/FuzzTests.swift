@@ -1,9 +1,9 @@
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import TaskGraph
 @testable import TaskServer
-import TestSupport
 
 /// Mutated job bodies never make the server answer 5xx, and every refusal is a problem document
 /// with a `code` (SPEC §3.9: "The server never answers 500 to any input").
@@ -107,7 +107,11 @@ struct FuzzTests {
         case index(Int)
     }
 
-    static func replacing(_ value: JSONValue, at path: ArraySlice<PathStep>, with transform: (JSONValue) -> JSONValue?) -> JSONValue? {
+    static func replacing(
+        _ value: JSONValue,
+        at path: ArraySlice<PathStep>,
+        with transform: (JSONValue) -> JSONValue?
+    ) -> JSONValue? {
         guard let step = path.first else { return transform(value) }
         switch (step, value) {
         case (.key(let key), .object(var object)):
@@ -148,12 +152,20 @@ struct FuzzTests {
             let expected = target.hasPrefix("/v1/jobs") ? 201 : 200
             return response.status == expected ? nil : "unexpected \(response.status) from \(target)"
         }
-        guard response.contentType == "application/problem+json" else { return "\(response.status) without a problem document" }
+        guard response.contentType == "application/problem+json" else {
+            return "\(response.status) without a problem document"
+        }
         let body = response.json
-        guard let code = body["code"]?.stringValue, !code.isEmpty else { return "problem without a code: \(response.text.prefix(200))" }
-        guard body["status"] == .int(response.status) else { return "problem status differs: \(response.text.prefix(200))" }
+        guard let code = body["code"]?.stringValue, !code.isEmpty else {
+            return "problem without a code: \(response.text.prefix(200))"
+        }
+        guard body["status"] == .int(response.status) else {
+            return "problem status differs: \(response.text.prefix(200))"
+        }
         guard [400, 413, 415, 422].contains(response.status) else { return "unexpected \(response.status) \(code)" }
-        if response.status == 422, code == "graph.invalid", (body["errors"]?.arrayValue ?? []).isEmpty { return "graph.invalid without errors" }
+        if response.status == 422, code == "graph.invalid", (body["errors"]?.arrayValue ?? []).isEmpty {
+            return "graph.invalid without errors"
+        }
         return nil
     }
 
@@ -161,7 +173,9 @@ struct FuzzTests {
         try await withServer({ $0.executors = ["default": 4] }) { server in
             let workers = 4
             let perWorker = 700
-            let results = try await withThrowingTaskGroup(of: (sent: Int, statuses: [Int: Int], complaints: [String]).self) { group in
+            let results = try await withThrowingTaskGroup(
+                of: (sent: Int, statuses: [Int: Int], complaints: [String]).self
+            ) { group in
                 for worker in 0..<workers {
                     group.addTask {
                         try await server.raw { connection in
@@ -174,16 +188,27 @@ struct FuzzTests {
                                 let seed = Self.seeds[Int(random.next() % UInt64(Self.seeds.count))]
                                 let body = Self.mutate(seed, &random)
                                 let target = n % 2 == 0 ? "/v1/graphs/validate" : "/v1/jobs"
-                                try connection.send(HTTPRequestBytes.make("POST", target, headers: [("Content-Type", "application/json")], body: body))
+                                try connection.send(
+                                    HTTPRequestBytes.make(
+                                        "POST",
+                                        target,
+                                        headers: [("Content-Type", "application/json")],
+                                        body: body
+                                    )
+                                )
                                 guard let response = try connection.readResponse() else {
-                                    complaints.append("connection closed after \(String(decoding: body, as: UTF8.self).prefix(200))")
+                                    complaints.append(
+                                        "connection closed after \(String(decoding: body, as: UTF8.self).prefix(200))"
+                                    )
                                     connection = try SocketConnection(port: server.port)
                                     reconnections.append(connection)
                                     continue
                                 }
                                 statuses[response.status, default: 0] += 1
                                 if let complaint = Self.complaint(about: response, target: target) {
-                                    complaints.append("\(complaint) — body: \(String(decoding: body, as: UTF8.self).prefix(300))")
+                                    complaints.append(
+                                        "\(complaint) — body: \(String(decoding: body, as: UTF8.self).prefix(300))"
+                                    )
                                 }
                                 if response.header("connection") == "close" {
                                     connection = try SocketConnection(port: server.port)
@@ -229,17 +254,29 @@ struct FuzzTests {
         try await withServer { server in
             var bodies: [String] = []
             bodies.append(String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000))
-            bodies.append("{\"graph\":" + String(repeating: "{\"type\":\"series\",\"steps\":[", count: 300) + "{\"type\":\"task\",\"action\":\"value\"}" + String(repeating: "]}", count: 300) + "}")
-            bodies.append("{\"graph\": {\"type\": \"parallel\", \"branches\": [" + Array(repeating: "{\"type\":\"task\",\"action\":\"value\"}", count: 12_000).joined(separator: ",") + "]}}")
+            bodies.append(
+                "{\"graph\":" + String(repeating: "{\"type\":\"series\",\"steps\":[", count: 300)
+                    + "{\"type\":\"task\",\"action\":\"value\"}" + String(repeating: "]}", count: 300) + "}"
+            )
+            bodies.append(
+                "{\"graph\": {\"type\": \"parallel\", \"branches\": ["
+                    + Array(repeating: "{\"type\":\"task\",\"action\":\"value\"}", count: 12_000).joined(separator: ",")
+                    + "]}}"
+            )
             bodies.append("{\"a\": 1, \"a\": 2}")
             bodies.append("\"\\ud800\"")
             bodies.append("{\"graph\": {\"type\": \"task\", \"action\": \"value\", \"params\": {\"value\": 1e999999}}}")
-            bodies.append("{\"graph\": {\"type\": \"task\", \"action\": \"value\", \"params\": {\"value\": 123456789012345678901234567890}}}")
+            bodies.append(
+                "{\"graph\": {\"type\": \"task\", \"action\": \"value\", \"params\": {\"value\": 123456789012345678901234567890}}}"
+            )
             bodies.append("\u{FEFF}{\"graph\": {\"type\": \"task\", \"action\": \"value\"}}")
             for body in bodies {
                 for target in ["/v1/graphs/validate", "/v1/jobs"] {
                     let response = try await server.post(target, text: body)
-                    #expect(Self.complaint(about: response, target: target) == nil, "\(response) for \(body.prefix(80))")
+                    #expect(
+                        Self.complaint(about: response, target: target) == nil,
+                        "\(response) for \(body.prefix(80))"
+                    )
                 }
             }
             #expect(try await server.isHealthy())

@@ -1,17 +1,19 @@
 import NIOHTTP1
 import TaskCore
+import TestSupport
 import Testing
 
 @testable import TaskGraph
 @testable import TaskServer
-import TestSupport
 
 /// The `http` action (SPEC §1.2) in jobs run by a live server, against real receivers on loopback.
 @Suite(.timeLimit(.minutes(2 * TestTiming.slowdown)))
 struct HTTPActionTests {
     /// A job of one `http` task with `params` (JSON text) and optional extra task fields.
     static func job(_ params: String, input: String = "null", extra: String = "") -> JSONValue {
-        jsonValue(#"{"input": \#(input), "graph": {"type": "task", "id": "call", "action": "http", "params": \#(params)\#(extra)}}"#)
+        jsonValue(
+            #"{"input": \#(input), "graph": {"type": "task", "id": "call", "action": "http", "params": \#(params)\#(extra)}}"#
+        )
     }
 
     @Test func aJSONResponseBecomesTheResultWithLowercasedHeaders() async throws {
@@ -41,7 +43,9 @@ struct HTTPActionTests {
         try await withServer { server in
             let text = try await server.finished(try await server.submitID(Self.job(#"{"url": "\#(receiver.url)/t"}"#)))
             #expect(text["result"]?["body"] == "plain words", "\(text)")
-            let head = try await server.finished(try await server.submitID(Self.job(#"{"url": "\#(receiver.url)/t", "method": "head"}"#)))
+            let head = try await server.finished(
+                try await server.submitID(Self.job(#"{"url": "\#(receiver.url)/t", "method": "head"}"#))
+            )
             #expect(head["result"]?["status"] == 200, "\(head)")
             #expect(head["result"]?["body"] == "")
             #expect(receiver.requests.map(\.method) == ["GET", "HEAD"])
@@ -78,10 +82,15 @@ struct HTTPActionTests {
         let receiver = try await TestReceiver.answering(.noContent)
         defer { Task { await receiver.stop() } }
         try await withServer { server in
-            let plain = try await server.submitID(Self.job(#"{"method": "PUT", "url": "\#(receiver.url)/a", "body": "line ${input}"}"#, input: "1"))
+            let plain = try await server.submitID(
+                Self.job(#"{"method": "PUT", "url": "\#(receiver.url)/a", "body": "line ${input}"}"#, input: "1")
+            )
             #expect(try await server.finished(plain)["state"] == "succeeded")
             let csv = try await server.submitID(
-                Self.job(#"{"method": "PATCH", "url": "\#(receiver.url)/b", "headers": {"content-type": "text/csv"}, "body": "a,b\n1,2"}"#))
+                Self.job(
+                    #"{"method": "PATCH", "url": "\#(receiver.url)/b", "headers": {"content-type": "text/csv"}, "body": "a,b\n1,2"}"#
+                )
+            )
             #expect(try await server.finished(csv)["state"] == "succeeded")
             let requests = receiver.requests
             #expect(requests.map(\.method) == ["PUT", "PATCH"])
@@ -98,7 +107,9 @@ struct HTTPActionTests {
         }
         defer { Task { await receiver.stop() } }
         try await withServer { server in
-            let job = try await server.finished(try await server.submitID(Self.job(#"{"url": "\#(receiver.url)/boom"}"#)))
+            let job = try await server.finished(
+                try await server.submitID(Self.job(#"{"url": "\#(receiver.url)/boom"}"#))
+            )
             #expect(job["state"] == "failed")
             let error = try #require(job["error"])
             #expect(error["code"] == "http.status")
@@ -116,12 +127,17 @@ struct HTTPActionTests {
         defer { Task { await receiver.stop() } }
         try await withServer { server in
             let accepted = try await server.finished(
-                try await server.submitID(Self.job(#"{"url": "\#(receiver.url)/x", "expectStatus": [404, "2xx"]}"#)))
+                try await server.submitID(Self.job(#"{"url": "\#(receiver.url)/x", "expectStatus": [404, "2xx"]}"#))
+            )
             #expect(accepted["state"] == "succeeded", "\(accepted)")
             #expect(accepted["result"]?["status"] == 404)
-            let byClass = try await server.finished(try await server.submitID(Self.job(#"{"url": "\#(receiver.url)/x", "expectStatus": ["4XX"]}"#)))
+            let byClass = try await server.finished(
+                try await server.submitID(Self.job(#"{"url": "\#(receiver.url)/x", "expectStatus": ["4XX"]}"#))
+            )
             #expect(byClass["state"] == "succeeded", "\(byClass)")
-            let refused = try await server.finished(try await server.submitID(Self.job(#"{"url": "\#(receiver.url)/x", "expectStatus": ["5xx", 200]}"#)))
+            let refused = try await server.finished(
+                try await server.submitID(Self.job(#"{"url": "\#(receiver.url)/x", "expectStatus": ["5xx", 200]}"#))
+            )
             #expect(refused["error"]?["code"] == "http.status")
             #expect(refused["error"]?["details"]?["body"] == #"{"missing":true}"#)
         }
@@ -134,7 +150,11 @@ struct HTTPActionTests {
         defer { Task { await receiver.stop() } }
         try await withServer { server in
             let id = try await server.submitID(
-                Self.job(#"{"url": "\#(receiver.url)/flaky"}"#, extra: #", "retry": {"maxAttempts": 5, "delayMs": 10, "on": ["http.*"]}"#))
+                Self.job(
+                    #"{"url": "\#(receiver.url)/flaky"}"#,
+                    extra: #", "retry": {"maxAttempts": 5, "delayMs": 10, "on": ["http.*"]}"#
+                )
+            )
             let job = try await server.finished(id)
             #expect(job["state"] == "succeeded", "\(job)")
             #expect(job["result"]?["body"] == ["attempt": 3])
@@ -153,7 +173,9 @@ struct HTTPActionTests {
         defer { Task { await receiver.stop() } }
         try await withServer { server in
             let (job, ms) = try await elapsedMilliseconds {
-                try await server.finished(try await server.submitID(Self.job(#"{"url": "\#(receiver.url)/slow", "timeoutMs": 300}"#)))
+                try await server.finished(
+                    try await server.submitID(Self.job(#"{"url": "\#(receiver.url)/slow", "timeoutMs": 300}"#))
+                )
             }
             #expect(job["error"]?["code"] == "http.timeout", "\(job)")
             #expect(ms < TestTiming.ms(5000))
@@ -163,7 +185,9 @@ struct HTTPActionTests {
     @Test func aRefusedConnectionIsHTTPConnect() async throws {
         let port = try closedPort()
         try await withServer { server in
-            let job = try await server.finished(try await server.submitID(Self.job(#"{"url": "http://127.0.0.1:\#(port)/x"}"#)))
+            let job = try await server.finished(
+                try await server.submitID(Self.job(#"{"url": "http://127.0.0.1:\#(port)/x"}"#))
+            )
             #expect(job["error"]?["code"] == "http.connect", "\(job)")
             #expect(job["error"]?["details"] == nil)
         }
@@ -192,7 +216,9 @@ struct HTTPActionTests {
         let receiver = try await TestReceiver.answering(.ok)
         defer { Task { await receiver.stop() } }
         try await withServer { server in
-            let job = try await server.finished(try await server.submitID(Self.job(#"{"url": "http://169.254.169.254/latest/meta-data/"}"#)))
+            let job = try await server.finished(
+                try await server.submitID(Self.job(#"{"url": "http://169.254.169.254/latest/meta-data/"}"#))
+            )
             #expect(job["error"]?["code"] == "http.connect", "\(job)")
             #expect(job["error"]?["details"] == ["reason": "policy", "address": "169.254.169.254"])
         }
@@ -212,38 +238,76 @@ struct HTTPActionTests {
                     #"""
                     {"url": "ftp://x", "method": "BREW", "headers": {"Bad Name": "x", "X-A": "a\nb", "Content-Length": "3", "X-O": {}},
                      "timeoutMs": 0, "expectStatus": [99, "6xx", "2xx"], "extra": 1}
-                    """#))
+                    """#
+                )
+            )
             expectProblem(
-                response, 422, "graph.invalid",
+                response,
+                422,
+                "graph.invalid",
                 errors: [
-                    ["pointer": "/graph/params/extra", "message": "unknown parameter \"extra\"; expected one of: body, expectStatus, headers, method, timeoutMs, url"],
+                    [
+                        "pointer": "/graph/params/extra",
+                        "message":
+                            "unknown parameter \"extra\"; expected one of: body, expectStatus, headers, method, timeoutMs, url",
+                    ],
                     ["pointer": "/graph/params/url", "message": "must be an absolute http or https URL with a host"],
-                    ["pointer": "/graph/params/method", "message": "must be one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"],
-                    ["pointer": "/graph/params/headers/Bad Name", "message": "invalid header name \"Bad Name\": use letters, digits and !#$%&'*+-.^_`|~"],
+                    [
+                        "pointer": "/graph/params/method",
+                        "message": "must be one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
+                    ],
+                    [
+                        "pointer": "/graph/params/headers/Bad Name",
+                        "message": "invalid header name \"Bad Name\": use letters, digits and !#$%&'*+-.^_`|~",
+                    ],
                     ["pointer": "/graph/params/headers/X-A", "message": "must not contain CR, LF or NUL"],
-                    ["pointer": "/graph/params/headers/Content-Length", "message": "header \"Content-Length\" is computed from the body and cannot be set"],
+                    [
+                        "pointer": "/graph/params/headers/Content-Length",
+                        "message": "header \"Content-Length\" is computed from the body and cannot be set",
+                    ],
                     ["pointer": "/graph/params/headers/X-O", "message": "must be a string, a number or a boolean"],
                     ["pointer": "/graph/params/timeoutMs", "message": "must be an integer from 1 to 3600000"],
-                    ["pointer": "/graph/params/expectStatus/0", "message": "must be a status code from 100 to 599 or a class \"1xx\" to \"5xx\""],
-                    ["pointer": "/graph/params/expectStatus/1", "message": "must be a status code from 100 to 599 or a class \"1xx\" to \"5xx\""],
-                ])
+                    [
+                        "pointer": "/graph/params/expectStatus/0",
+                        "message": "must be a status code from 100 to 599 or a class \"1xx\" to \"5xx\"",
+                    ],
+                    [
+                        "pointer": "/graph/params/expectStatus/1",
+                        "message": "must be a status code from 100 to 599 or a class \"1xx\" to \"5xx\"",
+                    ],
+                ]
+            )
             let missing = try await server.post("/v1/jobs", json: Self.job(#"{"method": "GET"}"#))
-            expectProblem(missing, 422, "graph.invalid", errors: [["pointer": "/graph/params/url", "message": "required"]])
+            expectProblem(
+                missing,
+                422,
+                "graph.invalid",
+                errors: [["pointer": "/graph/params/url", "message": "required"]]
+            )
             // Templates stand for values only known at run time.
-            let templated = try await server.post("/v1/graphs/validate", json: Self.job(#"{"url": "${input.url}", "method": "${input.m}", "headers": "${input.h}", "expectStatus": ["${input.s}"]}"#))
+            let templated = try await server.post(
+                "/v1/graphs/validate",
+                json: Self.job(
+                    #"{"url": "${input.url}", "method": "${input.m}", "headers": "${input.h}", "expectStatus": ["${input.s}"]}"#
+                )
+            )
             #expect(templated.status == 200, "\(templated)")
         }
     }
 
     @Test func paramsThatRenderInvalidFailTheTask() async throws {
         try await withServer { server in
-            let job = try await server.finished(try await server.submitID(Self.job(#"{"url": "${input}"}"#, input: #""not a url""#)))
+            let job = try await server.finished(
+                try await server.submitID(Self.job(#"{"url": "${input}"}"#, input: #""not a url""#))
+            )
             #expect(job["error"]?["code"] == "params.invalid", "\(job)")
         }
     }
 
     @Test func aHundredTransfersRunConcurrentlyBoundedByTheirExecutor() async throws {
-        let receiver = try await TestReceiver.start { request, _ in delayed(.milliseconds(30), .json(["path": .string(request.uri)])) }
+        let receiver = try await TestReceiver.start { request, _ in
+            delayed(.milliseconds(30), .json(["path": .string(request.uri)]))
+        }
         defer { Task { await receiver.stop() } }
         try await withServer({ $0.executors = ["default": 8, "io": 10] }) { server in
             let job = jsonValue(
@@ -252,7 +316,8 @@ struct HTTPActionTests {
                  "graph": {"type": "map", "id": "all", "items": "${input.items}",
                    "template": {"type": "task", "id": "get", "action": "http", "executor": "io",
                                 "params": {"url": "${job.input.base}/item/${input}"}}}}
-                """#)
+                """#
+            )
             let id = try await server.submitID(job)
             let finished = try await server.finished(id)
             #expect(finished["state"] == "succeeded", "\(finished["error"] ?? "")")

@@ -16,7 +16,11 @@ struct HTTPConnectionStateMachineTests {
         return machine
     }
 
-    static func head(_ method: HTTPMethod = .POST, _ uri: String = "/v1/jobs", _ headers: [(String, String)] = []) -> HTTPRequestHead {
+    static func head(
+        _ method: HTTPMethod = .POST,
+        _ uri: String = "/v1/jobs",
+        _ headers: [(String, String)] = []
+    ) -> HTTPRequestHead {
         HTTPRequestHead(version: .http1_1, method: method, uri: uri, headers: HTTPHeaders(headers))
     }
 
@@ -82,7 +86,10 @@ struct HTTPConnectionStateMachineTests {
         _ = machine.receivedHead(Self.head(.GET, "/healthz"), now: Self.t0)
         _ = machine.receivedEnd()
         #expect(machine.answerReady(keepAliveRequested: true, isDraining: true, now: Self.t0) == false)
-        #expect(machine.answerReady(keepAliveRequested: true, isDraining: false, now: Self.t0) == nil, "one answer per request")
+        #expect(
+            machine.answerReady(keepAliveRequested: true, isDraining: false, now: Self.t0) == nil,
+            "one answer per request"
+        )
     }
 
     @Test func anAnswerWithNoRequestInFlightIsDropped() {
@@ -92,7 +99,11 @@ struct HTTPConnectionStateMachineTests {
 
     @Test func aTargetOverTheLimitIs414AndCloses() {
         var machine = Self.machine { $0.maxURIBytes = 16 }
-        #expect(Self.problemCode(machine.receivedHead(Self.head(.GET, "/" + String(repeating: "a", count: 16)), now: Self.t0)) == "uri.tooLong")
+        #expect(
+            Self.problemCode(
+                machine.receivedHead(Self.head(.GET, "/" + String(repeating: "a", count: 16)), now: Self.t0)
+            ) == "uri.tooLong"
+        )
         guard case .closing = machine.state else {
             Issue.record("the connection ends after a framing error")
             return
@@ -130,12 +141,22 @@ struct HTTPConnectionStateMachineTests {
 
     @Test func expect100ContinueAsksForTheBodyOnlyOverHTTP11() {
         var machine = Self.machine()
-        guard case .sendContinue = machine.receivedHead(Self.head(.POST, "/v1/jobs", [("Expect", "100-Continue")]), now: Self.t0) else {
+        guard
+            case .sendContinue = machine.receivedHead(
+                Self.head(.POST, "/v1/jobs", [("Expect", "100-Continue")]),
+                now: Self.t0
+            )
+        else {
             Issue.record("HTTP/1.1 with Expect: 100-continue gets an interim answer")
             return
         }
         var old = Self.machine()
-        let head = HTTPRequestHead(version: .http1_0, method: .POST, uri: "/v1/jobs", headers: ["expect": "100-continue"])
+        let head = HTTPRequestHead(
+            version: .http1_0,
+            method: .POST,
+            uri: "/v1/jobs",
+            headers: ["expect": "100-continue"]
+        )
         guard case .none = old.receivedHead(head, now: Self.t0) else {
             Issue.record("HTTP/1.0 has no interim answers")
             return

@@ -115,7 +115,12 @@ struct HTTPHandlerTests {
 
     @Test func expect100ContinueIsAnsweredBeforeTheBody() throws {
         let channel = try Self.channel()
-        let head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/hello", headers: ["content-length": "2", "expect": "100-continue"])
+        let head = HTTPRequestHead(
+            version: .http1_1,
+            method: .POST,
+            uri: "/hello",
+            headers: ["content-length": "2", "expect": "100-continue"]
+        )
         try channel.writeInbound(HTTPServerRequestPart.head(head))
         guard case .head(let interim)? = try channel.readOutbound(as: HTTPServerResponsePart.self) else {
             Issue.record("no interim answer")

@@ -1,11 +1,11 @@
 import Logging
 import NIOCore
 import NIOHTTP1
+import TestSupport
 import Testing
 
 @testable import TaskGraph
 @testable import TaskServer
-import TestSupport
 
 /// The HTTP/1.1 layer: routing errors, limits, framing, keep-alive and pipelining, and abuse. After
 /// every abuse the server still answers `/healthz`.
@@ -13,7 +13,11 @@ import TestSupport
 struct HTTPLayerTests {
     /// Sends `bytes` on a raw connection and returns the first response (nil when the server
     /// closed without answering) and whether the server then closed the connection.
-    static func exchange(_ server: TestServer, _ bytes: [UInt8], isHead: Bool = false) async throws -> (HTTPResponse?, closed: Bool) {
+    static func exchange(
+        _ server: TestServer,
+        _ bytes: [UInt8],
+        isHead: Bool = false
+    ) async throws -> (HTTPResponse?, closed: Bool) {
         try await server.raw(receiveTimeout: 10) { connection in
             try? connection.send(bytes)
             let response = try connection.readResponse(isHead: isHead)
@@ -31,8 +35,18 @@ struct HTTPLayerTests {
         try await withServer { server in
             expectProblem(try await server.get("/nope"), 404, "route.notFound", detail: "no route for /nope")
             expectProblem(try await server.get("/v1"), 404, "route.notFound", detail: "no route for /v1")
-            expectProblem(try await server.get("/v1/jobs/a/b/c/d/e"), 404, "route.notFound", detail: "no route for /v1/jobs/a/b/c/d/e")
-            expectProblem(try await server.post("/v2/jobs", json: Jobs.value(1)), 404, "route.notFound", detail: "no route for /v2/jobs")
+            expectProblem(
+                try await server.get("/v1/jobs/a/b/c/d/e"),
+                404,
+                "route.notFound",
+                detail: "no route for /v1/jobs/a/b/c/d/e"
+            )
+            expectProblem(
+                try await server.post("/v2/jobs", json: Jobs.value(1)),
+                404,
+                "route.notFound",
+                detail: "no route for /v2/jobs"
+            )
             expectProblem(try await server.get("/"), 404, "route.notFound", detail: "no route for /")
         }
     }
@@ -83,7 +97,10 @@ struct HTTPLayerTests {
             let id = try #require(generated.header("x-request-id"))
             #expect(!id.isEmpty)
             #expect(try await server.get("/healthz").header("x-request-id") != id)
-            let tooLong = try await server.get("/healthz", headers: [("X-Request-Id", String(repeating: "r", count: 65))])
+            let tooLong = try await server.get(
+                "/healthz",
+                headers: [("X-Request-Id", String(repeating: "r", count: 65))]
+            )
             #expect(tooLong.header("x-request-id") != String(repeating: "r", count: 65))
             #expect(tooLong.header("x-request-id")?.isEmpty == false)
             // Spaces or control characters could forge log lines: such ids are replaced too.
@@ -96,16 +113,27 @@ struct HTTPLayerTests {
     @Test func aTargetWithABadPercentEscapeIs400() async throws {
         try await withServer { server in
             expectProblem(
-                try await server.get("/v1/jobs/%zz"), 400, "query.invalid", detail: "the request target is not valid percent-encoded UTF-8"
+                try await server.get("/v1/jobs/%zz"),
+                400,
+                "query.invalid",
+                detail: "the request target is not valid percent-encoded UTF-8"
             )
-            expectProblem(try await server.get("/v1/jobs/%C3%28"), 400, "query.invalid", detail: "the request target is not valid percent-encoded UTF-8")
+            expectProblem(
+                try await server.get("/v1/jobs/%C3%28"),
+                400,
+                "query.invalid",
+                detail: "the request target is not valid percent-encoded UTF-8"
+            )
             #expect(try await server.isHealthy())
         }
     }
 
     @Test func anAbsoluteFormTargetIsRoutedByItsPath() async throws {
         try await withServer { server in
-            let (response, _) = try await Self.exchange(server, "GET http://127.0.0.1/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            let (response, _) = try await Self.exchange(
+                server,
+                "GET http://127.0.0.1/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+            )
             let answer = try #require(response)
             #expect(answer.status == 200)
             #expect(answer.json == ["status": "ok"])
@@ -132,7 +160,8 @@ struct HTTPLayerTests {
     @Test func aDeclaredBodyOverTheLimitIs413BeforeTheBodyIsSent() async throws {
         try await withServer({ $0.maxBodyBytes = 4096 }) { server in
             // Only the head is sent: the answer comes without waiting for 10 MB that never arrive.
-            let head = "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10000000\r\n\r\n"
+            let head =
+                "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10000000\r\n\r\n"
             let (response, closed) = try await Self.exchange(server, head)
             let answer = try #require(response)
             expectProblem(answer, 413, "body.tooLarge", detail: "the request body is larger than 4096 bytes")
@@ -180,7 +209,8 @@ struct HTTPLayerTests {
     @Test func expect100ContinueIsAnsweredBeforeTheBodyIsSent() async throws {
         try await withServer { server in
             let body = Jobs.value(.string(String(repeating: "x", count: 2000))).jsonBytes
-            let head = "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\nExpect: 100-continue\r\n\r\n"
+            let head =
+                "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\nExpect: 100-continue\r\n\r\n"
             let (interim, final) = try await server.raw(receiveTimeout: 2) { connection in
                 try connection.send(head)
                 let interim = try? connection.readResponse()
@@ -196,7 +226,8 @@ struct HTTPLayerTests {
     @Test(arguments: ["99999999999999999999999999", "-5", "abc", "1e3", "12, 12"])
     func anUnusableContentLengthIs400(_ length: String) async throws {
         try await withServer { server in
-            let text = "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(length)\r\n\r\n{}"
+            let text =
+                "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(length)\r\n\r\n{}"
             let (response, closed) = try await Self.exchange(server, text)
             let answer = try #require(response)
             #expect(answer.status == 400 || answer.status == 413, "\(answer)")
@@ -208,9 +239,15 @@ struct HTTPLayerTests {
 
     @Test func anAbsurdButWellFormedContentLengthIs413() async throws {
         try await withServer { server in
-            let text = "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9000000000000\r\n\r\n{}"
+            let text =
+                "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9000000000000\r\n\r\n{}"
             let (response, closed) = try await Self.exchange(server, text)
-            expectProblem(try #require(response), 413, "body.tooLarge", detail: "the request body is larger than 1048576 bytes")
+            expectProblem(
+                try #require(response),
+                413,
+                "body.tooLarge",
+                detail: "the request body is larger than 1048576 bytes"
+            )
             #expect(closed)
             #expect(try await server.isHealthy())
         }
@@ -224,7 +261,8 @@ struct HTTPLayerTests {
     ])
     func conflictingFramingIs400AndTheConnectionCloses(_ framing: String) async throws {
         try await withServer { server in
-            let text = "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\(framing)\r\n\r\n0\r\n\r\n"
+            let text =
+                "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\(framing)\r\n\r\n0\r\n\r\n"
             let (response, closed) = try await Self.exchange(server, text)
             let answer = try #require(response)
             #expect(answer.status == 400, "\(answer)")
@@ -237,7 +275,8 @@ struct HTTPLayerTests {
 
     @Test func hugeHeadersAreRefusedAndTheConnectionCloses() async throws {
         try await withServer { server in
-            let text = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + String(repeating: "b", count: 200_000) + "\r\n\r\n"
+            let text =
+                "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + String(repeating: "b", count: 200_000) + "\r\n\r\n"
             let (response, closed) = try await Self.exchange(server, text)
             expectProblem(try #require(response), 431, "headers.tooLarge", detail: "the request headers are too large")
             #expect(closed)
@@ -286,9 +325,16 @@ struct HTTPLayerTests {
         try await withServer { server in
             var generator = SplitMix64(seed: 0x5EED)
             for _ in 0..<50 {
-                let noise = (0..<Int(generator.next() % 4096 + 1)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+                let noise = (0..<Int(generator.next() % 4096 + 1)).map { _ in
+                    UInt8(truncatingIfNeeded: generator.next())
+                }
                 let (response, _) = try await Self.exchange(server, noise)
-                if let answer = response { #expect(answer.status == 400 || answer.status == 404 || answer.status == 405 || answer.status == 431, "\(answer)") }
+                if let answer = response {
+                    #expect(
+                        answer.status == 400 || answer.status == 404 || answer.status == 405 || answer.status == 431,
+                        "\(answer)"
+                    )
+                }
             }
             #expect(try await server.isHealthy())
         }
@@ -309,7 +355,14 @@ struct HTTPLayerTests {
                 // A problem (400 query.invalid) does not end the connection either.
                 try connection.send(HTTPRequestBytes.make("GET", "/v1/jobs?limit=0"))
                 statuses.append(try connection.readResponse()?.status ?? 0)
-                try connection.send(HTTPRequestBytes.make("POST", "/v1/jobs", headers: [("Content-Type", "application/json")], body: Array("{".utf8)))
+                try connection.send(
+                    HTTPRequestBytes.make(
+                        "POST",
+                        "/v1/jobs",
+                        headers: [("Content-Type", "application/json")],
+                        body: Array("{".utf8)
+                    )
+                )
                 statuses.append(try connection.readResponse()?.status ?? 0)
                 try connection.send(HTTPRequestBytes.make("GET", "/healthz"))
                 statuses.append(try connection.readResponse()?.status ?? 0)
@@ -325,10 +378,20 @@ struct HTTPLayerTests {
             // are instant, yet their answers must come after it.
             let job = Jobs.delay(200).jsonBytes
             let bytes =
-                HTTPRequestBytes.make("POST", "/v1/jobs?waitMs=10000", headers: [("Content-Type", "application/json")], body: job)
+                HTTPRequestBytes.make(
+                    "POST",
+                    "/v1/jobs?waitMs=10000",
+                    headers: [("Content-Type", "application/json")],
+                    body: job
+                )
                 + HTTPRequestBytes.make("GET", "/healthz")
                 + HTTPRequestBytes.make("GET", "/v1/jobs/nope")
-                + HTTPRequestBytes.make("POST", "/v1/graphs/validate", headers: [("Content-Type", "application/json")], body: Jobs.value(1).jsonBytes)
+                + HTTPRequestBytes.make(
+                    "POST",
+                    "/v1/graphs/validate",
+                    headers: [("Content-Type", "application/json")],
+                    body: Jobs.value(1).jsonBytes
+                )
                 + HTTPRequestBytes.make("GET", "/readyz")
             let responses = try await server.raw { connection in
                 try connection.send(bytes)
@@ -345,7 +408,10 @@ struct HTTPLayerTests {
 
     @Test func connectionCloseAndHTTP10EndTheConnectionAfterTheResponse() async throws {
         try await withServer { server in
-            let (closeResponse, closed) = try await Self.exchange(server, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            let (closeResponse, closed) = try await Self.exchange(
+                server,
+                "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            )
             #expect(closeResponse?.status == 200)
             #expect(closeResponse?.header("connection") == "close")
             #expect(closed)
@@ -415,7 +481,10 @@ struct HTTPLayerTests {
     }
 
     @Test func slowHeadersAndIdleConnectionsAreClosedAfterTheirTimeouts() async throws {
-        let app = try Application(configuration: ServerConfiguration(), logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        let app = try Application(
+            configuration: ServerConfiguration(),
+            logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        )
         var limits = HTTPLimits()
         limits.requestHeadTimeout = .milliseconds(200)
         limits.idleTimeout = .milliseconds(200)
@@ -433,7 +502,9 @@ struct HTTPLayerTests {
             let answered = try idle.readResponse()?.status == 200
             let idleClosed = answered && idle.waitForClose()
             let body = try SocketConnection(port: port, receiveTimeoutSeconds: 10)
-            try body.send("POST /v1/graphs/validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+            try body.send(
+                "POST /v1/graphs/validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+            )
             let bodyClosed = (try? body.readResponse()) == nil
             // Empty lines before a request line are skipped, so they too wait for a head that never comes.
             let blank = try SocketConnection(port: port, receiveTimeoutSeconds: 10)
@@ -447,4 +518,3 @@ struct HTTPLayerTests {
         #expect(slowBody)
     }
 }
-

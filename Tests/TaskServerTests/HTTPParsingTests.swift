@@ -14,7 +14,11 @@ struct HTTPParsingTests {
         ("http://host:8080/v1/jobs?q=a+b", ["v1", "jobs"], ["q": ["a b"]]),
         ("/v1/é", ["v1", "é"], [:]),
     ])
-    func targetsSplitIntoDecodedSegmentsAndQueryValues(target: String, segments: [String], query: [String: [String]]) throws {
+    func targetsSplitIntoDecodedSegmentsAndQueryValues(
+        target: String,
+        segments: [String],
+        query: [String: [String]]
+    ) throws {
         let parsed = try #require(parseTarget(target))
         #expect(parsed.segments == segments)
         #expect(parsed.query == query)

@@ -1,16 +1,24 @@
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import TaskGraph
 @testable import TaskServer
-import TestSupport
 
 /// `POST/GET/DELETE /v1/jobs…`, cancel, graph drawings and validation (SPEC §3.1, §3.2, §3.5, §3.7).
 @Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
 struct JobsAPITests {
-    static func progress(total: Int = 1, running: Int = 0, succeeded: Int = 0, failed: Int = 0, cancelled: Int = 0, skipped: Int = 0) -> String {
+    static func progress(
+        total: Int = 1,
+        running: Int = 0,
+        succeeded: Int = 0,
+        failed: Int = 0,
+        cancelled: Int = 0,
+        skipped: Int = 0
+    ) -> String {
         let pending = total - running - succeeded - failed - cancelled - skipped
-        return #"{"total": \#(total), "pending": \#(pending), "running": \#(running), "succeeded": \#(succeeded), "failed": \#(failed), "cancelled": \#(cancelled), "skipped": \#(skipped)}"#
+        return
+            #"{"total": \#(total), "pending": \#(pending), "running": \#(running), "succeeded": \#(succeeded), "failed": \#(failed), "cancelled": \#(cancelled), "skipped": \#(skipped)}"#
     }
 
     static let progressOneSucceeded = jsonValue(progress(succeeded: 1))
@@ -44,7 +52,10 @@ struct JobsAPITests {
 
     @Test func submitWithWaitMsAnswersWithTheSucceededJob() async throws {
         try await withServer { server in
-            let job = Jobs.with(Jobs.value(jsonValue(#"{"answer": 42}"#)), ["name": "answer", "input": jsonValue(#"{"q": 1}"#), "labels": jsonValue(#"{"team": "data"}"#)])
+            let job = Jobs.with(
+                Jobs.value(jsonValue(#"{"answer": 42}"#)),
+                ["name": "answer", "input": jsonValue(#"{"q": 1}"#), "labels": jsonValue(#"{"team": "data"}"#)]
+            )
             let response = try await server.post("/v1/jobs?waitMs=10000", json: job)
             #expect(response.status == 201)
             let id = try #require(response.json["id"]?.stringValue)
@@ -85,7 +96,9 @@ struct JobsAPITests {
 
     @Test func submitWithWaitMsThatTimesOutAnswersWithTheRunningJob() async throws {
         try await withServer { server in
-            let (response, elapsed) = try await elapsedMilliseconds { try await server.post("/v1/jobs?waitMs=300", json: Jobs.delay(60_000)) }
+            let (response, elapsed) = try await elapsedMilliseconds {
+                try await server.post("/v1/jobs?waitMs=300", json: Jobs.delay(60_000))
+            }
             #expect(response.status == 201)
             #expect(response.json["state"] == "running")
             #expect(elapsed >= 250)
@@ -112,11 +125,16 @@ struct JobsAPITests {
 
     @Test func aRepeatWithTheSameIdempotencyKeyAndBodyAnswers200WithTheSameJob() async throws {
         try await withServer { server in
-            let first = try await server.post("/v1/jobs", json: Jobs.delay(60_000), headers: [("Idempotency-Key", "order-17")])
+            let first = try await server.post(
+                "/v1/jobs",
+                json: Jobs.delay(60_000),
+                headers: [("Idempotency-Key", "order-17")]
+            )
             #expect(first.status == 201)
             let id = try #require(first.json["id"]?.stringValue)
             // The same JSON value with other whitespace is the same body.
-            let spaced = "{ \"graph\" : {\"type\": \"task\", \"id\": \"wait\", \"action\": \"delay\", \"params\": {\"ms\": 60000}} }\n"
+            let spaced =
+                "{ \"graph\" : {\"type\": \"task\", \"id\": \"wait\", \"action\": \"delay\", \"params\": {\"ms\": 60000}} }\n"
             let second = try await server.post("/v1/jobs", text: spaced, headers: [("Idempotency-Key", "order-17")])
             #expect(second.status == 200)
             #expect(second.json["id"] == .string(id))
@@ -124,7 +142,11 @@ struct JobsAPITests {
             let list = try await server.get("/v1/jobs").json["items"]?.arrayValue ?? []
             #expect(list.count == 1)
             // Another key makes another job.
-            let third = try await server.post("/v1/jobs", json: Jobs.delay(60_000), headers: [("Idempotency-Key", "order-18")])
+            let third = try await server.post(
+                "/v1/jobs",
+                json: Jobs.delay(60_000),
+                headers: [("Idempotency-Key", "order-18")]
+            )
             #expect(third.status == 201)
             #expect(third.json["id"] != .string(id))
             _ = try await server.post("/v1/jobs/\(id)/cancel")
@@ -137,7 +159,12 @@ struct JobsAPITests {
             let first = try await server.post("/v1/jobs", json: Jobs.value(1), headers: [("Idempotency-Key", "k1")])
             #expect(first.status == 201)
             let second = try await server.post("/v1/jobs", json: Jobs.value(2), headers: [("Idempotency-Key", "k1")])
-            expectProblem(second, 422, "idempotency.mismatch", detail: "Idempotency-Key \"k1\" was used before with a different body")
+            expectProblem(
+                second,
+                422,
+                "idempotency.mismatch",
+                detail: "Idempotency-Key \"k1\" was used before with a different body"
+            )
         }
     }
 
@@ -145,9 +172,18 @@ struct JobsAPITests {
     func anIdempotencyKeyThatIsNot1To255VisibleASCIICharactersIs400(_ key: String) async throws {
         try await withServer { server in
             let response = try await server.post("/v1/jobs", json: Jobs.value(1), headers: [("Idempotency-Key", key)])
-            expectProblem(response, 400, "query.invalid", detail: "Idempotency-Key must be 1 to 255 visible ASCII characters")
+            expectProblem(
+                response,
+                400,
+                "query.invalid",
+                detail: "Idempotency-Key must be 1 to 255 visible ASCII characters"
+            )
             #expect(try await server.get("/v1/jobs").json["items"] == [])
-            let longest = try await server.post("/v1/jobs", json: Jobs.value(1), headers: [("Idempotency-Key", String(repeating: "k", count: 255))])
+            let longest = try await server.post(
+                "/v1/jobs",
+                json: Jobs.value(1),
+                headers: [("Idempotency-Key", String(repeating: "k", count: 255))]
+            )
             #expect(longest.status == 201)
         }
     }
@@ -158,13 +194,31 @@ struct JobsAPITests {
             let missing = try await server.post("/v1/jobs", text: body, contentType: nil)
             expectProblem(missing, 415, "contentType.unsupported", detail: "send the body as application/json")
             let plain = try await server.post("/v1/jobs", text: body, contentType: "text/plain")
-            expectProblem(plain, 415, "contentType.unsupported", detail: "the body must be application/json, not text/plain")
-            let form = try await server.post("/v1/graphs/validate", text: body, contentType: "application/x-www-form-urlencoded")
-            expectProblem(form, 415, "contentType.unsupported", detail: "the body must be application/json, not application/x-www-form-urlencoded")
+            expectProblem(
+                plain,
+                415,
+                "contentType.unsupported",
+                detail: "the body must be application/json, not text/plain"
+            )
+            let form = try await server.post(
+                "/v1/graphs/validate",
+                text: body,
+                contentType: "application/x-www-form-urlencoded"
+            )
+            expectProblem(
+                form,
+                415,
+                "contentType.unsupported",
+                detail: "the body must be application/json, not application/x-www-form-urlencoded"
+            )
             // Parameters and +json types are fine.
             let charset = try await server.post("/v1/jobs", text: body, contentType: "Application/JSON; charset=utf-8")
             #expect(charset.status == 201)
-            let problemJSON = try await server.post("/v1/graphs/validate", text: body, contentType: "application/vnd.taskserver+json")
+            let problemJSON = try await server.post(
+                "/v1/graphs/validate",
+                text: body,
+                contentType: "application/vnd.taskserver+json"
+            )
             #expect(problemJSON.status == 200)
         }
     }
@@ -173,12 +227,16 @@ struct JobsAPITests {
         try await withServer { server in
             let response = try await server.post("/v1/jobs", text: "{\n  \"graph\": {\"type\": \"task\",,}\n}")
             expectProblem(response, 400, "json.malformed")
-            #expect(response.json["detail"] == "the body is not valid JSON: line 2, column 28: unexpected character ','")
+            #expect(
+                response.json["detail"] == "the body is not valid JSON: line 2, column 28: unexpected character ','"
+            )
             let empty = try await server.post("/v1/jobs", text: "")
             expectProblem(empty, 400, "json.malformed", detail: "the body is empty; send a JSON document")
             let truncated = try await server.post("/v1/graphs/validate", text: "[1, 2")
             expectProblem(truncated, 400, "json.malformed")
-            #expect(truncated.json["detail"]?.stringValue?.hasPrefix("the body is not valid JSON: line 1, column ") == true)
+            #expect(
+                truncated.json["detail"]?.stringValue?.hasPrefix("the body is not valid JSON: line 1, column ") == true
+            )
         }
     }
 
@@ -188,7 +246,10 @@ struct JobsAPITests {
             let response = try await server.post("/v1/jobs", json: big)
             expectProblem(response, 413, "body.tooLarge", detail: "the request body is larger than 2048 bytes")
             #expect(response.header("connection") == "close")
-            let small = try await server.post("/v1/jobs", json: Jobs.value(.string(String(repeating: "x", count: 1000))))
+            let small = try await server.post(
+                "/v1/jobs",
+                json: Jobs.value(.string(String(repeating: "x", count: 1000)))
+            )
             #expect(small.status == 201)
             #expect(try await server.isHealthy())
         }
@@ -224,12 +285,18 @@ struct JobsAPITests {
             // A single problem is named in the detail.
             let missing = try await server.post("/v1/jobs", text: #"{"name": "x"}"#)
             expectProblem(
-                missing, 422, "graph.invalid", detail: "the job is invalid: /graph: required",
+                missing,
+                422,
+                "graph.invalid",
+                detail: "the job is invalid: /graph: required",
                 errors: [jsonValue(#"{"pointer": "/graph", "message": "required"}"#)]
             )
             let notObject = try await server.post("/v1/jobs", text: "[1, 2]")
             expectProblem(
-                notObject, 422, "graph.invalid", detail: "the job is invalid: /: must be an object",
+                notObject,
+                422,
+                "graph.invalid",
+                detail: "the job is invalid: /: must be an object",
                 errors: [jsonValue(#"{"pointer": "", "message": "must be an object"}"#)]
             )
         }
@@ -261,7 +328,12 @@ struct JobsAPITests {
             let before = try await server.submitID(Jobs.value(1), waitMs: 10_000)
             server.app.beginDraining()
             let response = try await server.post("/v1/jobs", json: Jobs.value(1))
-            expectProblem(response, 503, "server.draining", detail: "the server is shutting down and accepts no new jobs")
+            expectProblem(
+                response,
+                503,
+                "server.draining",
+                detail: "the server is shutting down and accepts no new jobs"
+            )
             // Reads still work.
             #expect(try await server.get("/v1/jobs/\(before)").status == 200)
             #expect(try await server.isHealthy())
@@ -280,7 +352,9 @@ struct JobsAPITests {
     @Test func aLongPollAnswersAsSoonAsTheJobEnds() async throws {
         try await withServer { server in
             let id = try await server.submitID(Jobs.delay(300))
-            let (response, elapsed) = try await elapsedMilliseconds { try await server.get("/v1/jobs/\(id)?waitMs=5000") }
+            let (response, elapsed) = try await elapsedMilliseconds {
+                try await server.get("/v1/jobs/\(id)?waitMs=5000")
+            }
             #expect(response.status == 200)
             #expect(response.json["state"] == "succeeded")
             #expect(response.json["progress"] == Self.progressOneSucceeded)
@@ -291,7 +365,9 @@ struct JobsAPITests {
     @Test func aLongPollThatTimesOutAnswers200WithTheCurrentState() async throws {
         try await withServer { server in
             let id = try await server.submitID(Jobs.delay(60_000))
-            let (response, elapsed) = try await elapsedMilliseconds { try await server.get("/v1/jobs/\(id)?waitMs=250") }
+            let (response, elapsed) = try await elapsedMilliseconds {
+                try await server.get("/v1/jobs/\(id)?waitMs=250")
+            }
             #expect(response.status == 200)
             #expect(response.json["state"] == "running")
             #expect(elapsed >= 200)
@@ -306,8 +382,18 @@ struct JobsAPITests {
             let id = try await server.submitID(Jobs.value(1))
             let detail = "waitMs must be an integer from 0 to 60000, got \"\(value)\""
             expectProblem(try await server.get("/v1/jobs/\(id)?waitMs=\(value)"), 400, "query.invalid", detail: detail)
-            expectProblem(try await server.post("/v1/jobs?waitMs=\(value)", json: Jobs.value(1)), 400, "query.invalid", detail: detail)
-            expectProblem(try await server.get("/v1/jobs/\(id)/events?waitMs=\(value)"), 400, "query.invalid", detail: detail)
+            expectProblem(
+                try await server.post("/v1/jobs?waitMs=\(value)", json: Jobs.value(1)),
+                400,
+                "query.invalid",
+                detail: detail
+            )
+            expectProblem(
+                try await server.get("/v1/jobs/\(id)/events?waitMs=\(value)"),
+                400,
+                "query.invalid",
+                detail: detail
+            )
         }
     }
 
@@ -317,7 +403,10 @@ struct JobsAPITests {
         try await withServer { server in
             var ids: [String] = []
             for n in 0..<3 {
-                let job = Jobs.with(Jobs.value(.int(n)), ["input": jsonValue(#"{"n": \#(n)}"#), "name": .string("job-\(n)")])
+                let job = Jobs.with(
+                    Jobs.value(.int(n)),
+                    ["input": jsonValue(#"{"n": \#(n)}"#), "name": .string("job-\(n)")]
+                )
                 ids.append(try await server.submitID(job, waitMs: 10_000))
             }
             let response = try await server.get("/v1/jobs")
@@ -347,7 +436,9 @@ struct JobsAPITests {
             let failed = try await server.submitID(Jobs.fail(code: "x", message: "y"), waitMs: 10_000)
             let running = try await server.submitID(Jobs.delay(60_000))
             func ids(_ state: String) async throws -> [String] {
-                try await server.get("/v1/jobs?state=\(state)").json["items"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
+                try await server.get("/v1/jobs?state=\(state)").json["items"]?.arrayValue?.compactMap {
+                    $0["id"]?.stringValue
+                } ?? []
             }
             #expect(try await ids("succeeded") == [succeeded])
             #expect(try await ids("failed") == [failed])
@@ -355,7 +446,9 @@ struct JobsAPITests {
             #expect(try await ids("pending") == [])
             #expect(try await ids("cancelled") == [])
             expectProblem(
-                try await server.get("/v1/jobs?state=done"), 400, "query.invalid",
+                try await server.get("/v1/jobs?state=done"),
+                400,
+                "query.invalid",
                 detail: "state must be one of pending, running, succeeded, failed, cancelled"
             )
             _ = try await server.post("/v1/jobs/\(running)/cancel")
@@ -385,16 +478,30 @@ struct JobsAPITests {
             #expect(try await ids("label=link:http://x:8080/a") == [url])
             let items = try await server.get("/v1/jobs?label=team:data").json["items"]?.arrayValue ?? []
             #expect(items.first?["labels"] == ["env": "prod", "team": "data"])
-            expectProblem(try await server.get("/v1/jobs?label=team"), 400, "query.invalid", detail: "label must be key:value")
-            expectProblem(try await server.get("/v1/jobs?label=:data"), 400, "query.invalid", detail: "label must be key:value")
+            expectProblem(
+                try await server.get("/v1/jobs?label=team"),
+                400,
+                "query.invalid",
+                detail: "label must be key:value"
+            )
+            expectProblem(
+                try await server.get("/v1/jobs?label=:data"),
+                400,
+                "query.invalid",
+                detail: "label must be key:value"
+            )
         }
     }
 
     /// openapi.yaml: "Repeat the parameter to require several labels" (filters combine with AND).
     @Test func repeatedLabelFiltersAllApply() async throws {
         try await withServer { server in
-            let prod = try await server.submitID(Jobs.with(Jobs.value(1), ["labels": jsonValue(#"{"team": "data", "env": "prod"}"#)]))
-            _ = try await server.submitID(Jobs.with(Jobs.value(1), ["labels": jsonValue(#"{"team": "data", "env": "dev"}"#)]))
+            let prod = try await server.submitID(
+                Jobs.with(Jobs.value(1), ["labels": jsonValue(#"{"team": "data", "env": "prod"}"#)])
+            )
+            _ = try await server.submitID(
+                Jobs.with(Jobs.value(1), ["labels": jsonValue(#"{"team": "data", "env": "dev"}"#)])
+            )
             let items = try await server.get("/v1/jobs?label=team:data&label=env:prod").json["items"]?.arrayValue ?? []
             #expect(items.compactMap { $0["id"]?.stringValue } == [prod])
         }
@@ -451,7 +558,9 @@ struct JobsAPITests {
     func aLimitThatIsNotFrom1To1000Is400(_ limit: String) async throws {
         try await withServer { server in
             expectProblem(
-                try await server.get("/v1/jobs?limit=\(limit)"), 400, "query.invalid",
+                try await server.get("/v1/jobs?limit=\(limit)"),
+                400,
+                "query.invalid",
                 detail: "limit must be an integer from 1 to 1000, got \"\(limit)\""
             )
         }
@@ -474,7 +583,12 @@ struct JobsAPITests {
     @Test func deletingARunningJobIs409NotTerminal() async throws {
         try await withServer { server in
             let id = try await server.submitID(Jobs.delay(60_000))
-            expectProblem(try await server.delete("/v1/jobs/\(id)"), 409, "job.notTerminal", detail: "the job is still running; cancel it first")
+            expectProblem(
+                try await server.delete("/v1/jobs/\(id)"),
+                409,
+                "job.notTerminal",
+                detail: "the job is still running; cancel it first"
+            )
             _ = try await server.post("/v1/jobs/\(id)/cancel")
             _ = try await server.finished(id)
             #expect(try await server.delete("/v1/jobs/\(id)").status == 204)
@@ -516,9 +630,19 @@ struct JobsAPITests {
     @Test func cancellingAFinishedJobIs409Terminal() async throws {
         try await withServer { server in
             let succeeded = try await server.submitID(Jobs.value(1), waitMs: 10_000)
-            expectProblem(try await server.post("/v1/jobs/\(succeeded)/cancel"), 409, "job.terminal", detail: "the job already succeeded")
+            expectProblem(
+                try await server.post("/v1/jobs/\(succeeded)/cancel"),
+                409,
+                "job.terminal",
+                detail: "the job already succeeded"
+            )
             let failed = try await server.submitID(Jobs.fail(code: "x", message: "y"), waitMs: 10_000)
-            expectProblem(try await server.post("/v1/jobs/\(failed)/cancel"), 409, "job.terminal", detail: "the job already failed")
+            expectProblem(
+                try await server.post("/v1/jobs/\(failed)/cancel"),
+                409,
+                "job.terminal",
+                detail: "the job already failed"
+            )
             #expect(try await server.get("/v1/jobs/\(succeeded)").json["state"] == "succeeded")
         }
     }
@@ -624,7 +748,12 @@ struct JobsAPITests {
     @Test func anUnknownDrawingFormatIs400AndAnUnknownJob404() async throws {
         try await withServer { server in
             let id = try await server.submitID(Jobs.value(1))
-            expectProblem(try await server.get("/v1/jobs/\(id)/graph?format=png"), 400, "query.invalid", detail: "format must be mermaid or dot")
+            expectProblem(
+                try await server.get("/v1/jobs/\(id)/graph?format=png"),
+                400,
+                "query.invalid",
+                detail: "format must be mermaid or dot"
+            )
             expectProblem(try await server.get("/v1/jobs/nope/graph"), 404, "job.notFound", detail: "no job nope")
         }
     }
@@ -637,17 +766,25 @@ struct JobsAPITests {
             #expect(response.status == 200)
             #expect(response.contentType == "application/json")
             expectJSON(response.json, jsonValue(#"{"valid": true, "nodes": 4, "depth": 2}"#))
-            expectJSON(try await server.post("/v1/graphs/validate", json: Jobs.value(1)).json, jsonValue(#"{"valid": true, "nodes": 1, "depth": 1}"#))
+            expectJSON(
+                try await server.post("/v1/graphs/validate", json: Jobs.value(1)).json,
+                jsonValue(#"{"valid": true, "nodes": 1, "depth": 1}"#)
+            )
             #expect(try await server.get("/v1/jobs").json["items"] == [])
         }
     }
 
     @Test func validatingAnInvalidJobIs422WithEveryProblem() async throws {
         try await withServer { server in
-            let job = jsonValue(#"{"graph": {"type": "series", "steps": [{"type": "task"}, {"type": "task", "action": "value", "executor": "gpu"}]}}"#)
+            let job = jsonValue(
+                #"{"graph": {"type": "series", "steps": [{"type": "task"}, {"type": "task", "action": "value", "executor": "gpu"}]}}"#
+            )
             let response = try await server.post("/v1/graphs/validate", json: job)
             expectProblem(
-                response, 422, "graph.invalid", detail: "the job is invalid (2 problems)",
+                response,
+                422,
+                "graph.invalid",
+                detail: "the job is invalid (2 problems)",
                 errors: jsonValue(
                     #"""
                     [{"pointer": "/graph/steps/0/action", "message": "required"},
@@ -673,7 +810,12 @@ struct JobsAPITests {
                             for n in 0..<jobsEach {
                                 let body = Jobs.value(jsonValue(#"{"submitter": \#(submitter), "n": \#(n)}"#)).jsonBytes
                                 try connection.send(
-                                    HTTPRequestBytes.make("POST", "/v1/jobs", headers: [("Content-Type", "application/json")], body: body)
+                                    HTTPRequestBytes.make(
+                                        "POST",
+                                        "/v1/jobs",
+                                        headers: [("Content-Type", "application/json")],
+                                        body: body
+                                    )
                                 )
                                 guard let response = try connection.readResponse(), response.status == 201,
                                     let id = response.json["id"]?.stringValue

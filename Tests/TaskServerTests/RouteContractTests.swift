@@ -120,7 +120,8 @@ struct RouteContractTests {
             let operations = Self.documentedOperations(try Self.openAPIText())
             var fromJSON: Set<String> = []
             for (path, item) in document["paths"]?.objectValue?.members ?? [] {
-                for method in item.objectValue?.keys ?? [] where ["get", "post", "put", "patch", "delete"].contains(method) {
+                for method in item.objectValue?.keys ?? []
+                where ["get", "post", "put", "patch", "delete"].contains(method) {
                     fromJSON.insert("\(method.uppercased()) \(path)")
                 }
             }
@@ -136,7 +137,10 @@ struct RouteContractTests {
         let line = try #require(rest.split(separator: "\n").first { $0.hasPrefix("  version:") })
         let expected = line.dropFirst("  version:".count).trimmingCharacters(in: .whitespaces)
         #expect(TaskServerVersion.current == expected)
-        #expect(TaskServerVersion.current.split(separator: ".").count == 3, "a semantic version: \(TaskServerVersion.current)")
+        #expect(
+            TaskServerVersion.current.split(separator: ".").count == 3,
+            "a semantic version: \(TaskServerVersion.current)"
+        )
     }
 
     @Test func theVersionIsReadFromTheInfoMappingOnly() {

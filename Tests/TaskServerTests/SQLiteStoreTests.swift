@@ -1,12 +1,12 @@
 import Foundation
 import Logging
 import NIOHTTP1
+import TestSupport
 import Testing
 
 @testable import TaskCore
 @testable import TaskGraph
 @testable import TaskServer
-import TestSupport
 
 /// The embedded SQLite store: schema, durability before `201`, reading back after a restart,
 /// resuming unfinished jobs from a crash image, list/delete/retention from the file.
@@ -17,13 +17,18 @@ import TestSupport
 @Suite(.timeLimit(.minutes(2 * TestTiming.slowdown)))
 struct SQLiteStoreTests {
     static func temporaryDirectory() throws -> String {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("taskserver-store-\(UUID().uuidString)").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "taskserver-store-\(UUID().uuidString)"
+        ).path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         return path
     }
 
     /// A server on `path`.
-    static func server(_ path: String, _ configure: @escaping (inout ServerConfiguration) -> Void = { _ in }) async throws -> TestServer {
+    static func server(
+        _ path: String,
+        _ configure: @escaping (inout ServerConfiguration) -> Void = { _ in }
+    ) async throws -> TestServer {
         try await TestServer.start { configuration in
             configuration.dataPath = path
             configure(&configuration)
@@ -61,7 +66,11 @@ struct SQLiteStoreTests {
         }
         let db = try SQLiteConnection(path: path)
         #expect(try db.scalar("PRAGMA user_version") == Int64(SQLiteSchema.migrations.count))
-        #expect(try db.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('jobs', 'labels', 'nodes', 'events')") == 4)
+        #expect(
+            try db.scalar(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('jobs', 'labels', 'nodes', 'events')"
+            ) == 4
+        )
         // Opening again applies nothing twice.
         try SQLiteJobStore(path: path, engine: engine, logger: logger).close()
         try db.execute("PRAGMA user_version = 99")
@@ -169,7 +178,9 @@ struct SQLiteStoreTests {
         // 3.5 s pass between the crash and the restart — on the stored clock, not the test's: the
         // delay's start, as the file recorded it, moves 3.5 s into the past.
         let db = try SQLiteConnection(path: image)
-        try db.statement("UPDATE nodes SET started_at = started_at - 3500 WHERE job_id = ? AND node_id = 'wait'").bind(.text(id)).run()
+        try db.statement("UPDATE nodes SET started_at = started_at - 3500 WHERE job_id = ? AND node_id = 'wait'").bind(
+            .text(id)
+        ).run()
         let (job, elapsed) = try await elapsedMilliseconds {
             let second = try await Self.server(image)
             defer { Task { await second.stop() } }
@@ -181,7 +192,10 @@ struct SQLiteStoreTests {
         let total = ContinuousClock.now - started
         #expect(total >= .milliseconds(400), "the delay waited out what was left of it: \(total)")
         // ...and not the whole 4 s again after the restart.
-        #expect(elapsed < TestTiming.ms(3000), "0.5 s were left of the 4 s delay; it took \(elapsed) ms after the restart")
+        #expect(
+            elapsed < TestTiming.ms(3000),
+            "0.5 s were left of the 4 s delay; it took \(elapsed) ms after the restart"
+        )
     }
 
     @Test func aCancellationRequestedBeforeACrashIsCarriedOut() async throws {
@@ -223,7 +237,10 @@ struct SQLiteStoreTests {
             let server = try await Self.server(path)
             for index in 0..<30 {
                 let job = index % 3 == 0 ? Jobs.fail(code: "x.y", message: "no") : Jobs.value(.int(index))
-                let labelled = Jobs.with(job, ["labels": ["team": index % 2 == 0 ? "even" : "odd", "n": .string("\(index)")]])
+                let labelled = Jobs.with(
+                    job,
+                    ["labels": ["team": index % 2 == 0 ? "even" : "odd", "n": .string("\(index)")]]
+                )
                 ids.append(try await server.submitID(labelled, waitMs: 10_000))
             }
             await server.stop()
@@ -264,7 +281,10 @@ struct SQLiteStoreTests {
         let db = try SQLiteConnection(path: path)
         for table in ["jobs", "nodes", "events"] {
             let column = table == "jobs" ? "id" : "job_id"
-            #expect(try db.scalar("SELECT count(*) FROM \(table) WHERE \(column) = '\(id)'") == 0, "\(table) keeps rows of a deleted job")
+            #expect(
+                try db.scalar("SELECT count(*) FROM \(table) WHERE \(column) = '\(id)'") == 0,
+                "\(table) keeps rows of a deleted job"
+            )
         }
         #expect(try db.scalar("SELECT count(*) FROM labels") == 0)
         await server.stop()
@@ -310,16 +330,25 @@ struct SQLiteStoreTests {
         await server.stop()
         let db = try SQLiteConnection(path: path)
         #expect(try db.scalar("SELECT count(*) FROM jobs") == 200)
-        #expect(try db.scalar("SELECT count(*) FROM jobs WHERE state = 'succeeded'") == 200, "every job's end was journalled before the stop")
+        #expect(
+            try db.scalar("SELECT count(*) FROM jobs WHERE state = 'succeeded'") == 200,
+            "every job's end was journalled before the stop"
+        )
     }
 
     @Test func webhookDeliveriesAreStoredAndPendingOnesResumeAfterARestart() async throws {
         let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
         // The receiver refuses everything at first: the delivery stays pending with its attempts.
         let refusing = try await TestReceiver.answering(.serviceUnavailable)
-        let job = Jobs.with(Jobs.value(1), [
-            "webhook": ["url": .string(refusing.url + "/hook"), "events": ["job.succeeded"], "retry": ["maxAttempts": 100, "delayMs": 200, "backoff": 1]],
-        ])
+        let job = Jobs.with(
+            Jobs.value(1),
+            [
+                "webhook": [
+                    "url": .string(refusing.url + "/hook"), "events": ["job.succeeded"],
+                    "retry": ["maxAttempts": 100, "delayMs": 200, "backoff": 1],
+                ]
+            ]
+        )
         let first = try await Self.server(path)
         let id = try await first.submitID(job, waitMs: 10_000)
         _ = try await refusing.waitForRequests(2)
@@ -360,7 +389,9 @@ struct SQLiteStoreTests {
         let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
         do {
             let server = try await Self.server(path)
-            for index in 0..<200 { _ = try await server.submitID(Jobs.value(.string(String(repeating: "x", count: 200) + "\(index)"))) }
+            for index in 0..<200 {
+                _ = try await server.submitID(Jobs.value(.string(String(repeating: "x", count: 200) + "\(index)")))
+            }
             await server.stop()
         }
         // Overwrite the middle of the file (past the header page) with garbage.
@@ -374,6 +405,8 @@ struct SQLiteStoreTests {
         defer { engine.shutdown() }
         var options = SQLiteJobStore.Options()
         options.checkIntegrity = true
-        #expect(throws: SQLiteError.self) { try SQLiteJobStore(path: path, engine: engine, options: options, logger: logger) }
+        #expect(throws: SQLiteError.self) {
+            try SQLiteJobStore(path: path, engine: engine, options: options, logger: logger)
+        }
     }
 }

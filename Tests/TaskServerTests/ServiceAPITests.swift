@@ -1,11 +1,11 @@
 import Foundation
 import InMemoryLogging
 import Logging
+import TestSupport
 import Testing
 
 @testable import TaskGraph
 @testable import TaskServer
-import TestSupport
 
 /// `/healthz`, `/readyz`, `/v1/executors`, `/metrics` (SPEC §3.8; `/openapi.yaml` is in
 /// `RouteContractTests`).
@@ -105,7 +105,9 @@ struct ServiceAPITests {
                 #expect(response.contentType == "text/plain; version=0.0.4; charset=utf-8")
                 text = response.text
                 if text.contains("taskserver_jobs_finished_total{state=\"failed\"} 1\n"),
-                    text.contains("taskserver_http_requests_total{route=\"unmatched\",method=\"GET\",status=\"404\"} 1\n")
+                    text.contains(
+                        "taskserver_http_requests_total{route=\"unmatched\",method=\"GET\",status=\"404\"} 1\n"
+                    )
                 {
                     break
                 }
@@ -158,8 +160,13 @@ struct ServiceAPITests {
         try await withServer({ $0.dataPath = directory + "/store.sqlite" }) { server in
             _ = try await server.submitID(Jobs.value(1), waitMs: 10_000)
             let text = try await server.get("/metrics").text
-            let count = text.split(separator: "\n").first { $0.hasPrefix("taskserver_store_commit_duration_seconds_count ") }
-            #expect((count?.split(separator: " ").last).flatMap { Int($0) } ?? 0 >= 1, "no commits counted: \(count ?? "no line")")
+            let count = text.split(separator: "\n").first {
+                $0.hasPrefix("taskserver_store_commit_duration_seconds_count ")
+            }
+            #expect(
+                (count?.split(separator: " ").last).flatMap { Int($0) } ?? 0 >= 1,
+                "no commits counted: \(count ?? "no line")"
+            )
             Self.expectWellFormedExposition(text)
         }
     }
@@ -180,7 +187,11 @@ struct ServiceAPITests {
             if line.hasPrefix("# TYPE ") {
                 let parts = line.dropFirst(7).split(separator: " ")
                 #expect(parts.count == 2, "\(line)", sourceLocation: sourceLocation)
-                #expect(["counter", "gauge", "histogram", "summary", "untyped"].contains(String(parts.last ?? "")), "\(line)", sourceLocation: sourceLocation)
+                #expect(
+                    ["counter", "gauge", "histogram", "summary", "untyped"].contains(String(parts.last ?? "")),
+                    "\(line)",
+                    sourceLocation: sourceLocation
+                )
                 typed[String(parts[0])] = String(parts.last ?? "")
                 continue
             }
@@ -194,13 +205,23 @@ struct ServiceAPITests {
             for suffix in ["_bucket", "_sum", "_count"] where name.hasSuffix(suffix) && typed[name] == nil {
                 family = String(name.dropLast(suffix.count))
             }
-            #expect(helped.contains(family) && typed[family] != nil, "no HELP/TYPE before \(line)", sourceLocation: sourceLocation)
+            #expect(
+                helped.contains(family) && typed[family] != nil,
+                "no HELP/TYPE before \(line)",
+                sourceLocation: sourceLocation
+            )
             let value = Double(String(parts.last ?? ""))
             #expect(value != nil, "\(line)", sourceLocation: sourceLocation)
-            if series.contains("{"), !series.hasSuffix("}") { Issue.record("unterminated labels: \(line)", sourceLocation: sourceLocation) }
+            if series.contains("{"), !series.hasSuffix("}") {
+                Issue.record("unterminated labels: \(line)", sourceLocation: sourceLocation)
+            }
             if name.hasSuffix("_bucket"), let value {
                 let seriesKey = series.split(separator: ",").filter { !$0.contains("le=") }.joined(separator: ",")
-                #expect(value >= lastBucket[seriesKey, default: -1], "buckets must be cumulative: \(line)", sourceLocation: sourceLocation)
+                #expect(
+                    value >= lastBucket[seriesKey, default: -1],
+                    "buckets must be cumulative: \(line)",
+                    sourceLocation: sourceLocation
+                )
                 lastBucket[seriesKey] = value
             }
         }

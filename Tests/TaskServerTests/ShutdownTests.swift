@@ -1,14 +1,16 @@
+import TestSupport
 import Testing
 
 @testable import TaskGraph
 @testable import TaskServer
-import TestSupport
 
 /// Stopping within the grace period (SPEC §5): requests in flight finish, hanging ones are cut at
 /// the deadline. scripts/check-lifecycle.py checks the same with signals and the real binary.
 @Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
 struct ShutdownTests {
-    static let slowJob = jsonValue(#"{"graph": {"type": "task", "id": "slow", "action": "delay", "params": {"ms": 60000}}}"#)
+    static let slowJob = jsonValue(
+        #"{"graph": {"type": "task", "id": "slow", "action": "delay", "params": {"ms": 60000}}}"#
+    )
 
     /// Waits until the server holds `count` requests in flight.
     static func waitForRequestsInFlight(_ app: Application, _ count: Int) async throws {

@@ -1,8 +1,8 @@
+import TestSupport
 import Testing
 
 @testable import TaskGraph
 @testable import TaskServer
-import TestSupport
 
 /// `GET /v1/jobs/{id}/tasks…`, task cancel and `await` completion (SPEC §3.3, §3.5, §3.6).
 @Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
@@ -18,20 +18,21 @@ struct TasksAPITests {
         """#
     )
 
-    static let mapJobNodes: [JSONValue] = jsonValue(
-        #"""
-        [{"id": "main", "type": "series", "state": "succeeded", "attempts": 0, "result": [{"item": 1}, {"item": 2}],
-          "startedAt": "<time>", "finishedAt": "<time>"},
-         {"id": "pick", "type": "task", "action": "value", "executor": "default", "state": "succeeded", "attempts": 1, "result": [1, 2],
-          "startedAt": "<time>", "finishedAt": "<time>", "parent": "main"},
-         {"id": "each", "type": "map", "state": "succeeded", "attempts": 0, "result": [{"item": 1}, {"item": 2}],
-          "startedAt": "<time>", "finishedAt": "<time>", "parent": "main"},
-         {"id": "echo[0]", "type": "task", "action": "value", "executor": "immediate", "state": "succeeded", "attempts": 1,
-          "result": {"item": 1}, "startedAt": "<time>", "finishedAt": "<time>", "parent": "each"},
-         {"id": "echo[1]", "type": "task", "action": "value", "executor": "immediate", "state": "succeeded", "attempts": 1,
-          "result": {"item": 2}, "startedAt": "<time>", "finishedAt": "<time>", "parent": "each"}]
-        """#
-    ).arrayValue ?? []
+    static let mapJobNodes: [JSONValue] =
+        jsonValue(
+            #"""
+            [{"id": "main", "type": "series", "state": "succeeded", "attempts": 0, "result": [{"item": 1}, {"item": 2}],
+              "startedAt": "<time>", "finishedAt": "<time>"},
+             {"id": "pick", "type": "task", "action": "value", "executor": "default", "state": "succeeded", "attempts": 1, "result": [1, 2],
+              "startedAt": "<time>", "finishedAt": "<time>", "parent": "main"},
+             {"id": "each", "type": "map", "state": "succeeded", "attempts": 0, "result": [{"item": 1}, {"item": 2}],
+              "startedAt": "<time>", "finishedAt": "<time>", "parent": "main"},
+             {"id": "echo[0]", "type": "task", "action": "value", "executor": "immediate", "state": "succeeded", "attempts": 1,
+              "result": {"item": 1}, "startedAt": "<time>", "finishedAt": "<time>", "parent": "each"},
+             {"id": "echo[1]", "type": "task", "action": "value", "executor": "immediate", "state": "succeeded", "attempts": 1,
+              "result": {"item": 2}, "startedAt": "<time>", "finishedAt": "<time>", "parent": "each"}]
+            """#
+        ).arrayValue ?? []
 
     // MARK: - Read
 
@@ -84,13 +85,20 @@ struct TasksAPITests {
                 )
             )
             // An unencoded slash is another path, which has no route.
-            expectProblem(try await server.get("/v1/jobs/\(id)/tasks/dyn/x"), 404, "route.notFound", detail: "no route for /v1/jobs/\(id)/tasks/dyn/x")
+            expectProblem(
+                try await server.get("/v1/jobs/\(id)/tasks/dyn/x"),
+                404,
+                "route.notFound",
+                detail: "no route for /v1/jobs/\(id)/tasks/dyn/x"
+            )
         }
     }
 
     @Test func generatedIDsWithDotsAreReadable() async throws {
         try await withServer { server in
-            let job = jsonValue(#"{"graph": {"type": "series", "steps": [{"type": "task", "action": "value", "params": {"value": 1}}]}}"#)
+            let job = jsonValue(
+                #"{"graph": {"type": "series", "steps": [{"type": "task", "action": "value", "params": {"value": 1}}]}}"#
+            )
             let id = try await server.submitID(job, waitMs: 10_000)
             let items = try await server.get("/v1/jobs/\(id)/tasks").json["items"]?.arrayValue ?? []
             #expect(items.compactMap { $0["id"]?.stringValue } == ["root", "root.steps.0"])
@@ -104,17 +112,44 @@ struct TasksAPITests {
     @Test func unknownTasksAndJobsAre404() async throws {
         try await withServer { server in
             let id = try await server.submitID(Jobs.value(1), waitMs: 10_000)
-            expectProblem(try await server.get("/v1/jobs/\(id)/tasks/nope"), 404, "task.notFound", detail: "job \(id) has no task nope")
-            expectProblem(try await server.get("/v1/jobs/\(id)/tasks/v%5B0%5D"), 404, "task.notFound", detail: "job \(id) has no task v[0]")
-            expectProblem(try await server.get("/v1/jobs/nope/tasks"), 404, "job.notFound", detail: "no job nope")
-            expectProblem(try await server.get("/v1/jobs/nope/tasks/v"), 404, "job.notFound", detail: "no job nope")
-            expectProblem(try await server.post("/v1/jobs/\(id)/tasks/nope/cancel"), 404, "task.notFound", detail: "job \(id) has no task nope")
             expectProblem(
-                try await server.post("/v1/jobs/\(id)/tasks/nope/complete", text: #"{"result": 1}"#), 404, "task.notFound",
+                try await server.get("/v1/jobs/\(id)/tasks/nope"),
+                404,
+                "task.notFound",
                 detail: "job \(id) has no task nope"
             )
-            expectProblem(try await server.post("/v1/jobs/nope/tasks/v/cancel"), 404, "job.notFound", detail: "no job nope")
-            expectProblem(try await server.post("/v1/jobs/nope/tasks/v/complete", text: #"{"result": 1}"#), 404, "job.notFound", detail: "no job nope")
+            expectProblem(
+                try await server.get("/v1/jobs/\(id)/tasks/v%5B0%5D"),
+                404,
+                "task.notFound",
+                detail: "job \(id) has no task v[0]"
+            )
+            expectProblem(try await server.get("/v1/jobs/nope/tasks"), 404, "job.notFound", detail: "no job nope")
+            expectProblem(try await server.get("/v1/jobs/nope/tasks/v"), 404, "job.notFound", detail: "no job nope")
+            expectProblem(
+                try await server.post("/v1/jobs/\(id)/tasks/nope/cancel"),
+                404,
+                "task.notFound",
+                detail: "job \(id) has no task nope"
+            )
+            expectProblem(
+                try await server.post("/v1/jobs/\(id)/tasks/nope/complete", text: #"{"result": 1}"#),
+                404,
+                "task.notFound",
+                detail: "job \(id) has no task nope"
+            )
+            expectProblem(
+                try await server.post("/v1/jobs/nope/tasks/v/cancel"),
+                404,
+                "job.notFound",
+                detail: "no job nope"
+            )
+            expectProblem(
+                try await server.post("/v1/jobs/nope/tasks/v/complete", text: #"{"result": 1}"#),
+                404,
+                "job.notFound",
+                detail: "no job nope"
+            )
         }
     }
 
@@ -183,7 +218,12 @@ struct TasksAPITests {
     @Test func cancellingAFinishedTaskIs409Terminal() async throws {
         try await withServer { server in
             let id = try await server.submitID(Jobs.value(1), waitMs: 10_000)
-            expectProblem(try await server.post("/v1/jobs/\(id)/tasks/v/cancel"), 409, "task.terminal", detail: "task v already ended")
+            expectProblem(
+                try await server.post("/v1/jobs/\(id)/tasks/v/cancel"),
+                409,
+                "task.terminal",
+                detail: "task v already ended"
+            )
         }
     }
 
@@ -193,7 +233,10 @@ struct TasksAPITests {
         try await withServer { server in
             let id = try await server.submitID(Jobs.await())
             try await server.waitUntilStarted(id, task: "approve")
-            let response = try await server.post("/v1/jobs/\(id)/tasks/approve/complete", text: #"{"result": {"approved": true}}"#)
+            let response = try await server.post(
+                "/v1/jobs/\(id)/tasks/approve/complete",
+                text: #"{"result": {"approved": true}}"#
+            )
             #expect(response.status == 200)
             #expect(response.contentType == "application/json")
             expectJSON(
@@ -211,7 +254,9 @@ struct TasksAPITests {
             #expect(job["result"] == approved)
             // First completion wins.
             expectProblem(
-                try await server.post("/v1/jobs/\(id)/tasks/approve/complete", text: #"{"result": 2}"#), 409, "task.terminal",
+                try await server.post("/v1/jobs/\(id)/tasks/approve/complete", text: #"{"result": 2}"#),
+                409,
+                "task.terminal",
                 detail: "task approve already ended"
             )
             #expect(try await server.get("/v1/jobs/\(id)").json["result"] == approved)
@@ -224,17 +269,22 @@ struct TasksAPITests {
             try await server.waitUntilStarted(id, task: "approve")
             let response = try await server.post(
                 "/v1/jobs/\(id)/tasks/approve/complete",
-                text: #"{"error": {"code": "approval.denied", "message": "Rejected by reviewer", "details": {"by": "ann"}}}"#
+                text:
+                    #"{"error": {"code": "approval.denied", "message": "Rejected by reviewer", "details": {"by": "ann"}}}"#
             )
             #expect(response.status == 200)
             #expect(response.json["state"] == "failed")
-            let error = jsonValue(#"{"code": "approval.denied", "message": "Rejected by reviewer", "taskId": "approve", "details": {"by": "ann"}}"#)
+            let error = jsonValue(
+                #"{"code": "approval.denied", "message": "Rejected by reviewer", "taskId": "approve", "details": {"by": "ann"}}"#
+            )
             expectJSON(response.json["error"] ?? .null, error)
             let job = try await server.finished(id)
             #expect(job["state"] == "failed")
             expectJSON(job["error"] ?? .null, error)
             expectProblem(
-                try await server.post("/v1/jobs/\(id)/tasks/approve/complete", text: #"{"result": 1}"#), 409, "task.terminal",
+                try await server.post("/v1/jobs/\(id)/tasks/approve/complete", text: #"{"result": 1}"#),
+                409,
+                "task.terminal",
                 detail: "task approve already ended"
             )
         }
@@ -244,11 +294,15 @@ struct TasksAPITests {
         try await withServer { server in
             let id = try await server.submitID(Self.waitThenValue)
             expectProblem(
-                try await server.post("/v1/jobs/\(id)/tasks/wait/complete", text: #"{"result": 1}"#), 409, "task.notAwait",
+                try await server.post("/v1/jobs/\(id)/tasks/wait/complete", text: #"{"result": 1}"#),
+                409,
+                "task.notAwait",
                 detail: "task wait is not an await task"
             )
             expectProblem(
-                try await server.post("/v1/jobs/\(id)/tasks/main/complete", text: #"{"result": 1}"#), 409, "task.notAwait",
+                try await server.post("/v1/jobs/\(id)/tasks/main/complete", text: #"{"result": 1}"#),
+                409,
+                "task.notAwait",
                 detail: "task main is not an await task"
             )
             _ = try await server.post("/v1/jobs/\(id)/cancel")
@@ -266,7 +320,9 @@ struct TasksAPITests {
             )
             let id = try await server.submitID(job)
             expectProblem(
-                try await server.post("/v1/jobs/\(id)/tasks/approve/complete", text: #"{"result": 1}"#), 409, "task.notRunning",
+                try await server.post("/v1/jobs/\(id)/tasks/approve/complete", text: #"{"result": 1}"#),
+                409,
+                "task.notRunning",
                 detail: "task approve has not started waiting yet"
             )
             #expect(try await server.get("/v1/jobs/\(id)/tasks/approve").json["state"] == "pending")
@@ -274,7 +330,9 @@ struct TasksAPITests {
             #expect(try await server.finished(id)["state"] == "cancelled")
             // Once the job is cancelled the never-started await is skipped, hence terminal.
             expectProblem(
-                try await server.post("/v1/jobs/\(id)/tasks/approve/complete", text: #"{"result": 1}"#), 409, "task.terminal",
+                try await server.post("/v1/jobs/\(id)/tasks/approve/complete", text: #"{"result": 1}"#),
+                409,
+                "task.terminal",
                 detail: "task approve already ended"
             )
         }
@@ -282,7 +340,9 @@ struct TasksAPITests {
 
     @Test func anAwaitWithATimeoutFailsWithTaskTimeout() async throws {
         try await withServer { server in
-            let job = jsonValue(#"{"graph": {"type": "task", "id": "approve", "action": "await", "params": {"timeoutMs": 100}}}"#)
+            let job = jsonValue(
+                #"{"graph": {"type": "task", "id": "approve", "action": "await", "params": {"timeoutMs": 100}}}"#
+            )
             let finished = try await server.submit(job, waitMs: 10_000)
             #expect(finished["state"] == "failed")
             #expect(finished["error"]?["code"] == "task.timeout")
@@ -294,7 +354,10 @@ struct TasksAPITests {
     static let badCompletions: [(body: String, errors: String)] = [
         ("{}", #"[{"pointer": "", "message": "give exactly one of \"result\" and \"error\""}]"#),
         ("[1]", #"[{"pointer": "", "message": "must be an object"}]"#),
-        (#"{"result": 1, "error": {"code": "a", "message": "b"}}"#, #"[{"pointer": "", "message": "give exactly one of \"result\" and \"error\""}]"#),
+        (
+            #"{"result": 1, "error": {"code": "a", "message": "b"}}"#,
+            #"[{"pointer": "", "message": "give exactly one of \"result\" and \"error\""}]"#
+        ),
         (#"{"result": 1, "extra": 2}"#, #"[{"pointer": "/extra", "message": "unknown field \"extra\""}]"#),
         (#"{"error": "no"}"#, #"[{"pointer": "/error", "message": "must be an object"}]"#),
         (
@@ -317,7 +380,9 @@ struct TasksAPITests {
             expectProblem(response, 422, "graph.invalid", errors: jsonValue(errors).arrayValue ?? [])
             // The task is still waiting.
             #expect(try await server.get("/v1/jobs/\(id)/tasks/approve").json["state"] == "running")
-            #expect(try await server.post("/v1/jobs/\(id)/tasks/approve/complete", text: #"{"result": null}"#).status == 200)
+            #expect(
+                try await server.post("/v1/jobs/\(id)/tasks/approve/complete", text: #"{"result": null}"#).status == 200
+            )
             #expect(try await server.finished(id)["result"] == .null)
         }
     }
@@ -327,7 +392,11 @@ struct TasksAPITests {
             let id = try await server.submitID(Jobs.await())
             try await server.waitUntilStarted(id, task: "approve")
             let target = "/v1/jobs/\(id)/tasks/approve/complete"
-            expectProblem(try await server.post(target, text: "{\"result\": 1}", contentType: "text/plain"), 415, "contentType.unsupported")
+            expectProblem(
+                try await server.post(target, text: "{\"result\": 1}", contentType: "text/plain"),
+                415,
+                "contentType.unsupported"
+            )
             expectProblem(try await server.post(target, text: "{\"result\": }"), 400, "json.malformed")
             #expect(try await server.post(target, text: #"{"result": 1}"#).status == 200)
         }

@@ -64,13 +64,20 @@ final class TestReceiver: Sendable {
             return receiver.receive(request, respond)
         }
         for template in ["/", "/{a}", "/{a}/{b}", "/{a}/{b}/{c}"] {
-            for method in [HTTPMethod.GET, .HEAD, .POST, .PUT, .PATCH, .DELETE, .OPTIONS] { router.add(method, template, handler) }
+            for method in [HTTPMethod.GET, .HEAD, .POST, .PUT, .PATCH, .DELETE, .OPTIONS] {
+                router.add(method, template, handler)
+            }
         }
         var limits = HTTPLimits()
         limits.maxBodyBytes = 8 << 20
         let server = HTTPServer(
-            host: "127.0.0.1", port: 0, router: router, limits: limits,
-            logger: Logger(label: "receiver") { _ in SwiftLogNoOpLogHandler() }, group: Self.group)
+            host: "127.0.0.1",
+            port: 0,
+            router: router,
+            limits: limits,
+            logger: Logger(label: "receiver") { _ in SwiftLogNoOpLogHandler() },
+            group: Self.group
+        )
         let port = try await server.start()
         let receiver = TestReceiver(server: server, port: port)
         box.receiver = receiver

@@ -74,11 +74,21 @@ final class TestServer: Sendable {
 
     /// POSTs `json` as `application/json`.
     func post(_ target: String, json: JSONValue, headers: [(String, String)] = []) async throws -> HTTPResponse {
-        try await self.request("POST", target, headers: [("Content-Type", "application/json")] + headers, body: json.jsonBytes)
+        try await self.request(
+            "POST",
+            target,
+            headers: [("Content-Type", "application/json")] + headers,
+            body: json.jsonBytes
+        )
     }
 
     /// POSTs raw text with the given content type (none when nil).
-    func post(_ target: String, text: String, contentType: String? = "application/json", headers: [(String, String)] = []) async throws -> HTTPResponse {
+    func post(
+        _ target: String,
+        text: String,
+        contentType: String? = "application/json",
+        headers: [(String, String)] = []
+    ) async throws -> HTTPResponse {
         let typeHeader = contentType.map { [("Content-Type", $0)] } ?? []
         return try await self.request("POST", target, headers: typeHeader + headers, body: Array(text.utf8))
     }
@@ -91,7 +101,11 @@ final class TestServer: Sendable {
     // MARK: Job helpers
 
     /// Submits `job` and returns the body of the `201`.
-    func submit(_ job: JSONValue, waitMs: Int? = nil, sourceLocation: SourceLocation = #_sourceLocation) async throws -> JSONValue {
+    func submit(
+        _ job: JSONValue,
+        waitMs: Int? = nil,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> JSONValue {
         let target = waitMs.map { "/v1/jobs?waitMs=\($0)" } ?? "/v1/jobs"
         let response = try await self.post(target, json: job)
         #expect(response.status == 201, "submit: \(response)", sourceLocation: sourceLocation)
@@ -99,7 +113,11 @@ final class TestServer: Sendable {
     }
 
     /// Submits `job` and returns its id.
-    func submitID(_ job: JSONValue, waitMs: Int? = nil, sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
+    func submitID(
+        _ job: JSONValue,
+        waitMs: Int? = nil,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> String {
         let body = try await self.submit(job, waitMs: waitMs, sourceLocation: sourceLocation)
         return try #require(body["id"]?.stringValue, sourceLocation: sourceLocation)
     }
@@ -114,7 +132,8 @@ final class TestServer: Sendable {
         var after = 0
         let deadline = ContinuousClock.now + .seconds(20)
         while ContinuousClock.now < deadline {
-            let items = try await self.get("/v1/jobs/\(id)/events?after=\(after)&waitMs=5000").json["items"]?.arrayValue ?? []
+            let items =
+                try await self.get("/v1/jobs/\(id)/events?after=\(after)&waitMs=5000").json["items"]?.arrayValue ?? []
             for event in items {
                 if predicate(event) { return event }
                 after = max(after, event["seq"]?.intValue ?? after)
@@ -130,7 +149,10 @@ final class TestServer: Sendable {
     }
 
     /// Opens a raw connection and runs `body` with it on a blocking thread.
-    func raw<T: Sendable>(receiveTimeout: Int = 20, _ body: @escaping @Sendable (SocketConnection) throws -> T) async throws -> T {
+    func raw<T: Sendable>(
+        receiveTimeout: Int = 20,
+        _ body: @escaping @Sendable (SocketConnection) throws -> T
+    ) async throws -> T {
         let port = self.port
         return try await Blocking.run {
             let connection = try SocketConnection(port: port, receiveTimeoutSeconds: receiveTimeout)
@@ -214,7 +236,12 @@ struct HTTPResponse: Sendable, CustomStringConvertible {
 
 enum HTTPRequestBytes {
     /// A request with `Host` and, when there is a body, `Content-Length`.
-    static func make(_ method: String, _ target: String, headers: [(String, String)] = [], body: [UInt8]? = nil) -> [UInt8] {
+    static func make(
+        _ method: String,
+        _ target: String,
+        headers: [(String, String)] = [],
+        body: [UInt8]? = nil
+    ) -> [UInt8] {
         var head = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         if let body { head += "Content-Length: \(body.count)\r\n" }
@@ -261,7 +288,9 @@ final class SocketConnection: @unchecked Sendable {
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
         let result = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard result == 0 else {
             let code = errno
@@ -330,7 +359,9 @@ final class SocketConnection: @unchecked Sendable {
             }
             guard try self.fill() else {
                 if self.buffer.isEmpty { return nil }
-                throw SocketError.malformed("end of file inside the head: \(String(decoding: self.buffer, as: UTF8.self))")
+                throw SocketError.malformed(
+                    "end of file inside the head: \(String(decoding: self.buffer, as: UTF8.self))"
+                )
             }
         }
         let head = String(decoding: self.buffer[0..<headEnd!], as: UTF8.self)
@@ -345,7 +376,13 @@ final class SocketConnection: @unchecked Sendable {
             let value = line[line.index(after: colon)...].drop { $0 == " " }
             headers.append((String(line[..<colon]), String(value)))
         }
-        var response = HTTPResponse(version: parts[0], status: status, reason: parts.count > 2 ? parts[2] : "", headers: headers, body: [])
+        var response = HTTPResponse(
+            version: parts[0],
+            status: status,
+            reason: parts.count > 2 ? parts[2] : "",
+            headers: headers,
+            body: []
+        )
         if isHead || status == 204 || status == 304 || (100..<200).contains(status) { return response }
         if let lengthText = response.header("content-length") {
             guard let length = Int(lengthText) else { throw SocketError.malformed("content-length \(lengthText)") }
@@ -389,7 +426,9 @@ extension JSONValue {
     var normalized: JSONValue {
         switch self {
         case .object(let object):
-            return .object(JSONObject(object.members.sorted { $0.key < $1.key }.map { (key: $0.key, value: $0.value.normalized) }))
+            return .object(
+                JSONObject(object.members.sorted { $0.key < $1.key }.map { (key: $0.key, value: $0.value.normalized) })
+            )
         case .array(let items):
             return .array(items.map(\.normalized))
         default:
@@ -404,7 +443,9 @@ extension JSONValue {
         case .object(let object):
             var out = JSONObject()
             for (key, value) in object {
-                if ["createdAt", "startedAt", "finishedAt", "time", "timestamp"].contains(key), let text = value.stringValue, isRFC3339Millis(text) {
+                if ["createdAt", "startedAt", "finishedAt", "time", "timestamp"].contains(key),
+                    let text = value.stringValue, isRFC3339Millis(text)
+                {
                     out[key] = "<time>"
                 } else {
                     out[key] = value.withTimesMasked
@@ -438,10 +479,19 @@ func isRFC3339Millis(_ text: String) -> Bool {
 }
 
 /// Expects `actual` to equal `expected`, ignoring key order and with timestamps masked.
-func expectJSON(_ actual: JSONValue, _ expected: JSONValue, _ comment: Comment? = nil, sourceLocation: SourceLocation = #_sourceLocation) {
+func expectJSON(
+    _ actual: JSONValue,
+    _ expected: JSONValue,
+    _ comment: Comment? = nil,
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
     let a = actual.withTimesMasked.normalized
     let b = expected.normalized
-    #expect(a == b, "\(comment?.rawValue ?? "")\n  actual:   \(actual.jsonString)\n  expected: \(expected.jsonString)", sourceLocation: sourceLocation)
+    #expect(
+        a == b,
+        "\(comment?.rawValue ?? "")\n  actual:   \(actual.jsonString)\n  expected: \(expected.jsonString)",
+        sourceLocation: sourceLocation
+    )
 }
 
 /// Expects an RFC 9457 problem: status, `application/problem+json`, and the exact body (when
@@ -493,7 +543,9 @@ enum Jobs {
     /// One `value` task that succeeds with `value`.
     static func value(_ value: JSONValue, id: String = "v", executor: String? = nil) -> JSONValue {
         let executorField = executor.map { #", "executor": "\#($0)""# } ?? ""
-        return jsonValue(#"{"graph": {"type": "task", "id": "\#(id)", "action": "value"\#(executorField), "params": {"value": \#(value.jsonString)}}}"#)
+        return jsonValue(
+            #"{"graph": {"type": "task", "id": "\#(id)", "action": "value"\#(executorField), "params": {"value": \#(value.jsonString)}}}"#
+        )
     }
 
     /// One `delay` task of `ms` milliseconds.
@@ -508,7 +560,9 @@ enum Jobs {
 
     /// A task that fails with `code`.
     static func fail(code: String, message: String, id: String = "boom") -> JSONValue {
-        jsonValue(#"{"graph": {"type": "task", "id": "\#(id)", "action": "fail", "params": {"code": "\#(code)", "message": "\#(message)"}}}"#)
+        jsonValue(
+            #"{"graph": {"type": "task", "id": "\#(id)", "action": "fail", "params": {"code": "\#(code)", "message": "\#(message)"}}}"#
+        )
     }
 
     /// `job` with top-level `fields` set.

@@ -43,7 +43,9 @@ struct YAMLDocumentTests {
 
     @Test func readsBlockMappingsInSourceOrder() {
         Self.expectParses(
-            "zeta: 1\nalpha: two\nmid:\n  y: x\n  x: [1, 2]\n", ["zeta": 1, "alpha": "two", "mid": ["y": "x", "x": [1, 2]]])
+            "zeta: 1\nalpha: two\nmid:\n  y: x\n  x: [1, 2]\n",
+            ["zeta": 1, "alpha": "two", "mid": ["y": "x", "x": [1, 2]]]
+        )
         Self.expectParses("a b: spaced\nk : before colon\n", ["a b": "spaced", "k": "before colon"])
         Self.expectParses("  a: 1\n  b: 2\n", ["a": 1, "b": 2])  // indented root
         Self.expectParses("a:\n  b:\n    c:\n      d: deep\n", ["a": ["b": ["c": ["d": "deep"]]]])
@@ -60,18 +62,26 @@ struct YAMLDocumentTests {
     @Test func readsSequenceEntriesHoldingMappings() {
         Self.expectParses(
             "items:\n  - name: x\n    type: string\n  -   name: y\n      more: 1\n  - k: v\n",
-            ["items": [["name": "x", "type": "string"], ["name": "y", "more": 1], ["k": "v"]]])
+            ["items": [["name": "x", "type": "string"], ["name": "y", "more": 1], ["k": "v"]]]
+        )
         Self.expectParses(
             "- name: x\n  description: |\n    text\n  list:\n  - 1\n",
-            [["name": "x", "description": "text\n", "list": [1]]])
+            [["name": "x", "description": "text\n", "list": [1]]]
+        )
     }
 
     @Test func readsSequencesAtTheirKeysIndentation() {
-        Self.expectParses("a:\n- 1\n- 2\nb:\n- x: 1\n  y: 2\nc: end\n", ["a": [1, 2], "b": [["x": 1, "y": 2]], "c": "end"])
+        Self.expectParses(
+            "a:\n- 1\n- 2\nb:\n- x: 1\n  y: 2\nc: end\n",
+            ["a": [1, 2], "b": [["x": 1, "y": 2]], "c": "end"]
+        )
     }
 
     @Test func readsEmptyValuesAsNull() {
-        Self.expectParses("a:\nb: ~\nc: null\nd:\n  # comment\ne: x\n", ["a": nil, "b": nil, "c": nil, "d": nil, "e": "x"])
+        Self.expectParses(
+            "a:\nb: ~\nc: null\nd:\n  # comment\ne: x\n",
+            ["a": nil, "b": nil, "c": nil, "d": nil, "e": "x"]
+        )
         Self.expectParses("- \n-\n- 1\n", [nil, nil, 1])
         Self.expectParses("a:", ["a": nil])
     }
@@ -81,14 +91,17 @@ struct YAMLDocumentTests {
     @Test func readsFlowCollections() {
         Self.expectParses(
             #"a: [x, 'y', "z", [1, 2], {k: v, 'q': [true, null]}]"#,
-            ["a": ["x", "y", "z", [1, 2], ["k": "v", "q": [true, nil]]]])
+            ["a": ["x", "y", "z", [1, 2], ["k": "v", "q": [true, nil]]]]
+        )
         Self.expectParses("b: {a: 1, b: [x], c: {d: e}}\n", ["b": ["a": 1, "b": ["x"], "c": ["d": "e"]]])
         Self.expectParses("c: []\nd: {}\n", ["c": [], "d": .object(JSONObject())])
         Self.expectParses("e: [a, b,]\nf: {x: 1,}\n", ["e": ["a", "b"], "f": ["x": 1]])  // trailing commas
         Self.expectParses(#"g: {"k":"v","n":[1,2]}"#, ["g": ["k": "v", "n": [1, 2]]])  // JSON-like
         Self.expectParses("h: [a b, c:d, http://x/y]\n", ["h": ["a b", "c:d", "http://x/y"]])
         Self.expectParses(
-            "i: [[1, [2, [3]]], {b: {c: [d, {e: f}]}}]\n", ["i": [[1, [2, [3]]], ["b": ["c": ["d", ["e": "f"]]]]]])
+            "i: [[1, [2, [3]]], {b: {c: [d, {e: f}]}}]\n",
+            ["i": [[1, [2, [3]]], ["b": ["c": ["d", ["e": "f"]]]]]]
+        )
         Self.expectParses("j: {2: x, true: y, ~: z}\n", ["j": ["2": "x", "true": "y", "null": "z"]])
     }
 
@@ -107,7 +120,8 @@ struct YAMLDocumentTests {
             [
                 "a": "hello world", "b": "http://x.y/z?q=1#frag", "c": "a#b", "d": "key:value", "e": "-dash", "f": "?q",
                 "g": ":colon", "h": "x", "i": "${var}", "j": "n*x*",
-            ])
+            ]
+        )
         Self.expectParses("a: x   \nb: 'y'   \nc: [1]  \n", ["a": "x", "b": "y", "c": [1]])
         Self.expectParses("a: café — ×\n'ключ': \"значение\"\n", ["a": "café — ×", "ключ": "значение"])
     }
@@ -115,24 +129,31 @@ struct YAMLDocumentTests {
     @Test func foldsMultiLinePlainScalars() {
         Self.expectParses(
             "a: one\n  two\n\n  three\n\n\n  four\nb:\n  x\n  y\nc: first\n  - not a seq\n  # comment ends it\nd: z\n",
-            ["a": "one two\nthree\n\nfour", "b": "x y", "c": "first - not a seq", "d": "z"])
+            ["a": "one two\nthree\n\nfour", "b": "x y", "c": "first - not a seq", "d": "z"]
+        )
         Self.expectParses("- one\n  two\n- k: v\n    w\n", ["one two", ["k": "v w"]])
     }
 
     @Test func readsSingleQuotedScalars() {
         Self.expectParses(
             "a: 'it''s'\nb: 'multi\n  line\n\n  para'\nc: '#not comment'\nd: ''\ne: '  spaced  '\nf: 'say \"hi\" \\n'\n",
-            ["a": "it's", "b": "multi line\npara", "c": "#not comment", "d": "", "e": "  spaced  ", "f": #"say "hi" \n"#])
+            [
+                "a": "it's", "b": "multi line\npara", "c": "#not comment", "d": "", "e": "  spaced  ",
+                "f": #"say "hi" \n"#,
+            ]
+        )
         Self.expectParses("'c: d': e\n'200': ok\n'true': t\n", ["c: d": "e", "200": "ok", "true": "t"])
     }
 
     @Test func readsDoubleQuotedScalarsWithEveryEscape() {
         Self.expectParses(
             #"a: "tab\tnew\nq\"b\\s\/""#,
-            ["a": "tab\tnew\nq\"b\\s/"])
+            ["a": "tab\tnew\nq\"b\\s/"]
+        )
         Self.expectParses(
             #"b: "\x41\u00e9\U0001F600\0\a\b\v\f\r\e\ \N\_\L\P\"# + "\t\"",  // the last is backslash-tab
-            ["b": "Aé😀\u{0}\u{7}\u{8}\u{B}\u{C}\r\u{1B} \u{85}\u{A0}\u{2028}\u{2029}\t"])
+            ["b": "Aé😀\u{0}\u{7}\u{8}\u{B}\u{C}\r\u{1B} \u{85}\u{A0}\u{2028}\u{2029}\t"]
+        )
         Self.expectParses(#"c: "it's""#, ["c": "it's"])
     }
 
@@ -145,7 +166,8 @@ struct YAMLDocumentTests {
     @Test func readsLiteralBlockScalars() {
         Self.expectParses(
             "a: |\n  line1\n    indented\n\n  line3\nb: |-\n  strip\n\n\nc: |+\n  keep\n\n\nd: |\n  clip\n\n\ne: x\n",
-            ["a": "line1\n  indented\n\nline3\n", "b": "strip", "c": "keep\n\n\n", "d": "clip\n", "e": "x"])
+            ["a": "line1\n  indented\n\nline3\n", "b": "strip", "c": "keep\n\n\n", "d": "clip\n", "e": "x"]
+        )
         Self.expectParses("a: |\n  # not a comment\n  x # y\n", ["a": "# not a comment\nx # y\n"])
         Self.expectParses("a: | # comment\n  text\n# trailing comment\nb: 1\n", ["a": "text\n", "b": 1])
         Self.expectParses("a: |\n\n  x\n  y\n", ["a": "\nx\ny\n"])  // leading empty line
@@ -158,16 +180,20 @@ struct YAMLDocumentTests {
     @Test func readsFoldedBlockScalars() {
         Self.expectParses(
             "a: >\n  para one\n  cont\n\n    code\n    code2\n\n  back\n  here\nb: >\n\n  lead blank\n",
-            ["a": "para one cont\n\n  code\n  code2\n\nback here\n", "b": "\nlead blank\n"])
+            ["a": "para one cont\n\n  code\n  code2\n\nback here\n", "b": "\nlead blank\n"]
+        )
         Self.expectParses(
-            "a: >-\n  x\n  y\nb: >+\n  k\n\nc: >\n  one\n  two\n\n  three\n", ["a": "x y", "b": "k\n\n", "c": "one two\nthree\n"])
+            "a: >-\n  x\n  y\nb: >+\n  k\n\nc: >\n  one\n  two\n\n  three\n",
+            ["a": "x y", "b": "k\n\n", "c": "one two\nthree\n"]
+        )
         Self.expectParses("a: |+\n  x\n\n  \nb: >+\n  y\n   \n\n", ["a": "x\n\n\n", "b": "y\n \n\n"])
     }
 
     @Test func skipsComments() {
         Self.expectParses(
             "# top\na: 1 # c\n# mid\n  # indented comment\nb:\n  - x # c\n  # c\n  - y\nc: # c\n  d: 1\n",
-            ["a": 1, "b": ["x", "y"], "c": ["d": 1]])
+            ["a": 1, "b": ["x", "y"], "c": ["d": 1]]
+        )
         Self.expectParses("- # comment\n  a: 1\n- x\n", [["a": 1], "x"])
     }
 
@@ -176,30 +202,36 @@ struct YAMLDocumentTests {
     @Test func resolvesPlainScalarsAsBothYAMLVersionsAgree() {
         Self.expectParses(
             "n1: ~\nn2: null\nn3: Null\nn4: NULL\nb1: true\nb2: False\nb3: TRUE\n",
-            ["n1": nil, "n2": nil, "n3": nil, "n4": nil, "b1": true, "b2": false, "b3": true])
+            ["n1": nil, "n2": nil, "n3": nil, "n4": nil, "b1": true, "b2": false, "b3": true]
+        )
         Self.expectParses(
             "i1: 0\ni2: -17\ni3: +5\ni4: 9007199254740991\ni5: -0\n",
-            ["i1": .int(0), "i2": .int(-17), "i3": .int(5), "i4": .int(9_007_199_254_740_991), "i5": .int(0)])
+            ["i1": .int(0), "i2": .int(-17), "i3": .int(5), "i4": .int(9_007_199_254_740_991), "i5": .int(0)]
+        )
         Self.expectParses(
             "f1: 1.5\nf2: -0.25\nf3: 1.\nf4: 1.5e+3\nf5: 2.5E-2\nf6: 0.0\n",
             [
                 "f1": .double(1.5), "f2": .double(-0.25), "f3": .double(1), "f4": .double(1500), "f5": .double(0.025),
                 "f6": .double(0),
-            ])
+            ]
+        )
         // Strings in both versions, though some look like numbers, dates or booleans.
         Self.expectParses(
             "s1: nULL\ns2: tRue\ns3: 3.1.0\ns4: 1-2\ns5: v1\ns6: y\ns7: n\ns8: 0b\ns9: 0x\ns10: 1e\ns11: +\ns12: 12:xx\n"
                 + "s13: 2024-1-1\ns14: 2024-01-01 is a day\ns15: .x\n",
             [
-                "s1": "nULL", "s2": "tRue", "s3": "3.1.0", "s4": "1-2", "s5": "v1", "s6": "y", "s7": "n", "s8": "0b", "s9": "0x",
+                "s1": "nULL", "s2": "tRue", "s3": "3.1.0", "s4": "1-2", "s5": "v1", "s6": "y", "s7": "n", "s8": "0b",
+                "s9": "0x",
                 "s10": "1e", "s11": "+", "s12": "12:xx", "s13": "2024-1-1", "s14": "2024-01-01 is a day", "s15": ".x",
-            ])
+            ]
+        )
     }
 
     @Test func turnsKeysIntoStrings() {
         Self.expectParses(
             "200: ok\n'201': created\n\"202\": accepted\ntrue: t\nnull: n\n-5: neg\n+7: pos\n",
-            ["200": "ok", "201": "created", "202": "accepted", "true": "t", "null": "n", "-5": "neg", "7": "pos"])
+            ["200": "ok", "201": "created", "202": "accepted", "true": "t", "null": "n", "-5": "neg", "7": "pos"]
+        )
     }
 
     @Test func readsOtherRootNodes() {
@@ -253,7 +285,11 @@ struct YAMLDocumentTests {
         InvalidCase("a: @x\n", "reserved", 1, 4),
         InvalidCase("a: `x`\n", "reserved", 1, 4),
         InvalidCase(
-            "a: " + String(repeating: "[", count: 65) + String(repeating: "]", count: 65) + "\n", "nested deeper than 64", 1, 67),
+            "a: " + String(repeating: "[", count: 65) + String(repeating: "]", count: 65) + "\n",
+            "nested deeper than 64",
+            1,
+            67
+        ),
         // Tabs.
         InvalidCase("a:\n\tb: 1\n", "tab character", 2, 1),
         InvalidCase("a:\t1\n", "tab character", 1, 3),

@@ -56,8 +56,15 @@ public struct ActionContext: Sendable {
         resumedFrom: Timestamp? = nil
     ) {
         self.init(
-            input: input, params: params, cancellationToken: cancellationToken, jobID: jobID, taskID: taskID,
-            attempt: attempt, pool: pool, resumedFrom: resumedFrom, completionTarget: nil
+            input: input,
+            params: params,
+            cancellationToken: cancellationToken,
+            jobID: jobID,
+            taskID: taskID,
+            attempt: attempt,
+            pool: pool,
+            resumedFrom: resumedFrom,
+            completionTarget: nil
         )
     }
 

@@ -32,7 +32,8 @@ public struct ParamChecker {
             self.problems.append(
                 ValidationProblem(
                     pointer: JSONPointer.appending(pointer, key),
-                    message: "unknown parameter \"\(key)\"" + (known.isEmpty ? "; this action takes none" : "; expected one of: \(known)")
+                    message: "unknown parameter \"\(key)\""
+                        + (known.isEmpty ? "; this action takes none" : "; expected one of: \(known)")
                 )
             )
         }
@@ -64,7 +65,10 @@ public struct ParamChecker {
         guard let value = self.literal(key) else { return }
         guard let string = value.stringValue, !nonEmpty || !string.isEmpty else {
             self.problems.append(
-                ValidationProblem(pointer: JSONPointer.appending(self.pointer, key), message: nonEmpty ? "must be a non-empty string" : "must be a string")
+                ValidationProblem(
+                    pointer: JSONPointer.appending(self.pointer, key),
+                    message: nonEmpty ? "must be a non-empty string" : "must be a string"
+                )
             )
             return
         }
@@ -76,7 +80,11 @@ extension JSONValue {
     public func integerParam(_ key: String, in range: ClosedRange<Int>) throws(TaskError) -> Int? {
         guard let value = self[key], !value.isNull else { return nil }
         guard let int = value.intValue, range.contains(int) else {
-            throw TaskError(code: "params.invalid", message: "params.\(key) must be an integer from \(range.lowerBound) to \(range.upperBound), got \(value)")
+            throw TaskError(
+                code: "params.invalid",
+                message:
+                    "params.\(key) must be an integer from \(range.lowerBound) to \(range.upperBound), got \(value)"
+            )
         }
         return int
     }
@@ -136,7 +144,9 @@ public struct DelayAction: Action {
     public func validate(params: JSONValue, at pointer: String) -> [ValidationProblem] {
         var checker = ParamChecker(params, at: pointer, allowed: Self.parameters)
         if params["ms"] == nil, case .object = params {
-            checker.problems.append(ValidationProblem(pointer: JSONPointer.appending(pointer, "ms"), message: "required"))
+            checker.problems.append(
+                ValidationProblem(pointer: JSONPointer.appending(pointer, "ms"), message: "required")
+            )
         }
         checker.integer("ms", in: 0...Self.maxMilliseconds)
         return checker.problems
@@ -144,7 +154,9 @@ public struct DelayAction: Action {
 
     public func run(_ context: ActionContext) -> Future<JSONValue> {
         let ms: Int
-        do { ms = try context.params.integerParam("ms", in: 0...Self.maxMilliseconds) ?? 0 } catch { return Future(error: error) }
+        do { ms = try context.params.integerParam("ms", in: 0...Self.maxMilliseconds) ?? 0 } catch {
+            return Future(error: error)
+        }
         let input = context.input
         return Future<Void>.delay(.milliseconds(context.remaining(ms)), token: context.cancellationToken).map { input }
     }
@@ -170,14 +182,18 @@ public struct AwaitAction: Action {
 
     public func run(_ context: ActionContext) -> Future<JSONValue> {
         let timeoutMs: Int?
-        do { timeoutMs = try context.params.integerParam("timeoutMs", in: 1...Self.maxTimeoutMilliseconds) } catch { return Future(error: error) }
+        do { timeoutMs = try context.params.integerParam("timeoutMs", in: 1...Self.maxTimeoutMilliseconds) } catch {
+            return Future(error: error)
+        }
         let promise = Promise<JSONValue>()
         context.acceptCompletion(promise)
         let registration = context.cancellationToken.register { promise.tryCancel() }
         var timer: TimerQueue.ID?
         if let timeoutMs {
             timer = TimerQueue.shared.schedule(after: .milliseconds(context.remaining(timeoutMs))) {
-                promise.tryFail(TaskError(code: "task.timeout", message: "no completion arrived within \(timeoutMs) ms"))
+                promise.tryFail(
+                    TaskError(code: "task.timeout", message: "no completion arrived within \(timeoutMs) ms")
+                )
             }
         }
         promise.future.whenComplete { [timer] _ in

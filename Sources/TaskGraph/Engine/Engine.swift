@@ -20,7 +20,9 @@ public struct EngineConfiguration: Sendable {
     public var jobFields: [any JobField]
 
     public init(
-        executors: [String: Int] = ["default": 8], actions: ActionRegistry = .builtins, limits: GraphLimits = GraphLimits(),
+        executors: [String: Int] = ["default": 8],
+        actions: ActionRegistry = .builtins,
+        limits: GraphLimits = GraphLimits(),
         jobFields: [any JobField] = []
     ) {
         self.executors = executors
@@ -86,7 +88,12 @@ public final class Engine: Sendable {
     ///
     /// - Parameter restored: the stored state of a job that was running before a restart; nodes
     ///   with a stored outcome keep it and are not run again.
-    public func makeRun(id: String, spec: JobSpec, createdAt: Timestamp = .now(), restored: RestoredJob? = nil) -> JobRun {
+    public func makeRun(
+        id: String,
+        spec: JobSpec,
+        createdAt: Timestamp = .now(),
+        restored: RestoredJob? = nil
+    ) -> JobRun {
         JobRun(engine: self, id: id, spec: spec, createdAt: createdAt, restored: restored)
     }
 
@@ -113,7 +120,13 @@ public struct RestoredJob: Sendable {
     /// Set for a job that had finished: it is shown as stored and never runs.
     public var finished: FinishedJob?
 
-    public init(nodes: [String: NodeRecord], events: [JobEvent], startedAt: Timestamp?, cancelRequested: Bool = false, finished: FinishedJob? = nil) {
+    public init(
+        nodes: [String: NodeRecord],
+        events: [JobEvent],
+        startedAt: Timestamp?,
+        cancelRequested: Bool = false,
+        finished: FinishedJob? = nil
+    ) {
         self.nodes = nodes
         self.events = events
         self.startedAt = startedAt

@@ -50,7 +50,8 @@ extension JobRun {
     /// Cancels the job (failed, `job.timeout`) unless it ends within `timeoutMs` of `startedAt`.
     private func armTimeout(_ timeoutMs: Int, startedAt: Timestamp) {
         let elapsed = max(0, Timestamp.now().milliseconds - startedAt.milliseconds)
-        let timer = TimerQueue.shared.schedule(after: .milliseconds(max(0, Int64(timeoutMs) - elapsed))) { [weak self] in
+        let timer = TimerQueue.shared.schedule(after: .milliseconds(max(0, Int64(timeoutMs) - elapsed))) {
+            [weak self] in
             self?.timeOut()
         }
         // `finishJob` cancels the timer it finds; a job that ended meanwhile left none to find.
@@ -88,7 +89,10 @@ extension JobRun {
                 type = .jobCancelled
             } else if state.timedOut {
                 state.jobState = .failed
-                state.error = TaskError(code: "job.timeout", message: "the job did not finish within \(self.spec.timeoutMs ?? 0) ms")
+                state.error = TaskError(
+                    code: "job.timeout",
+                    message: "the job did not finish within \(self.spec.timeoutMs ?? 0) ms"
+                )
                 type = .jobFailed
             } else {
                 switch outcome {
@@ -142,13 +146,16 @@ extension JobRun {
                 if !self.restored.isEmpty, self.restored[record.id] != nil {
                     switch record.state {
                     case .succeeded: return .restored(.success(record.result ?? .null))
-                    case .failed: return .restored(.failure(record.error ?? TaskError(code: "task.failed", message: "failed")))
+                    case .failed:
+                        return .restored(.failure(record.error ?? TaskError(code: "task.failed", message: "failed")))
                     default: return .restored(.cancelled)
                     }
                 }
                 return .cancelled
             }
-            if token.isCancellationRequested || (!state.cancelledBeforeStart.isEmpty && state.cancelledBeforeStart.contains(index)) {
+            if token.isCancellationRequested
+                || (!state.cancelledBeforeStart.isEmpty && state.cancelledBeforeStart.contains(index))
+            {
                 return .cancelled
             }
             let now = Timestamp.now()
@@ -203,7 +210,12 @@ extension JobRun {
             let tokenID = ObjectIdentifier(source.token)
             source.token.register { [weak self] in self?.cancelStarted(under: tokenID, parent: index) }
         }
-        let nodeContext = ExecutionContext(token: source.token, suffix: context.suffix, scopePrefix: context.scopePrefix, propagates: isComposite)
+        let nodeContext = ExecutionContext(
+            token: source.token,
+            suffix: context.suffix,
+            scopePrefix: context.scopePrefix,
+            propagates: isComposite
+        )
         let nodeInput: JSONValue
         if let template = node.input {
             do {
@@ -241,7 +253,14 @@ extension JobRun {
         case .map(let spec):
             body = self.runMap(spec, index: index, input: nodeInput, context: nodeContext)
         case .dynamic(let sourceNode):
-            body = self.runDynamic(sourceNode, index: index, sourceIndex: self.children(of: index)[0], id: id, input: nodeInput, context: nodeContext)
+            body = self.runDynamic(
+                sourceNode,
+                index: index,
+                sourceIndex: self.children(of: index)[0],
+                id: id,
+                input: nodeInput,
+                context: nodeContext
+            )
         }
 
         if let outcome = body.outcome {
@@ -271,7 +290,9 @@ extension JobRun {
             var found: [CancellationTokenSource] = []
             let candidates = parent.map { state.children[$0] } ?? (state.records.isEmpty ? [] : [0])
             for child in candidates {
-                if let running = state.nodeSources[child], ObjectIdentifier(running.startToken) == token { found.append(running.source) }
+                if let running = state.nodeSources[child], ObjectIdentifier(running.startToken) == token {
+                    found.append(running.source)
+                }
             }
             return found
         }
@@ -289,7 +310,14 @@ extension JobRun {
 
     // MARK: task
 
-    private func runTask(_ spec: TaskSpec, index: Int, id: String, attempts: Int, input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
+    private func runTask(
+        _ spec: TaskSpec,
+        index: Int,
+        id: String,
+        attempts: Int,
+        input: JSONValue,
+        context: ExecutionContext
+    ) -> Future<JSONValue> {
         guard let action = self.engine.actions.lookup(spec.action) else {
             return Future(error: TaskError(code: "internal", message: "unknown action \(spec.action)"))
         }
@@ -297,12 +325,22 @@ extension JobRun {
         let previousAttempts = attempts - 1  // `begin` counted the first attempt
         // The first attempt after a restart of one that was in flight resumes its waits.
         var resumedFrom: Timestamp?
-        if !self.restored.isEmpty, let stored = self.restored[id], stored.state == .running { resumedFrom = stored.startedAt }
+        if !self.restored.isEmpty, let stored = self.restored[id], stored.state == .running {
+            resumedFrom = stored.startedAt
+        }
         let retry = spec.retry
         if (retry?.maxAttempts ?? 1) == 1 {
             // One attempt, already counted by `begin`: no retry machinery.
             return self.runAttempt(
-                action, spec, index: index, id: id, input: input, attempt: attempts, pool: pool, resumedFrom: resumedFrom, context: context
+                action,
+                spec,
+                index: index,
+                id: id,
+                input: input,
+                attempt: attempts,
+                pool: pool,
+                resumedFrom: resumedFrom,
+                context: context
             )
         }
         let resumed = resumedFrom
@@ -317,8 +355,15 @@ extension JobRun {
             let attempt = previousAttempts + number
             self.markAttempt(index, attempt: attempt)
             return self.runAttempt(
-                action, spec, index: index, id: id, input: input, attempt: attempt, pool: pool,
-                resumedFrom: number == 1 ? resumed : nil, context: context
+                action,
+                spec,
+                index: index,
+                id: id,
+                input: input,
+                attempt: attempt,
+                pool: pool,
+                resumedFrom: number == 1 ? resumed : nil,
+                context: context
             )
         }
         if policy.maxAttempts == 1 { return attempt(1) }
@@ -411,7 +456,11 @@ extension JobRun {
     }
 
     /// Runs `action`, releasing `slot` when its future completes (at once when it completed inline).
-    private static func run(_ action: any Action, _ context: ActionContext, holding slot: WorkerPool.Slot) -> Future<JSONValue> {
+    private static func run(
+        _ action: any Action,
+        _ context: ActionContext,
+        holding slot: WorkerPool.Slot
+    ) -> Future<JSONValue> {
         let running = action.run(context)
         if running.isCompleted {
             slot.release()
@@ -423,7 +472,12 @@ extension JobRun {
 
     // MARK: series
 
-    private func runSeries(_ steps: [Node], at indices: [Int], input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
+    private func runSeries(
+        _ steps: [Node],
+        at indices: [Int],
+        input: JSONValue,
+        context: ExecutionContext
+    ) -> Future<JSONValue> {
         var chain = Future<JSONValue>(value: input)
         for (step, index) in zip(steps, indices) {
             chain = chain.continueOnSuccessWithTask(on: .immediate) { value in
@@ -456,7 +510,8 @@ extension JobRun {
             branchSource.token.register { [weak self] in self?.cancelStarted(under: tokenID, parent: parent) }
         }
         let winner = FirstIndex()
-        let settled = Future<JSONValue>.whenAllSettled(count: count, maxConcurrency: maxConcurrency ?? max(1, count)) { branch in
+        let settled = Future<JSONValue>.whenAllSettled(count: count, maxConcurrency: maxConcurrency ?? max(1, count)) {
+            branch in
             let future = make(branch, branchToken)
             if let branchSource {
                 future.whenComplete { outcome in
@@ -513,8 +568,14 @@ extension JobRun {
 
     // MARK: continuation
 
-    private func runContinuation(_ spec: ContinuationSpec, at indices: [Int], input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
-        self.execute(spec.antecedent, at: indices[0], input: input, context: context).continueWithTask(on: .immediate) { antecedent in
+    private func runContinuation(
+        _ spec: ContinuationSpec,
+        at indices: [Int],
+        input: JSONValue,
+        context: ExecutionContext
+    ) -> Future<JSONValue> {
+        self.execute(spec.antecedent, at: indices[0], input: input, context: context).continueWithTask(on: .immediate) {
+            antecedent in
             let outcome = antecedent.outcome!
             let matches: Bool
             switch (spec.on, outcome) {
@@ -549,7 +610,9 @@ extension JobRun {
             return Future(error: TaskError.from(error))
         }
         guard case .array(let items) = itemsValue else {
-            return Future(error: TaskError(code: "map.items", message: "items must be an array, got \(itemsValue.typeName)"))
+            return Future(
+                error: TaskError(code: "map.items", message: "items must be an array, got \(itemsValue.typeName)")
+            )
         }
         let template = spec.template
         let perInstance = template.nodeCount
@@ -560,7 +623,13 @@ extension JobRun {
             guard state.records.count + items.count * perInstance <= limit else { return nil }
             state.reserve(items.count * perInstance)
             for item in items.indices {
-                Self.register(template, suffix: Self.instanceSuffix(context.suffix, item), parent: index, restored: self.restored, in: &state)
+                Self.register(
+                    template,
+                    suffix: Self.instanceSuffix(context.suffix, item),
+                    parent: index,
+                    restored: self.restored,
+                    in: &state
+                )
             }
             return state.children[index]
         }
@@ -573,11 +642,23 @@ extension JobRun {
             )
         }
         let instanceContext: @Sendable (Int, CancellationToken) -> ExecutionContext = { item, token in
-            ExecutionContext(token: token, suffix: Self.instanceSuffix(context.suffix, item), scopePrefix: context.scopePrefix, propagates: context.propagates)
+            ExecutionContext(
+                token: token,
+                suffix: Self.instanceSuffix(context.suffix, item),
+                scopePrefix: context.scopePrefix,
+                propagates: context.propagates
+            )
         }
         switch spec.mode {
         case .parallel:
-            return self.runBranches(parent: index, count: items.count, maxConcurrency: spec.maxConcurrency, mode: .all, failFast: false, token: context.token) { item, token in
+            return self.runBranches(
+                parent: index,
+                count: items.count,
+                maxConcurrency: spec.maxConcurrency,
+                mode: .all,
+                failFast: false,
+                token: context.token
+            ) { item, token in
                 self.execute(template, at: instances[item], input: items[item], context: instanceContext(item, token))
             }
         case .series:
@@ -585,7 +666,12 @@ extension JobRun {
             var chain = Future<Void>(value: ())
             for item in items.indices {
                 chain = chain.continueOnSuccessWithTask(on: .immediate) {
-                    self.execute(template, at: instances[item], input: items[item], context: instanceContext(item, context.token)).map { value in
+                    self.execute(
+                        template,
+                        at: instances[item],
+                        input: items[item],
+                        context: instanceContext(item, context.token)
+                    ).map { value in
                         results.withLock { $0.append(value) }
                     }
                 }
@@ -624,16 +710,28 @@ extension JobRun {
 
     // MARK: dynamic
 
-    private func runDynamic(_ source: Node, index: Int, sourceIndex: Int, id: String, input: JSONValue, context: ExecutionContext) -> Future<JSONValue> {
-        self.execute(source, at: sourceIndex, input: input, context: context).continueOnSuccessWithTask(on: .immediate) { value in
+    private func runDynamic(
+        _ source: Node,
+        index: Int,
+        sourceIndex: Int,
+        id: String,
+        input: JSONValue,
+        context: ExecutionContext
+    ) -> Future<JSONValue> {
+        self.execute(source, at: sourceIndex, input: input, context: context).continueOnSuccessWithTask(on: .immediate)
+        { value in
             guard case .object(let object) = value, let graph = object["graph"] else {
                 throw TaskError(
                     code: "graph.invalid",
-                    message: "a dynamic node's source must return {\"graph\": node, \"input\"?: any}, got \(value.typeName)"
+                    message:
+                        "a dynamic node's source must return {\"graph\": node, \"input\"?: any}, got \(value.typeName)"
                 )
             }
             if let extra = object.keys.first(where: { $0 != "graph" && $0 != "input" }) {
-                throw TaskError(code: "graph.invalid", message: "unknown field \"\(extra)\" in the dynamic source's result")
+                throw TaskError(
+                    code: "graph.invalid",
+                    message: "unknown field \"\(extra)\" in the dynamic source's result"
+                )
             }
             let (reserved, budget) = self.state.withLock { state in
                 state.catchUpIndex()
@@ -641,9 +739,17 @@ extension JobRun {
             }
             let root: Node
             do {
-                root = try self.engine.decoder.decodeGraph(graph, idPrefix: id + "/", pointer: "/graph", maxNodes: budget, reservedIDs: reserved)
+                root = try self.engine.decoder.decodeGraph(
+                    graph,
+                    idPrefix: id + "/",
+                    pointer: "/graph",
+                    maxNodes: budget,
+                    reservedIDs: reserved
+                )
             } catch let error as ValidationError {
-                let problems: [JSONValue] = error.problems.map { ["pointer": .string($0.pointer), "message": .string($0.message)] }
+                let problems: [JSONValue] = error.problems.map {
+                    ["pointer": .string($0.pointer), "message": .string($0.message)]
+                }
                 throw TaskError(
                     code: "graph.invalid",
                     message: "the graph returned by \(id)'s source is invalid",
@@ -651,7 +757,8 @@ extension JobRun {
                 )
             }
             let rootIndex = self.state.withLock { state in
-                state.lookup(root.id) ?? Self.register(root, suffix: "", parent: index, restored: self.restored, in: &state)
+                state.lookup(root.id)
+                    ?? Self.register(root, suffix: "", parent: index, restored: self.restored, in: &state)
             }
             var spawned = context
             spawned.suffix = ""

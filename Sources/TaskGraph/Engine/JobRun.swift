@@ -102,7 +102,9 @@ public final class JobRun: Sendable {
                 state.events.reserveCapacity(state.events.count + 2 * spec.nodeCount + 3)
                 Self.register(spec.graph, suffix: "", parent: nil, restored: self.restored, in: &state)
             }
-            if state.events.isEmpty { Self.appendEvent(.jobCreated, taskId: nil, data: nil, time: createdAt, in: &state) }
+            if state.events.isEmpty {
+                Self.appendEvent(.jobCreated, taskId: nil, data: nil, time: createdAt, in: &state)
+            }
         }
         if restored?.cancelRequested == true { self.jobSource.cancel() }
     }
@@ -207,7 +209,9 @@ public final class JobRun: Sendable {
         state.nodeSources = Array(repeating: nil, count: finished.records.count)
         for (index, record) in finished.records.enumerated() {
             state.index[record.id] = index
-            if let parent = record.parent, let parentIndex = state.index[parent] { state.children[parentIndex].append(index) }
+            if let parent = record.parent, let parentIndex = state.index[parent] {
+                state.children[parentIndex].append(index)
+            }
             if record.isTask {
                 state.progress.total += 1
                 state.progress.add(record.state, 1)
@@ -221,16 +225,34 @@ public final class JobRun: Sendable {
     /// Adds records for `node`'s subtree, ids suffixed with `suffix` (map instances), and returns
     /// the index of `node`'s record. Iterative: graphs can be deep and wide.
     @discardableResult
-    static func register(_ node: Node, suffix: String, parent: Int?, restored: [String: NodeRecord], in state: inout State) -> Int {
+    static func register(
+        _ node: Node,
+        suffix: String,
+        parent: Int?,
+        restored: [String: NodeRecord],
+        in state: inout State
+    ) -> Int {
         let first = state.records.count
         if node.isTask {
             // A lone task (the usual map template): no stack to allocate.
-            self.registerOne(node, id: suffix.isEmpty ? node.id : node.id + suffix, parent: parent, restored: restored, in: &state)
+            self.registerOne(
+                node,
+                id: suffix.isEmpty ? node.id : node.id + suffix,
+                parent: parent,
+                restored: restored,
+                in: &state
+            )
             return first
         }
         var stack: [(Node, Int?)] = [(node, parent)]
         while let (current, parentIndex) = stack.popLast() {
-            let index = self.registerOne(current, id: suffix.isEmpty ? current.id : current.id + suffix, parent: parentIndex, restored: restored, in: &state)
+            let index = self.registerOne(
+                current,
+                id: suffix.isEmpty ? current.id : current.id + suffix,
+                parent: parentIndex,
+                restored: restored,
+                in: &state
+            )
             // Push children in reverse so they are registered in document order. A map's template
             // is not a node of its own: its instances are registered when the map starts.
             if case .map = current.kind { continue }
@@ -241,11 +263,23 @@ public final class JobRun: Sendable {
 
     /// Adds the record of `node` alone, with id `id`, and returns its index.
     @discardableResult
-    private static func registerOne(_ node: Node, id: String, parent parentIndex: Int?, restored: [String: NodeRecord], in state: inout State) -> Int {
+    private static func registerOne(
+        _ node: Node,
+        id: String,
+        parent parentIndex: Int?,
+        restored: [String: NodeRecord],
+        in state: inout State
+    ) -> Int {
         let index = state.records.count
         var record: NodeRecord
         if case .task(let task) = node.kind {
-            record = NodeRecord(id: id, type: "task", action: task.action, executor: task.executor, parent: parentIndex.map { state.records[$0].id })
+            record = NodeRecord(
+                id: id,
+                type: "task",
+                action: task.action,
+                executor: task.executor,
+                parent: parentIndex.map { state.records[$0].id }
+            )
         } else {
             record = NodeRecord(id: id, type: node.typeName, parent: parentIndex.map { state.records[$0].id })
         }
@@ -275,7 +309,13 @@ public final class JobRun: Sendable {
     // MARK: - Events
 
     @discardableResult
-    static func appendEvent(_ type: JobEventType, taskId: String?, data: JSONValue?, time: Timestamp, in state: inout State) -> [Promise<Void>] {
+    static func appendEvent(
+        _ type: JobEventType,
+        taskId: String?,
+        data: JSONValue?,
+        time: Timestamp,
+        in state: inout State
+    ) -> [Promise<Void>] {
         let seq = (state.events.last?.seq ?? 0) + 1
         state.events.append(JobEvent(seq: seq, type: type, time: time, taskId: taskId, data: data))
         if state.eventWaiters.isEmpty { return [] }
@@ -321,7 +361,13 @@ public final class JobRun: Sendable {
             let data: JSONValue = [
                 "attempt": .int(attempt), "error": error.json, "delayMs": .int(Int(delay.wholeMilliseconds)),
             ]
-            return Self.appendEvent(.taskRetrying, taskId: state.records[index].id, data: data, time: .now(), in: &state)
+            return Self.appendEvent(
+                .taskRetrying,
+                taskId: state.records[index].id,
+                data: data,
+                time: .now(),
+                in: &state
+            )
         }
         self.publish(waiters)
     }
@@ -330,7 +376,11 @@ public final class JobRun: Sendable {
     /// Returns the outcome with a failure's `taskId` filled in.
     /// `earlier`: waiters of an earlier event not yet published, woken with this one.
     @discardableResult
-    func markFinished(_ index: Int, _ outcome: Outcome<JSONValue>, waking earlier: [Promise<Void>] = []) -> Outcome<JSONValue> {
+    func markFinished(
+        _ index: Int,
+        _ outcome: Outcome<JSONValue>,
+        waking earlier: [Promise<Void>] = []
+    ) -> Outcome<JSONValue> {
         var final = outcome
         let waiters: [Promise<Void>] = self.state.withLock { state in
             let now = Timestamp.now()
@@ -356,7 +406,9 @@ public final class JobRun: Sendable {
             state.nodeSources[index] = nil
             var waiters = Self.appendEvent(Self.eventType(for: newState), taskId: id, data: data, time: now, in: &state)
             if !earlier.isEmpty { waiters = earlier + waiters }
-            if !state.children[index].isEmpty { waiters += Self.skipPendingDescendants(of: index, now: now, in: &state) }
+            if !state.children[index].isEmpty {
+                waiters += Self.skipPendingDescendants(of: index, now: now, in: &state)
+            }
             return waiters
         }
         self.publish(waiters)
@@ -368,8 +420,16 @@ public final class JobRun: Sendable {
         let waiters: [Promise<Void>] = self.state.withLock { state in
             let now = Timestamp.now()
             Self.setTerminal(index, .cancelled, now, in: &state)
-            var waiters = Self.appendEvent(.taskCancelled, taskId: state.records[index].id, data: nil, time: now, in: &state)
-            if !state.children[index].isEmpty { waiters += Self.skipPendingDescendants(of: index, now: now, in: &state) }
+            var waiters = Self.appendEvent(
+                .taskCancelled,
+                taskId: state.records[index].id,
+                data: nil,
+                time: now,
+                in: &state
+            )
+            if !state.children[index].isEmpty {
+                waiters += Self.skipPendingDescendants(of: index, now: now, in: &state)
+            }
             return waiters
         }
         self.publish(waiters)
@@ -396,14 +456,21 @@ public final class JobRun: Sendable {
     }
 
     /// Every node under `index` that is still pending never needed to run: it becomes skipped.
-    private static func skipPendingDescendants(of index: Int, now: Timestamp, in state: inout State) -> [Promise<Void>] {
+    private static func skipPendingDescendants(of index: Int, now: Timestamp, in state: inout State) -> [Promise<Void>]
+    {
         var waiters: [Promise<Void>] = []
         var stack = state.children[index]
         while let child = stack.popLast() {
             switch state.records[child].state {
             case .pending:
                 setTerminal(child, .skipped, now, in: &state)
-                let toWake = appendEvent(.taskSkipped, taskId: state.records[child].id, data: nil, time: now, in: &state)
+                let toWake = appendEvent(
+                    .taskSkipped,
+                    taskId: state.records[child].id,
+                    data: nil,
+                    time: now,
+                    in: &state
+                )
                 if !toWake.isEmpty { waiters += toWake }
                 stack.append(contentsOf: state.children[child])
             case .running:

@@ -35,12 +35,18 @@ public struct JSONParser {
     }
 
     /// Parses one JSON document from UTF-8 bytes.
-    public static func parse(_ bytes: UnsafeBufferPointer<UInt8>, limits: Limits = Limits()) throws(JSONParseError) -> JSONValue {
+    public static func parse(
+        _ bytes: UnsafeBufferPointer<UInt8>,
+        limits: Limits = Limits()
+    ) throws(JSONParseError) -> JSONValue {
         try Self.parseBuffer(bytes, limits: limits).get()
     }
 
     /// Parses one JSON document from UTF-8 bytes.
-    public static func parse(_ bytes: UnsafeRawBufferPointer, limits: Limits = Limits()) throws(JSONParseError) -> JSONValue {
+    public static func parse(
+        _ bytes: UnsafeRawBufferPointer,
+        limits: Limits = Limits()
+    ) throws(JSONParseError) -> JSONValue {
         let result = bytes.withMemoryRebound(to: UInt8.self) { Self.parseBuffer($0, limits: limits) }
         return try result.get()
     }
@@ -51,7 +57,8 @@ public struct JSONParser {
     }
 
     /// Parses one JSON document from UTF-8 bytes.
-    public static func parse(_ bytes: ArraySlice<UInt8>, limits: Limits = Limits()) throws(JSONParseError) -> JSONValue {
+    public static func parse(_ bytes: ArraySlice<UInt8>, limits: Limits = Limits()) throws(JSONParseError) -> JSONValue
+    {
         try bytes.withUnsafeBufferPointer { Self.parseBuffer($0, limits: limits) }.get()
     }
 
@@ -68,7 +75,10 @@ public struct JSONParser {
     ///
     /// Contiguous collections are parsed in place; others are copied into an array first.
     @inlinable
-    public static func parse(_ bytes: some Collection<UInt8>, limits: Limits = Limits()) throws(JSONParseError) -> JSONValue {
+    public static func parse(
+        _ bytes: some Collection<UInt8>,
+        limits: Limits = Limits()
+    ) throws(JSONParseError) -> JSONValue {
         if let result = bytes.withContiguousStorageIfAvailable({ Self.parseBuffer($0, limits: limits) }) {
             return try result.get()
         }
@@ -80,7 +90,9 @@ public struct JSONParser {
     @usableFromInline
     static func parseBuffer(_ buffer: UnsafeBufferPointer<UInt8>, limits: Limits) -> Result<JSONValue, JSONParseError> {
         guard buffer.count <= limits.maxBytes else {
-            return .failure(JSONParseError(message: "input larger than \(limits.maxBytes) bytes", offset: 0, line: 1, column: 1))
+            return .failure(
+                JSONParseError(message: "input larger than \(limits.maxBytes) bytes", offset: 0, line: 1, column: 1)
+            )
         }
         guard let base = buffer.baseAddress, buffer.count > 0 else {
             return .failure(JSONParseError(message: "unexpected end of input", offset: 0, line: 1, column: 1))
@@ -229,7 +241,9 @@ private struct JSONByteParser: ~Copyable {
             while true {
                 guard self.frames.count > 0 else {
                     self.skipWhitespace()
-                    guard self.pos == self.end else { throw self.error("trailing characters after the value", at: self.pos) }
+                    guard self.pos == self.end else {
+                        throw self.error("trailing characters after the value", at: self.pos)
+                    }
                     return value
                 }
                 let frame = self.frames.last.pointee
@@ -309,7 +323,9 @@ private struct JSONByteParser: ~Copyable {
         guard self.lastStringIsPlainASCII, length < 128 else { return 0 }
         var prefix: UInt64 = 0
         if length >= 8 {
-            prefix = UInt64(littleEndian: UnsafeRawPointer(self.base + from).loadUnaligned(as: UInt64.self)) & 0x00FF_FFFF_FFFF_FFFF
+            prefix =
+                UInt64(littleEndian: UnsafeRawPointer(self.base + from).loadUnaligned(as: UInt64.self))
+                & 0x00FF_FFFF_FFFF_FFFF
         } else {
             for index in 0..<length { prefix |= UInt64(self.base[from + index]) << (8 * UInt64(index)) }
         }
@@ -429,7 +445,8 @@ private struct JSONByteParser: ~Copyable {
             let quotes = word ^ (ones &* UInt64(ASCII.quote))
             let backslashes = word ^ (ones &* UInt64(ASCII.backslash))
             // Any zero byte in `quotes`/`backslashes`, or any byte below 0x20 in `word`, stops the run.
-            let stops = ((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes) | ((word &- ones &* 0x20) & ~word)
+            let stops =
+                ((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes) | ((word &- ones &* 0x20) & ~word)
             if stops & highBits != 0 { break }
             high |= word
             index += 8
@@ -462,7 +479,8 @@ private struct JSONByteParser: ~Copyable {
             var next = offset + 6
             if unit & 0xFC00 == 0xD800 {
                 // A high surrogate must be followed directly by an escaped low surrogate.
-                guard next + 1 < self.end, self.base[next] == ASCII.backslash, self.base[next + 1] == UInt8(ascii: "u") else {
+                guard next + 1 < self.end, self.base[next] == ASCII.backslash, self.base[next + 1] == UInt8(ascii: "u")
+                else {
                     throw self.error("lone surrogate", at: offset)
                 }
                 let low = try self.hexQuad(escapeAt: next)

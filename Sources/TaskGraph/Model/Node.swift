@@ -80,7 +80,13 @@ public struct TaskSpec: Sendable, Equatable {
     public var retry: RetrySpec?
     public var timeoutMs: Int?
 
-    public init(action: String, params: JSONTemplate, executor: String = "default", retry: RetrySpec? = nil, timeoutMs: Int? = nil) {
+    public init(
+        action: String,
+        params: JSONTemplate,
+        executor: String = "default",
+        retry: RetrySpec? = nil,
+        timeoutMs: Int? = nil
+    ) {
         self.action = action
         self.params = params
         self.executor = executor
@@ -99,7 +105,14 @@ public struct RetrySpec: Sendable, Equatable {
     /// Error codes to retry on; an entry ending in `.*` matches a prefix. `nil`: every failure.
     public var on: [String]?
 
-    public init(maxAttempts: Int = 1, delayMs: Int = 0, backoff: Double = 2, maxDelayMs: Int? = nil, jitter: Bool = false, on: [String]? = nil) {
+    public init(
+        maxAttempts: Int = 1,
+        delayMs: Int = 0,
+        backoff: Double = 2,
+        maxDelayMs: Int? = nil,
+        jitter: Bool = false,
+        on: [String]? = nil
+    ) {
         self.maxAttempts = maxAttempts
         self.delayMs = delayMs
         self.backoff = backoff

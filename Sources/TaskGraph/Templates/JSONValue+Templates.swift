@@ -79,7 +79,9 @@ extension JSONValue {
         case .object(let object):
             for member in object.members {
                 member.value.collectSyntaxProblems(
-                    pointer: pointer + "/" + JSONValue.escapePointerToken(member.key), into: &problems)
+                    pointer: pointer + "/" + JSONValue.escapePointerToken(member.key),
+                    into: &problems
+                )
             }
         default:
             break
@@ -96,7 +98,8 @@ extension JSONValue {
     }
 
     private func collectExpressions(
-        pointer: String, into found: inout [(pointer: String, expression: TemplateExpression)]
+        pointer: String,
+        into found: inout [(pointer: String, expression: TemplateExpression)]
     ) {
         switch self {
         case .string(let string):
@@ -109,7 +112,9 @@ extension JSONValue {
         case .object(let object):
             for member in object.members {
                 member.value.collectExpressions(
-                    pointer: pointer + "/" + JSONValue.escapePointerToken(member.key), into: &found)
+                    pointer: pointer + "/" + JSONValue.escapePointerToken(member.key),
+                    into: &found
+                )
             }
         default:
             break

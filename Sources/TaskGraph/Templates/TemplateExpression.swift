@@ -117,7 +117,11 @@ public struct TemplateExpression: Sendable, Equatable, CustomStringConvertible {
         for segment in self.path.prefix(count) {
             switch segment {
             case .key(let key):
-                if TemplateSyntax.isName(key) { text += "." + key } else { text += "[" + TemplateExpression.quoted(key) + "]" }
+                if TemplateSyntax.isName(key) {
+                    text += "." + key
+                } else {
+                    text += "[" + TemplateExpression.quoted(key) + "]"
+                }
             case .index(let index):
                 text += "[\(index)]"
             }

@@ -58,7 +58,8 @@ struct TemplateSyntax {
     static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
 
     static func isWhitespace(_ byte: UInt8) -> Bool {
-        byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r")
+        byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\n")
+            || byte == UInt8(ascii: "\r")
     }
 
     /// Whether `text` can be written as a `.name` path segment.
@@ -197,7 +198,8 @@ struct TemplateSyntax {
             if let field = try self.parseField() {
                 guard field == "input" || field == "id" || field == "name" else {
                     throw self.invalid(
-                        "unknown job field \(TemplateExpression.quoted(field)) (expected input, id or name)")
+                        "unknown job field \(TemplateExpression.quoted(field)) (expected input, id or name)"
+                    )
                 }
                 path.reserveCapacity(4)
                 path.append(.key(field))
@@ -207,7 +209,8 @@ struct TemplateSyntax {
             if let field = try self.parseField() {
                 guard field == "result" || field == "error" || field == "state" else {
                     throw self.invalid(
-                        "unknown task field \(TemplateExpression.quoted(field)) (expected result, error or state)")
+                        "unknown task field \(TemplateExpression.quoted(field)) (expected result, error or state)"
+                    )
                 }
                 path.reserveCapacity(4)
                 path.append(.key(field))
@@ -286,7 +289,9 @@ struct TemplateSyntax {
             try self.expectCloseBracket()
             return id
         }
-        throw self.invalid("expected a task id after 'tasks' (tasks.<id> or tasks[\"<id>\"]), found \(self.describeCurrent())")
+        throw self.invalid(
+            "expected a task id after 'tasks' (tasks.<id> or tasks[\"<id>\"]), found \(self.describeCurrent())"
+        )
     }
 
     /// `.name`, `[0]`, `["key"]`, `['key']`, repeated; stops before anything else.
@@ -336,7 +341,9 @@ struct TemplateSyntax {
         var unescaped: [UInt8]? = nil
         while true {
             guard let byte = self.peek() else {
-                throw self.unterminated(detail: "missing closing \(quote == TemplateSyntax.doubleQuote ? "'\"'" : "\"'\"") of a quoted key")
+                throw self.unterminated(
+                    detail: "missing closing \(quote == TemplateSyntax.doubleQuote ? "'\"'" : "\"'\"") of a quoted key"
+                )
             }
             if byte == quote {
                 let key = unescaped.map { String(decoding: $0, as: UTF8.self) } ?? self.text(start..<self.position)
@@ -347,14 +354,19 @@ struct TemplateSyntax {
                 if unescaped == nil { unescaped = Array(self.bytes[start..<self.position]) }
                 guard let escaped = self.peek(offset: 1) else {
                     self.position += 1
-                    throw self.unterminated(detail: "missing closing \(quote == TemplateSyntax.doubleQuote ? "'\"'" : "\"'\"") of a quoted key")
+                    throw self.unterminated(
+                        detail:
+                            "missing closing \(quote == TemplateSyntax.doubleQuote ? "'\"'" : "\"'\"") of a quoted key"
+                    )
                 }
-                guard escaped == TemplateSyntax.doubleQuote || escaped == TemplateSyntax.singleQuote
-                    || escaped == TemplateSyntax.backslash
+                guard
+                    escaped == TemplateSyntax.doubleQuote || escaped == TemplateSyntax.singleQuote
+                        || escaped == TemplateSyntax.backslash
                 else {
                     self.position += 1
                     throw self.invalid(
-                        "unsupported escape '\\\(self.describeCurrent(quotes: false))' in a quoted key (use \\\", \\' or \\\\)")
+                        "unsupported escape '\\\(self.describeCurrent(quotes: false))' in a quoted key (use \\\", \\' or \\\\)"
+                    )
                 }
                 unescaped?.append(escaped)
                 self.position += 2

@@ -21,13 +21,16 @@ extension DecodeState {
         labels.reserveCapacity(object.count)
         for member in object.members {
             let key = member.key
-            let nameOK = !key.utf8.isEmpty && key.utf8.count <= 63 && key.utf8.allSatisfy { byte in
-                TemplateSyntax.isNameByte(byte) || byte == UInt8(ascii: ".")
-            }
+            let nameOK =
+                !key.utf8.isEmpty && key.utf8.count <= 63
+                && key.utf8.allSatisfy { byte in
+                    TemplateSyntax.isNameByte(byte) || byte == UInt8(ascii: ".")
+                }
             if !nameOK {
                 self.report(
                     pointer: "/labels/" + JSONValue.escapePointerToken(key),
-                    "invalid label name \(TemplateExpression.quoted(key)): use 1 to 63 letters, digits, '_', '.' or '-'")
+                    "invalid label name \(TemplateExpression.quoted(key)): use 1 to 63 letters, digits, '_', '.' or '-'"
+                )
                 continue
             }
             guard case .string(let text) = member.value else {

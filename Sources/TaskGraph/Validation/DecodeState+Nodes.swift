@@ -37,9 +37,12 @@ enum NodeType: CaseIterable {
                 | NodeField.timeoutMs.bit
         case .series: return common | NodeField.steps.bit
         case .parallel:
-            return common | NodeField.branches.bit | NodeField.mode.bit | NodeField.maxConcurrency.bit | NodeField.failFast.bit
+            return common | NodeField.branches.bit | NodeField.mode.bit | NodeField.maxConcurrency.bit
+                | NodeField.failFast.bit
         case .continuation: return common | NodeField.antecedent.bit | NodeField.on.bit | NodeField.then.bit
-        case .map: return common | NodeField.items.bit | NodeField.template.bit | NodeField.mode.bit | NodeField.maxConcurrency.bit
+        case .map:
+            return common | NodeField.items.bit | NodeField.template.bit | NodeField.mode.bit
+                | NodeField.maxConcurrency.bit
         case .dynamic: return common | NodeField.source.bit
         }
     }
@@ -59,11 +62,19 @@ enum NodeField: UInt32 {
         case 2: field = key == "id" ? .id : key == "on" ? .on : nil
         case 4: field = key == "type" ? .type : key == "mode" ? .mode : key == "then" ? .then : nil
         case 5:
-            field = key == "input" ? .input : key == "steps" ? .steps : key == "retry" ? .retry : key == "items" ? .items : nil
+            field =
+                key == "input"
+                ? .input : key == "steps" ? .steps : key == "retry" ? .retry : key == "items" ? .items : nil
         case 6: field = key == "action" ? .action : key == "params" ? .params : key == "source" ? .source : nil
         case 8:
-            field = key == "branches" ? .branches : key == "executor" ? .executor : key == "template" ? .template
-                : key == "failFast" ? .failFast : nil
+            field =
+                key == "branches"
+                ? .branches
+                : key == "executor"
+                    ? .executor
+                    : key == "template"
+                        ? .template
+                        : key == "failFast" ? .failFast : nil
         case 9: field = key == "timeoutMs" ? .timeoutMs : nil
         case 10: field = key == "antecedent" ? .antecedent : nil
         case 14: field = key == "maxConcurrency" ? .maxConcurrency : nil
@@ -179,7 +190,10 @@ extension DecodeState {
             type = NodeType(name)
             if type == nil {
                 self.report(
-                    pointer, "type", "unknown type " + TemplateExpression.quoted(name) + "; expected one of " + NodeType.expected)
+                    pointer,
+                    "type",
+                    "unknown type " + TemplateExpression.quoted(name) + "; expected one of " + NodeType.expected
+                )
             }
         default:
             self.report(pointer, "type", "must be a string")
@@ -198,12 +212,18 @@ extension DecodeState {
             if case .string(let text) = idValue, DecodeState.isValidID(text) {
                 let full = self.idPrefix.isEmpty ? text : self.idPrefix + text
                 if let first = self.explicitIDs[full] {
-                    self.report(pointer, "id", "duplicate id \(TemplateExpression.quoted(text)) (first used at \(first))")
+                    self.report(
+                        pointer,
+                        "id",
+                        "duplicate id \(TemplateExpression.quoted(text)) (first used at \(first))"
+                    )
                 } else if full == self.rootGeneratedID {
                     let rootPointer = self.rootPointer
                     self.report(
-                        pointer, "id",
-                        "duplicate id \(TemplateExpression.quoted(text)) (the generated id of the root node at \(rootPointer), which has no id)")
+                        pointer,
+                        "id",
+                        "duplicate id \(TemplateExpression.quoted(text)) (the generated id of the root node at \(rootPointer), which has no id)"
+                    )
                 } else {
                     self.explicitIDs[full] = pointer
                     if self.reservedIDs.contains(full) {
@@ -220,7 +240,10 @@ extension DecodeState {
             if pathBase == nil { self.rootGeneratedID = generated }
             self.generatedIDs.append(generated)
             if !self.reservedIDs.isEmpty, self.reservedIDs.contains(generated) {
-                self.report(pointer: pointer, "the generated id \(TemplateExpression.quoted(generated)) is already used in the job")
+                self.report(
+                    pointer: pointer,
+                    "the generated id \(TemplateExpression.quoted(generated)) is already used in the job"
+                )
             }
             id = generated
         }
@@ -241,20 +264,44 @@ extension DecodeState {
         case .parallel:
             var mode = ParallelSpec.Mode.all
             if let value = fields[.mode] {
-                mode = self.choice(value, pointer, "mode", ParallelSpec.Mode.init(rawValue:), "all, any, settled") ?? mode
+                mode =
+                    self.choice(value, pointer, "mode", ParallelSpec.Mode.init(rawValue:), "all, any, settled") ?? mode
             }
             var maxConcurrency: Int?
-            if let value = fields[.maxConcurrency] { maxConcurrency = self.integer(value, pointer, "maxConcurrency", min: 1, max: JobDecoder.maxSafeInteger) }
+            if let value = fields[.maxConcurrency] {
+                maxConcurrency = self.integer(value, pointer, "maxConcurrency", min: 1, max: JobDecoder.maxSafeInteger)
+            }
             var failFast = false
             if let value = fields[.failFast] { failFast = self.boolean(value, pointer, "failFast") ?? false }
-            let branches = self.decodeChildren(fields[.branches], "branches", pointer: pointer, path: path, depth: depth)
-            kind = branches.map { .parallel(ParallelSpec(branches: $0, mode: mode, maxConcurrency: maxConcurrency, failFast: failFast)) }
+            let branches = self.decodeChildren(
+                fields[.branches],
+                "branches",
+                pointer: pointer,
+                path: path,
+                depth: depth
+            )
+            kind = branches.map {
+                .parallel(ParallelSpec(branches: $0, mode: mode, maxConcurrency: maxConcurrency, failFast: failFast))
+            }
         case .continuation:
             var on = ContinuationSpec.On.success
             if let value = fields[.on] {
-                on = self.choice(value, pointer, "on", ContinuationSpec.On.init(rawValue:), "success, failure, cancellation, always") ?? on
+                on =
+                    self.choice(
+                        value,
+                        pointer,
+                        "on",
+                        ContinuationSpec.On.init(rawValue:),
+                        "success, failure, cancellation, always"
+                    ) ?? on
             }
-            let antecedent = self.decodeChild(fields[.antecedent], "antecedent", pointer: pointer, path: path, depth: depth)
+            let antecedent = self.decodeChild(
+                fields[.antecedent],
+                "antecedent",
+                pointer: pointer,
+                path: path,
+                depth: depth
+            )
             let then = self.decodeChild(fields[.then], "then", pointer: pointer, path: path, depth: depth)
             if let antecedent, let then {
                 kind = .continuation(ContinuationSpec(antecedent: antecedent, on: on, then: then))
@@ -270,7 +317,9 @@ extension DecodeState {
                 mode = self.choice(value, pointer, "mode", MapSpec.Mode.init(rawValue:), "parallel, series") ?? mode
             }
             var maxConcurrency: Int?
-            if let value = fields[.maxConcurrency] { maxConcurrency = self.integer(value, pointer, "maxConcurrency", min: 1, max: JobDecoder.maxSafeInteger) }
+            if let value = fields[.maxConcurrency] {
+                maxConcurrency = self.integer(value, pointer, "maxConcurrency", min: 1, max: JobDecoder.maxSafeInteger)
+            }
             let template = self.decodeChild(fields[.template], "template", pointer: pointer, path: path, depth: depth)
             if let items, let template {
                 kind = .map(MapSpec(items: items, template: template, mode: mode, maxConcurrency: maxConcurrency))
@@ -287,17 +336,34 @@ extension DecodeState {
     }
 
     /// The required child node in `field`.
-    mutating func decodeChild(_ value: JSONValue?, _ field: String, pointer: String, path: () -> String, depth: Int) -> Node? {
+    mutating func decodeChild(
+        _ value: JSONValue?,
+        _ field: String,
+        pointer: String,
+        path: () -> String,
+        depth: Int
+    ) -> Node? {
         guard let value else {
             self.report(pointer, field, "required")
             return nil
         }
         return self.decodeNode(
-            value, pointer: pointer + "/" + field, pathBase: path() + "." + field, index: -1, depth: depth + 1)
+            value,
+            pointer: pointer + "/" + field,
+            pathBase: path() + "." + field,
+            index: -1,
+            depth: depth + 1
+        )
     }
 
     /// The required array of child nodes in `field`.
-    mutating func decodeChildren(_ value: JSONValue?, _ field: String, pointer: String, path: () -> String, depth: Int) -> [Node]? {
+    mutating func decodeChildren(
+        _ value: JSONValue?,
+        _ field: String,
+        pointer: String,
+        path: () -> String,
+        depth: Int
+    ) -> [Node]? {
         guard let value else {
             self.report(pointer, field, "required")
             return nil
@@ -318,7 +384,12 @@ extension DecodeState {
         }
         for (index, item) in items.enumerated() {
             let child = self.decodeNode(
-                item, pointer: DecodeState.join(pointerBase, index), pathBase: pathBase, index: index, depth: depth + 1)
+                item,
+                pointer: DecodeState.join(pointerBase, index),
+                pathBase: pathBase,
+                index: index,
+                depth: depth + 1
+            )
             if let child, !failed { nodes.append(child) } else { failed = true }
         }
         return failed ? nil : nodes
@@ -343,8 +414,10 @@ extension DecodeState {
             }
             if action == nil {
                 self.report(
-                    pointer, "action",
-                    "unknown action \(TemplateExpression.quoted(name)); known: " + actions.names.joined(separator: ", "))
+                    pointer,
+                    "action",
+                    "unknown action \(TemplateExpression.quoted(name)); known: " + actions.names.joined(separator: ", ")
+                )
             }
         default:
             self.report(pointer, "action", "must be a string")
@@ -371,9 +444,11 @@ extension DecodeState {
                 let executors = self.decoder.executors
                 if name != "immediate", !executors.contains(name) {
                     self.report(
-                        pointer, "executor",
+                        pointer,
+                        "executor",
                         "unknown executor \(TemplateExpression.quoted(name)); configured: "
-                            + executors.sorted().joined(separator: ", "))
+                            + executors.sorted().joined(separator: ", ")
+                    )
                 }
             } else {
                 self.report(pointer, "executor", "must be a string")
@@ -385,10 +460,19 @@ extension DecodeState {
 
         var timeoutMs: Int?
         if let value = fields[.timeoutMs] {
-            timeoutMs = self.integer(value, pointer, "timeoutMs", min: 1, max: JobDecoder.maxTaskTimeoutMs, note: " (24 hours)")
+            timeoutMs = self.integer(
+                value,
+                pointer,
+                "timeoutMs",
+                min: 1,
+                max: JobDecoder.maxTaskTimeoutMs,
+                note: " (24 hours)"
+            )
         }
         guard let params, !actionName.isEmpty else { return nil }
-        return .task(TaskSpec(action: actionName, params: params, executor: executor, retry: retry, timeoutMs: timeoutMs))
+        return .task(
+            TaskSpec(action: actionName, params: params, executor: executor, retry: retry, timeoutMs: timeoutMs)
+        )
     }
 
     /// A map's `items`: an array (possibly with templates inside) or a single `${…}` template.

@@ -38,7 +38,8 @@ struct DecodeState: ProblemReporter {
     /// The pointer of the graph's root node.
     let rootPointer: String
 
-    init(decoder: JobDecoder, idPrefix: String, reservedIDs: Set<String>, lenientReferences: Bool, rootPointer: String) {
+    init(decoder: JobDecoder, idPrefix: String, reservedIDs: Set<String>, lenientReferences: Bool, rootPointer: String)
+    {
         self.decoder = decoder
         self.rootPointer = rootPointer
         self.idPrefix = idPrefix
@@ -69,7 +70,8 @@ struct DecodeState: ProblemReporter {
         let more = self.problemCount - problems.count
         if more > 0 {
             problems.append(
-                ValidationProblem(pointer: summaryPointer, message: "… and \(more) more problem\(more == 1 ? "" : "s")"))
+                ValidationProblem(pointer: summaryPointer, message: "… and \(more) more problem\(more == 1 ? "" : "s")")
+            )
         }
         return ValidationError(problems)
     }
@@ -139,7 +141,8 @@ struct DecodeState: ProblemReporter {
                 if let id = found.expression.referencedTaskID, !self.isKnownTask(id, generated: &generated) {
                     self.report(
                         pointer: reference.pointer + found.pointer,
-                        "refers to unknown task " + TemplateExpression.quoted(id))
+                        "refers to unknown task " + TemplateExpression.quoted(id)
+                    )
                 }
             }
         }

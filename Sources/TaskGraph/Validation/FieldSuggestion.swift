@@ -26,7 +26,11 @@ enum FieldSuggestion {
             table[i * width] = i
             for j in 1...b.count {
                 let cost = a[i - 1].lowercasedASCII == b[j - 1].lowercasedASCII ? 0 : 1
-                var value = min(table[(i - 1) * width + j] + 1, table[i * width + j - 1] + 1, table[(i - 1) * width + j - 1] + cost)
+                var value = min(
+                    table[(i - 1) * width + j] + 1,
+                    table[i * width + j - 1] + 1,
+                    table[(i - 1) * width + j - 1] + cost
+                )
                 if i > 1, j > 1, a[i - 1].lowercasedASCII == b[j - 2].lowercasedASCII,
                     a[i - 2].lowercasedASCII == b[j - 1].lowercasedASCII
                 {

@@ -71,14 +71,21 @@ public struct JobDecoder: Sendable {
     /// - Parameter fields: extra top-level job fields, each decoded by its `JobField` after the job's
     ///   `labels` and before its `graph`. Their names must differ from SPEC §1's fields and from each
     ///   other, and each field type may be given once (values are kept by type).
-    public init(actions: ActionRegistry, executors: Set<String>, limits: GraphLimits = .init(), fields: [any JobField] = []) {
+    public init(
+        actions: ActionRegistry,
+        executors: Set<String>,
+        limits: GraphLimits = .init(),
+        fields: [any JobField] = []
+    ) {
         let names = fields.map(\.name)
         precondition(
             Set(names).count == names.count && Set(names).isDisjoint(with: DecodeState.jobFields),
-            "JobDecoder: extra job fields need names of their own, got \(names)")
+            "JobDecoder: extra job fields need names of their own, got \(names)"
+        )
         precondition(
             Set(fields.map { ObjectIdentifier(type(of: $0)) }).count == fields.count,
-            "JobDecoder: each JobField type may be given once")
+            "JobDecoder: each JobField type may be given once"
+        )
         self.actions = actions
         self.executors = executors
         self.limits = limits
@@ -94,7 +101,13 @@ public struct JobDecoder: Sendable {
         guard case .object(let object) = json else {
             throw ValidationError([ValidationProblem(pointer: "", message: "must be an object")])
         }
-        var state = DecodeState(decoder: self, idPrefix: "", reservedIDs: [], lenientReferences: false, rootPointer: "/graph")
+        var state = DecodeState(
+            decoder: self,
+            idPrefix: "",
+            reservedIDs: [],
+            lenientReferences: false,
+            rootPointer: "/graph"
+        )
         var nameValue: JSONValue?
         var input: JSONValue = .null
         var graphValue: JSONValue?
@@ -126,7 +139,13 @@ public struct JobDecoder: Sendable {
         var timeoutMs: Int?
         if let value = timeoutValue {
             timeoutMs = state.integer(
-                value, "", "timeoutMs", min: 1, max: JobDecoder.maxJobTimeoutMs, note: " (31 days)")
+                value,
+                "",
+                "timeoutMs",
+                min: 1,
+                max: JobDecoder.maxJobTimeoutMs,
+                note: " (31 days)"
+            )
         }
         var labels: [String: String] = [:]
         if let value = labelsValue { labels = state.decodeLabels(value) }
@@ -145,18 +164,31 @@ public struct JobDecoder: Sendable {
         if state.nodeCount > self.limits.maxNodes {
             state.insertFirst(
                 ValidationProblem(
-                    pointer: "/graph", message: "the graph has \(state.nodeCount) nodes; the limit is \(self.limits.maxNodes)"))
+                    pointer: "/graph",
+                    message: "the graph has \(state.nodeCount) nodes; the limit is \(self.limits.maxNodes)"
+                )
+            )
         }
         if let error = state.error(summaryPointer: "") { throw error }
         guard let graph else { throw ValidationError([ValidationProblem(pointer: "/graph", message: "invalid")]) }
         return JobSpec(
-            name: name, input: input, graph: graph, timeoutMs: timeoutMs, labels: labels,
-            fields: fields, nodeCount: state.nodeCount, depth: state.maxDepthSeen)
+            name: name,
+            input: input,
+            graph: graph,
+            timeoutMs: timeoutMs,
+            labels: labels,
+            fields: fields,
+            nodeCount: state.nodeCount,
+            depth: state.maxDepthSeen
+        )
     }
 
     /// Decodes the extra job field `field` from `value` into `values`, reporting its problems to `state`.
     private static func decode<Field: JobField>(
-        _ field: Field, _ value: JSONValue, into values: inout JobFieldValues, state: inout DecodeState
+        _ field: Field,
+        _ value: JSONValue,
+        into values: inout JobFieldValues,
+        state: inout DecodeState
     ) {
         let pointer = "/" + JSONValue.escapePointerToken(field.name)
         do {
@@ -180,17 +212,29 @@ public struct JobDecoder: Sendable {
     ///     engine looks a task id up with the prefix first).
     /// - Throws: a `ValidationError` with every problem found.
     public func decodeGraph(
-        _ json: JSONValue, idPrefix: String, pointer: String, maxNodes: Int, reservedIDs: Set<String>
+        _ json: JSONValue,
+        idPrefix: String,
+        pointer: String,
+        maxNodes: Int,
+        reservedIDs: Set<String>
     ) throws(ValidationError) -> Node {
         var state = DecodeState(
-            decoder: self, idPrefix: idPrefix, reservedIDs: reservedIDs, lenientReferences: true, rootPointer: pointer)
+            decoder: self,
+            idPrefix: idPrefix,
+            reservedIDs: reservedIDs,
+            lenientReferences: true,
+            rootPointer: pointer
+        )
         let node = state.decodeNode(json, pointer: pointer, pathBase: nil, index: -1, depth: 1)
         state.checkReferences()
         if state.nodeCount > maxNodes {
             state.insertFirst(
                 ValidationProblem(
                     pointer: pointer,
-                    message: "the graph has \(state.nodeCount) nodes; only \(max(maxNodes, 0)) remain within the job's node limit"))
+                    message:
+                        "the graph has \(state.nodeCount) nodes; only \(max(maxNodes, 0)) remain within the job's node limit"
+                )
+            )
         }
         if let error = state.error(summaryPointer: pointer) { throw error }
         guard let node else { throw ValidationError([ValidationProblem(pointer: pointer, message: "invalid")]) }
@@ -224,6 +268,8 @@ extension JobDecoder {
         private static let fieldsWithoutErrorCodes = ["maxAttempts", "delayMs", "backoff", "maxDelayMs", "jitter"]
 
         /// The fields the object may have, in the order of SPEC §1.2 (for "did you mean" suggestions).
-        package var fields: [String] { self.allowsErrorCodes ? Self.fieldsWithErrorCodes : Self.fieldsWithoutErrorCodes }
+        package var fields: [String] {
+            self.allowsErrorCodes ? Self.fieldsWithErrorCodes : Self.fieldsWithoutErrorCodes
+        }
     }
 }

@@ -32,11 +32,17 @@ extension ProblemReporter {
 
     /// Reports the members of `object` that `isKnown` rejects, in document order, suggesting the
     /// nearest of `known`.
-    package mutating func reportUnknownFields(_ object: JSONObject, at base: String, known: [String], isKnown: (String) -> Bool) {
+    package mutating func reportUnknownFields(
+        _ object: JSONObject,
+        at base: String,
+        known: [String],
+        isKnown: (String) -> Bool
+    ) {
         for member in object.members where !isKnown(member.key) {
             self.report(
                 pointer: base + "/" + JSONValue.escapePointerToken(member.key),
-                Self.unknownFieldMessage(member.key, known: known))
+                Self.unknownFieldMessage(member.key, known: known)
+            )
         }
     }
 
@@ -51,7 +57,14 @@ extension ProblemReporter {
     // MARK: Scalars
 
     /// The integer at `base/field` within `min…max`, or `nil` after reporting a problem.
-    package mutating func integer(_ value: JSONValue, _ base: String, _ field: String, min: Int, max: Int? = nil, note: String = "") -> Int? {
+    package mutating func integer(
+        _ value: JSONValue,
+        _ base: String,
+        _ field: String,
+        min: Int,
+        max: Int? = nil,
+        note: String = ""
+    ) -> Int? {
         if let int = value.intValue, int >= min, max.map({ int <= $0 }) ?? true { return int }
         self.report(base, field, Self.integerMessage(min: min, max: max) + note)
         return nil
@@ -72,7 +85,13 @@ extension ProblemReporter {
     }
 
     /// The string at `base/field` if it is one of `options` (listed in the message), else `nil`.
-    package mutating func choice<T>(_ value: JSONValue, _ base: String, _ field: String, _ parse: (String) -> T?, _ options: String) -> T? {
+    package mutating func choice<T>(
+        _ value: JSONValue,
+        _ base: String,
+        _ field: String,
+        _ parse: (String) -> T?,
+        _ options: String
+    ) -> T? {
         if case .string(let text) = value, let parsed = parse(text) { return parsed }
         self.report(base, field, "must be one of " + options)
         return nil
@@ -81,7 +100,11 @@ extension ProblemReporter {
     // MARK: Retry
 
     /// The `retry` object at `pointer`, read by `rules` (a task's, or a webhook's).
-    package mutating func decodeRetry(_ value: JSONValue, at pointer: String, rules: JobDecoder.RetryRules) -> RetrySpec? {
+    package mutating func decodeRetry(
+        _ value: JSONValue,
+        at pointer: String,
+        rules: JobDecoder.RetryRules
+    ) -> RetrySpec? {
         guard case .object(let object) = value else {
             self.report(pointer: pointer, "must be an object")
             return nil
@@ -96,7 +119,8 @@ extension ProblemReporter {
             case "maxAttempts":
                 retry.maxAttempts = self.integer(value, pointer, "maxAttempts", min: 1, max: 100) ?? retry.maxAttempts
             case "delayMs":
-                retry.delayMs = self.integer(value, pointer, "delayMs", min: 0, max: rules.delayMsLimit) ?? retry.delayMs
+                retry.delayMs =
+                    self.integer(value, pointer, "delayMs", min: 0, max: rules.delayMsLimit) ?? retry.delayMs
             case "backoff":
                 if let number = value.doubleValue, number >= 1, number <= 100 {
                     retry.backoff = number
@@ -104,7 +128,8 @@ extension ProblemReporter {
                     self.report(pointer, "backoff", "must be a number from 1 to 100")
                 }
             case "maxDelayMs":
-                retry.maxDelayMs = self.integer(value, pointer, "maxDelayMs", min: 0, max: 86_400_000) ?? retry.maxDelayMs
+                retry.maxDelayMs =
+                    self.integer(value, pointer, "maxDelayMs", min: 0, max: 86_400_000) ?? retry.maxDelayMs
             case "jitter":
                 retry.jitter = self.boolean(value, pointer, "jitter") ?? retry.jitter
             case "on" where rules.allowsErrorCodes:

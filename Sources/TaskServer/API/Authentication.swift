@@ -14,7 +14,9 @@ struct Authentication: Sendable {
     func protect(_ router: Router) -> Router {
         var protected = Router()
         for route in router.table {
-            guard let method = Optional(HTTPMethod(rawValue: route.method)), let handler = router.handler(method, route.template) else { continue }
+            guard let method = Optional(HTTPMethod(rawValue: route.method)),
+                let handler = router.handler(method, route.template)
+            else { continue }
             if route.template.hasPrefix("/v1/") {
                 protected.add(method, route.template) { request in
                     try self.check(request)
@@ -31,12 +33,22 @@ struct Authentication: Sendable {
         var headers = HTTPHeaders()
         headers.add(name: "www-authenticate", value: "Bearer")
         guard let authorization = request.headers.first(name: "authorization") else {
-            throw HTTPProblem(.unauthorized, code: "auth.required", detail: "send Authorization: Bearer <API key>", headers: headers)
+            throw HTTPProblem(
+                .unauthorized,
+                code: "auth.required",
+                detail: "send Authorization: Bearer <API key>",
+                headers: headers
+            )
         }
         let prefix = "bearer "
         guard authorization.count > prefix.count, authorization.lowercased().hasPrefix(prefix) else {
             headers.replaceOrAdd(name: "www-authenticate", value: "Bearer error=\"invalid_request\"")
-            throw HTTPProblem(.unauthorized, code: "auth.invalid", detail: "the Authorization header must be Bearer <API key>", headers: headers)
+            throw HTTPProblem(
+                .unauthorized,
+                code: "auth.invalid",
+                detail: "the Authorization header must be Bearer <API key>",
+                headers: headers
+            )
         }
         let presented = Array(authorization.utf8.dropFirst(prefix.utf8.count))
         var matched = false

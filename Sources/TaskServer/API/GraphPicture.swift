@@ -24,11 +24,16 @@ enum GraphPicture {
         for (index, node) in nodes.enumerated() { ids[node.id] = "n\(index)" }
         var lines = ["flowchart TD"]
         for (index, node) in nodes.enumerated() {
-            let text = label(node).replacingOccurrences(of: "\"", with: "#quot;").replacingOccurrences(of: "\\n", with: "<br/>")
+            let text = label(node).replacingOccurrences(of: "\"", with: "#quot;").replacingOccurrences(
+                of: "\\n",
+                with: "<br/>"
+            )
             lines.append("    n\(index)[\"\(text)\"]:::\(node.state.rawValue)")
         }
         for node in nodes {
-            if let parent = node.parent, let from = ids[parent], let to = ids[node.id] { lines.append("    \(from) --> \(to)") }
+            if let parent = node.parent, let from = ids[parent], let to = ids[node.id] {
+                lines.append("    \(from) --> \(to)")
+            }
         }
         for state in NodeState.allCases {
             let (fill, stroke) = colour(state)
@@ -42,7 +47,10 @@ enum GraphPicture {
         func quote(_ text: String) -> String {
             "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
         }
-        var lines = ["digraph \(quote(name)) {", "    rankdir=TB;", "    node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\"];"]
+        var lines = [
+            "digraph \(quote(name)) {", "    rankdir=TB;",
+            "    node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\"];",
+        ]
         for node in nodes {
             let (fill, stroke) = colour(node.state)
             let text = "\(node.id)\n\(node.action.map { "\(node.type): \($0)" } ?? node.type)\n\(node.state.rawValue)"

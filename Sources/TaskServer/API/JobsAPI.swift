@@ -23,14 +23,22 @@ struct JobsAPI: Sendable {
     @Sendable func submit(_ request: Request) throws -> Future<Response> {
         let waitMs = try request.integerQuery("waitMs", in: 0...self.app.configuration.maxWaitMs)
         if self.app.isDraining {
-            throw HTTPProblem(.serviceUnavailable, code: "server.draining", detail: "the server is shutting down and accepts no new jobs")
+            throw HTTPProblem(
+                .serviceUnavailable,
+                code: "server.draining",
+                detail: "the server is shutting down and accepts no new jobs"
+            )
         }
         let json = try self.app.jsonBody(request)
         let spec = try self.app.decodeJob(json)
         let idempotency: IdempotencyKey?
         if let key = request.headers.first(name: "idempotency-key") {
             guard !key.isEmpty, key.utf8.count <= 255, key.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
-                throw HTTPProblem(.badRequest, code: "query.invalid", detail: "Idempotency-Key must be 1 to 255 visible ASCII characters")
+                throw HTTPProblem(
+                    .badRequest,
+                    code: "query.invalid",
+                    detail: "Idempotency-Key must be 1 to 255 visible ASCII characters"
+                )
             }
             // The hash covers the canonical (compact) JSON, so whitespace does not matter.
             idempotency = IdempotencyKey(key: key, bodyHash: fnv1a64(json.jsonBytes))
@@ -39,7 +47,8 @@ struct JobsAPI: Sendable {
         }
         let run = self.app.engine.makeRun(id: JobID.make(), spec: spec)
         let app = self.app
-        return self.app.store.insert(run, document: request.body ?? ByteBuffer(), idempotency: idempotency).flatMap { result -> Future<Response> in
+        return self.app.store.insert(run, document: request.body ?? ByteBuffer(), idempotency: idempotency).flatMap {
+            result -> Future<Response> in
             switch result {
             case .mismatch:
                 throw HTTPProblem(
@@ -80,7 +89,9 @@ struct JobsAPI: Sendable {
             query.labels.append((String(parts[0]), String(parts[1])))
         }
         if let cursor = request.query["cursor"] {
-            guard let position = Cursor.decode(cursor) else { throw HTTPProblem.badQuery("cursor is not one this server issued") }
+            guard let position = Cursor.decode(cursor) else {
+                throw HTTPProblem.badQuery("cursor is not one this server issued")
+            }
             query.before = position
         }
         return self.app.store.list(query).map { page -> Response in
@@ -123,7 +134,8 @@ struct JobsAPI: Sendable {
                 deliveries.remove(jobID: id)
                 return Response(status: .noContent)
             case .notFound: throw HTTPProblem.notFound("job.notFound", "no job \(id)")
-            case .notTerminal: throw HTTPProblem.conflict("job.notTerminal", "the job is still running; cancel it first")
+            case .notTerminal:
+                throw HTTPProblem.conflict("job.notTerminal", "the job is still running; cancel it first")
             }
         }
     }
@@ -138,7 +150,9 @@ struct JobsAPI: Sendable {
 
     @Sendable func graph(_ request: Request) throws -> Future<Response> {
         let format = request.query["format"] ?? "mermaid"
-        guard format == "mermaid" || format == "dot" else { throw HTTPProblem.badQuery("format must be mermaid or dot") }
+        guard format == "mermaid" || format == "dot" else {
+            throw HTTPProblem.badQuery("format must be mermaid or dot")
+        }
         return self.app.withRun(request) { run in
             format == "dot" ? .text(GraphPicture.dot(run.nodes, name: run.id)) : .text(GraphPicture.mermaid(run.nodes))
         }
@@ -150,7 +164,9 @@ enum Cursor {
     static func encode(_ position: UInt64) -> String { "p" + String(position, radix: 36) }
 
     static func decode(_ cursor: String) -> UInt64? {
-        guard cursor.hasPrefix("p"), cursor.utf8.count <= 14, let value = UInt64(cursor.dropFirst(), radix: 36), value > 0 else { return nil }
+        guard cursor.hasPrefix("p"), cursor.utf8.count <= 14, let value = UInt64(cursor.dropFirst(), radix: 36),
+            value > 0
+        else { return nil }
         return value
     }
 }

@@ -27,7 +27,8 @@ struct ServiceAPI: Sendable {
     @Sendable func executors(_ request: Request) throws -> Future<Response> {
         let items: [JSONValue] = self.app.executors.map { entry in
             [
-                "name": .string(entry.name), "size": .int(entry.statistics.size), "running": .int(entry.statistics.running),
+                "name": .string(entry.name), "size": .int(entry.statistics.size),
+                "running": .int(entry.statistics.running),
                 "queued": .int(entry.statistics.queued), "completed": .int(entry.statistics.completed),
             ]
         }

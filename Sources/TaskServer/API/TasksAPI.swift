@@ -20,7 +20,9 @@ struct TasksAPI: Sendable {
     @Sendable func get(_ request: Request) throws -> Future<Response> {
         let taskID = request.parameter("taskId")
         return self.app.withRun(request) { run in
-            guard let node = run.node(taskID) else { throw HTTPProblem.notFound("task.notFound", "job \(run.id) has no task \(taskID)") }
+            guard let node = run.node(taskID) else {
+                throw HTTPProblem.notFound("task.notFound", "job \(run.id) has no task \(taskID)")
+            }
             return .json(node.json)
         }
     }
@@ -37,7 +39,9 @@ struct TasksAPI: Sendable {
             case .notFound:
                 throw HTTPProblem.notFound("task.notFound", "job \(run.id) has no task \(taskID)")
             case .terminal:
-                if let node = run.node(taskID), node.state == .cancelled { return Future(value: .json(node.json, status: .ok)) }
+                if let node = run.node(taskID), node.state == .cancelled {
+                    return Future(value: .json(node.json, status: .ok))
+                }
                 throw HTTPProblem.conflict("task.terminal", "task \(taskID) already ended")
             case .notAwait, .notRunning:
                 throw HTTPProblem.conflict("task.notRunning", "task \(taskID) is not running")
@@ -56,7 +60,8 @@ struct TasksAPI: Sendable {
             case .done(let node): return app.store.flush().map { .json(node.json) }
             case .notFound: throw HTTPProblem.notFound("task.notFound", "job \(run.id) has no task \(taskID)")
             case .notAwait: throw HTTPProblem.conflict("task.notAwait", "task \(taskID) is not an await task")
-            case .notRunning: throw HTTPProblem.conflict("task.notRunning", "task \(taskID) has not started waiting yet")
+            case .notRunning:
+                throw HTTPProblem.conflict("task.notRunning", "task \(taskID) has not started waiting yet")
             case .terminal: throw HTTPProblem.conflict("task.terminal", "task \(taskID) already ended")
             }
         }
@@ -65,11 +70,18 @@ struct TasksAPI: Sendable {
     /// `{"result": any}` or `{"error": {"code", "message", "details"?}}`, nothing else.
     static func completion(_ body: JSONValue) throws(HTTPProblem) -> Outcome<JSONValue> {
         guard case .object(let object) = body else {
-            throw HTTPProblem(.unprocessableEntity, code: "graph.invalid", detail: "the body must be an object", errors: [ValidationProblem(pointer: "", message: "must be an object")])
+            throw HTTPProblem(
+                .unprocessableEntity,
+                code: "graph.invalid",
+                detail: "the body must be an object",
+                errors: [ValidationProblem(pointer: "", message: "must be an object")]
+            )
         }
         var problems: [ValidationProblem] = []
         for key in object.keys where key != "result" && key != "error" {
-            problems.append(ValidationProblem(pointer: JSONPointer.appending("", key), message: "unknown field \"\(key)\""))
+            problems.append(
+                ValidationProblem(pointer: JSONPointer.appending("", key), message: "unknown field \"\(key)\"")
+            )
         }
         let hasResult = object["result"] != nil
         let errorValue = object["error"]
@@ -80,17 +92,31 @@ struct TasksAPI: Sendable {
         if let errorValue {
             if case .object(let fields) = errorValue {
                 for key in fields.keys where !["code", "message", "details"].contains(key) {
-                    problems.append(ValidationProblem(pointer: JSONPointer.appending("/error", key), message: "unknown field \"\(key)\""))
+                    problems.append(
+                        ValidationProblem(
+                            pointer: JSONPointer.appending("/error", key),
+                            message: "unknown field \"\(key)\""
+                        )
+                    )
                 }
-                if fields["code"]?.stringValue?.isEmpty != false { problems.append(ValidationProblem(pointer: "/error/code", message: "must be a non-empty string")) }
-                if fields["message"]?.stringValue == nil { problems.append(ValidationProblem(pointer: "/error/message", message: "must be a string")) }
+                if fields["code"]?.stringValue?.isEmpty != false {
+                    problems.append(ValidationProblem(pointer: "/error/code", message: "must be a non-empty string"))
+                }
+                if fields["message"]?.stringValue == nil {
+                    problems.append(ValidationProblem(pointer: "/error/message", message: "must be a string"))
+                }
                 error = TaskError(json: errorValue)
             } else {
                 problems.append(ValidationProblem(pointer: "/error", message: "must be an object"))
             }
         }
         guard problems.isEmpty else {
-            throw HTTPProblem(.unprocessableEntity, code: "graph.invalid", detail: "the completion body is invalid", errors: problems)
+            throw HTTPProblem(
+                .unprocessableEntity,
+                code: "graph.invalid",
+                detail: "the completion body is invalid",
+                errors: problems
+            )
         }
         if let error { return .failure(error) }
         return .success(object["result"] ?? .null)

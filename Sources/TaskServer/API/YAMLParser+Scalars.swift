@@ -220,7 +220,8 @@ extension YAMLParser {
             guard let decoded = Unicode.Scalar(value) else {
                 throw self.error(
                     "the escape sequence is no Unicode scalar value (write a character beyond U+FFFF as one \\U escape)",
-                    at: start)
+                    at: start
+                )
             }
             scalar = decoded
         }
@@ -343,7 +344,8 @@ extension YAMLParser {
                 throw self.error(
                     "'\(text)' is a number in YAML 1.1 or 1.2 in a form not read here (only decimal integers and "
                         + "fractions such as 1.5 or 1.5e+3): quote it or write it so",
-                    at: start)
+                    at: start
+                )
             }
         }
         if PlainNumber.isTimestamp(raw) {
@@ -443,7 +445,8 @@ enum PlainNumber {
     static func isDigit(_ c: UInt8) -> Bool { c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9") }
     static func isDigitOrUnderscore(_ c: UInt8) -> Bool { isDigit(c) || c == UInt8(ascii: "_") }
     static func isHexDigit(_ c: UInt8) -> Bool {
-        isDigit(c) || (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "f")) || (c >= UInt8(ascii: "A") && c <= UInt8(ascii: "F"))
+        isDigit(c) || (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "f"))
+            || (c >= UInt8(ascii: "A") && c <= UInt8(ascii: "F"))
     }
     static func isHexDigitOrUnderscore(_ c: UInt8) -> Bool { isHexDigit(c) || c == UInt8(ascii: "_") }
 

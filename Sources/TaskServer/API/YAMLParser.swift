@@ -54,7 +54,11 @@ struct YAMLParser {
     func error(_ message: String, at mark: Mark? = nil) -> YAMLParseError {
         let mark = mark ?? self.mark
         return YAMLParseError(
-            message: message, offset: mark.offset, line: mark.line + 1, column: mark.offset - mark.lineStart + 1)
+            message: message,
+            offset: mark.offset,
+            line: mark.line + 1,
+            column: mark.offset - mark.lineStart + 1
+        )
     }
 
     /// The character at `pos` for a message (ASCII shown as itself).
@@ -103,7 +107,8 @@ struct YAMLParser {
         let value = try self.parseBlockNode(parentIndent: -1, depth: 0)
         try self.skipBlankLines()
         if !self.atEnd {
-            let message = self.column > 0 ? "unexpected indentation" : "unexpected content after the document's root node"
+            let message =
+                self.column > 0 ? "unexpected indentation" : "unexpected content after the document's root node"
             throw self.error(message)
         }
         return value
@@ -154,7 +159,9 @@ struct YAMLParser {
             if (0x80...0x9F).contains(scalar) || scalar == 0x2028 || scalar == 0x2029 || scalar == 0xFFFE
                 || scalar == 0xFFFF
             {
-                throw fail("character U+\(Self.hex(scalar)) is not allowed (a control character or a YAML 1.1 line break)")
+                throw fail(
+                    "character U+\(Self.hex(scalar)) is not allowed (a control character or a YAML 1.1 line break)"
+                )
             }
             i += length
         }
@@ -210,7 +217,8 @@ struct YAMLParser {
             throw self.tabError()
         case UInt8(ascii: ":") where Self.isBlankOrEnd(self.peek(1)):
             throw self.error(
-                "mapping values are not allowed here (quote a scalar containing ': '; start a mapping on its own line)")
+                "mapping values are not allowed here (quote a scalar containing ': '; start a mapping on its own line)"
+            )
         default:
             throw self.error("unexpected \(self.describeCurrent()) after a complete value")
         }
@@ -379,7 +387,8 @@ struct YAMLParser {
             throw self.error(
                 flow
                     ? "block sequences are not allowed inside flow collections"
-                    : "a block sequence cannot start on the line of its key (start it on the next line)")
+                    : "a block sequence cannot start on the line of its key (start it on the next line)"
+            )
         case UInt8(ascii: "|") where flow, UInt8(ascii: ">") where flow:
             throw self.error("block scalars are not allowed inside flow collections")
         default:
@@ -413,7 +422,9 @@ struct YAMLParser {
                     self.pos += 1
                     return .array(items)
                 case UInt8(ascii: ":"):
-                    throw self.error("single-pair mappings inside flow sequences are not supported (use '{key: value}')")
+                    throw self.error(
+                        "single-pair mappings inside flow sequences are not supported (use '{key: value}')"
+                    )
                 case 0:
                     throw self.error("unterminated flow sequence", at: start)
                 default:

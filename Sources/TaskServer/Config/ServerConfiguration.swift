@@ -76,33 +76,54 @@ public struct ServerConfiguration: Sendable {
 
     /// Checks the values; the message names the setting and why it is wrong.
     public func validate() throws(ConfigurationError) {
-        guard (0...65535).contains(self.port) else { throw ConfigurationError("--port must be from 0 to 65535, got \(self.port)") }
+        guard (0...65535).contains(self.port) else {
+            throw ConfigurationError("--port must be from 0 to 65535, got \(self.port)")
+        }
         guard !self.host.isEmpty else { throw ConfigurationError("--host must not be empty") }
         for (name, size) in self.executors {
-            guard !name.isEmpty, name.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) else {
+            guard !name.isEmpty,
+                name.utf8.allSatisfy({
+                    $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || (0x30...0x39).contains($0)
+                        || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0)
+                })
+            else {
                 throw ConfigurationError("--executor: the name \"\(name)\" may only use letters, digits, - and _")
             }
-            guard name != "immediate" else { throw ConfigurationError("--executor: \"immediate\" is built in and cannot be configured") }
-            guard (1...4096).contains(size) else { throw ConfigurationError("--executor \(name)=\(size): the size must be from 1 to 4096") }
+            guard name != "immediate" else {
+                throw ConfigurationError("--executor: \"immediate\" is built in and cannot be configured")
+            }
+            guard (1...4096).contains(size) else {
+                throw ConfigurationError("--executor \(name)=\(size): the size must be from 1 to 4096")
+            }
         }
-        guard (1024...(1 << 30)).contains(self.maxBodyBytes) else { throw ConfigurationError("--max-body-bytes must be from 1024 to 1073741824") }
-        guard (1...10_000_000).contains(self.maxNodes) else { throw ConfigurationError("--max-nodes must be from 1 to 10000000") }
+        guard (1024...(1 << 30)).contains(self.maxBodyBytes) else {
+            throw ConfigurationError("--max-body-bytes must be from 1024 to 1073741824")
+        }
+        guard (1...10_000_000).contains(self.maxNodes) else {
+            throw ConfigurationError("--max-nodes must be from 1 to 10000000")
+        }
         if let dataPath, dataPath.isEmpty { throw ConfigurationError("--data must name a file") }
         if let retention, retention < .seconds(1) { throw ConfigurationError("--retention must be at least 1s") }
         for key in self.apiKeys where key.utf8.count < 16 {
             throw ConfigurationError("--api-key: keys must be at least 16 characters long")
         }
         if let url = self.webhooks.url, url.utf8.count > 2048 || !HTTPSyntax.isHTTPURL(url) {
-            throw ConfigurationError("--webhook-url must be an absolute http or https URL with a host, got \"\(url.prefix(200))\"")
+            throw ConfigurationError(
+                "--webhook-url must be an absolute http or https URL with a host, got \"\(url.prefix(200))\""
+            )
         }
         if let secret = self.webhooks.secret {
             guard self.webhooks.url != nil else { throw ConfigurationError("--webhook-secret needs --webhook-url") }
             // The message never quotes the secret itself.
-            if let problem = WebhookSignature.secretProblem(secret) { throw ConfigurationError("--webhook-secret: \(problem)") }
+            if let problem = WebhookSignature.secretProblem(secret) {
+                throw ConfigurationError("--webhook-secret: \(problem)")
+            }
         }
         for (flag, ranges) in [("--outbound-allow", self.outbound.allow), ("--outbound-deny", self.outbound.deny)] {
             for range in ranges where CIDR(range) == nil {
-                throw ConfigurationError("\(flag): \"\(range.prefix(100))\" is not an IP range; use CIDR notation such as 10.0.0.0/8, fd00::/8 or 192.0.2.7")
+                throw ConfigurationError(
+                    "\(flag): \"\(range.prefix(100))\" is not an IP range; use CIDR notation such as 10.0.0.0/8, fd00::/8 or 192.0.2.7"
+                )
             }
         }
         guard self.shutdownGrace >= .zero, self.shutdownGrace <= .seconds(3600) else {

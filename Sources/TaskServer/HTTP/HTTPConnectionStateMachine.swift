@@ -59,7 +59,11 @@ struct HTTPConnectionStateMachine {
         guard case .idle = self.state else { return .none }
         if head.uri.utf8.count > self.limits.maxURIBytes {
             return self.answerAndClose(
-                HTTPProblem(.uriTooLong, code: "uri.tooLong", detail: "the request target is longer than \(self.limits.maxURIBytes) bytes"),
+                HTTPProblem(
+                    .uriTooLong,
+                    code: "uri.tooLong",
+                    detail: "the request target is longer than \(self.limits.maxURIBytes) bytes"
+                ),
                 head: head
             )
         }
@@ -80,13 +84,20 @@ struct HTTPConnectionStateMachine {
         }
         if lengthCount > 1 || (lengthCount == 1 && hasTransferEncoding) {
             return self.answerAndClose(
-                HTTPProblem(.badRequest, code: "http.malformed", detail: "conflicting Content-Length / Transfer-Encoding headers"),
+                HTTPProblem(
+                    .badRequest,
+                    code: "http.malformed",
+                    detail: "conflicting Content-Length / Transfer-Encoding headers"
+                ),
                 head: head
             )
         }
         if let length {
             guard let value = Int(length), value >= 0 else {
-                return self.answerAndClose(HTTPProblem(.badRequest, code: "http.malformed", detail: "invalid Content-Length"), head: head)
+                return self.answerAndClose(
+                    HTTPProblem(.badRequest, code: "http.malformed", detail: "invalid Content-Length"),
+                    head: head
+                )
             }
             if value > self.limits.maxBodyBytes { return self.answerAndClose(self.tooLarge, head: head) }
         }
@@ -128,10 +139,21 @@ struct HTTPConnectionStateMachine {
         case .idle, .receiving:
             switch error {
             case .headerOverflow:
-                return self.answerAndClose(HTTPProblem(.init(statusCode: 431), code: "headers.tooLarge", detail: "the request headers are too large"), head: nil)
+                return self.answerAndClose(
+                    HTTPProblem(
+                        .init(statusCode: 431),
+                        code: "headers.tooLarge",
+                        detail: "the request headers are too large"
+                    ),
+                    head: nil
+                )
             default:
                 return self.answerAndClose(
-                    HTTPProblem(.badRequest, code: "http.malformed", detail: "the request is not valid HTTP/1.1 (\(error))"),
+                    HTTPProblem(
+                        .badRequest,
+                        code: "http.malformed",
+                        detail: "the request is not valid HTTP/1.1 (\(error))"
+                    ),
                     head: nil
                 )
             }
@@ -161,7 +183,11 @@ struct HTTPConnectionStateMachine {
     // MARK: - Helpers
 
     private var tooLarge: HTTPProblem {
-        HTTPProblem(.payloadTooLarge, code: "body.tooLarge", detail: "the request body is larger than \(self.limits.maxBodyBytes) bytes")
+        HTTPProblem(
+            .payloadTooLarge,
+            code: "body.tooLarge",
+            detail: "the request body is larger than \(self.limits.maxBodyBytes) bytes"
+        )
     }
 
     private mutating func answerAndClose(_ problem: HTTPProblem, head: HTTPRequestHead?) -> Action {

@@ -1,7 +1,7 @@
 import Logging
-import Synchronization
 import NIOCore
 import NIOHTTP1
+import Synchronization
 import TaskCore
 
 /// Limits and timeouts of the HTTP layer.
@@ -130,7 +130,10 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .answerAndClose(let problem, let head):
             self.answerAndClose(context: context, problem, head: head)
         case .sendContinue(let head):
-            context.writeAndFlush(self.wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
+            context.writeAndFlush(
+                self.wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))),
+                promise: nil
+            )
         case .route(let head, let body):
             self.beginRequest()
             self.dispatch(context: context, head: head, body: body)
@@ -142,9 +145,20 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     // MARK: - Dispatch
 
     private func dispatch(context: ChannelHandlerContext, head: HTTPRequestHead, body: ByteBuffer?) {
-        let requestID = head.headers.first(name: "x-request-id").flatMap(RequestIDGenerator.accepting) ?? self.requestIDs.next()
+        let requestID =
+            head.headers.first(name: "x-request-id").flatMap(RequestIDGenerator.accepting) ?? self.requestIDs.next()
         guard let (segments, query) = parseTarget(head.uri) else {
-            self.respond(context: context, head: head, request: nil, HTTPProblem(.badRequest, code: "query.invalid", detail: "the request target is not valid percent-encoded UTF-8").response, requestID: requestID)
+            self.respond(
+                context: context,
+                head: head,
+                request: nil,
+                HTTPProblem(
+                    .badRequest,
+                    code: "query.invalid",
+                    detail: "the request target is not valid percent-encoded UTF-8"
+                ).response,
+                requestID: requestID
+            )
             return
         }
         var request = Request(
@@ -166,7 +180,12 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             var headers = HTTPHeaders()
             headers.add(name: "allow", value: allowed.joined(separator: ", "))
             future = Future(
-                value: HTTPProblem(.methodNotAllowed, code: "method.notAllowed", detail: "\(head.method.rawValue) is not allowed here", headers: headers).response
+                value: HTTPProblem(
+                    .methodNotAllowed,
+                    code: "method.notAllowed",
+                    detail: "\(head.method.rawValue) is not allowed here",
+                    headers: headers
+                ).response
             )
         case .handler(let handler, let parameters, let template):
             request.parameters = parameters
@@ -185,10 +204,19 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             var logger = self.logger
             logger[metadataKey: "http.request.id"] = .string(requestID)
             let target = head.uri.utf8.count <= 200 ? head.uri : String(head.uri.prefix(200))
-            logger.debug("request received", metadata: ["http.method": "\(head.method.rawValue)", "http.target": "\(target)"])
+            logger.debug(
+                "request received",
+                metadata: ["http.method": "\(head.method.rawValue)", "http.target": "\(target)"]
+            )
         }
         if let outcome = future.outcome {
-            self.respond(context: context, head: head, request: finalRequest, Self.response(outcome, requestID: requestID, logger: self.logger), requestID: requestID)
+            self.respond(
+                context: context,
+                head: head,
+                request: finalRequest,
+                Self.response(outcome, requestID: requestID, logger: self.logger),
+                requestID: requestID
+            )
             return
         }
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
@@ -211,7 +239,11 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             logger.error("handler failed", metadata: ["http.request.id": "\(requestID)", "error": "\(error)"])
             return HTTPProblem.internalError.response
         case .cancelled:
-            return HTTPProblem(.serviceUnavailable, code: "server.draining", detail: "the request was cancelled because the server is stopping").response
+            return HTTPProblem(
+                .serviceUnavailable,
+                code: "server.draining",
+                detail: "the request was cancelled because the server is stopping"
+            ).response
         }
     }
 
@@ -225,7 +257,13 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         self.onResponse(nil, response, monotonicNanoseconds() &- self.requestStart)
     }
 
-    private func respond(context: ChannelHandlerContext, head: HTTPRequestHead, request: Request?, _ response: Response, requestID: String) {
+    private func respond(
+        context: ChannelHandlerContext,
+        head: HTTPRequestHead,
+        request: Request?,
+        _ response: Response,
+        requestID: String
+    ) {
         self.endRequest()
         guard context.channel.isActive,
             let keepAlive = self.machine.answerReady(
@@ -243,12 +281,20 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             logger[metadataKey: "http.request.id"] = .string(requestID)
             logger.debug(
                 "request answered",
-                metadata: ["http.status": "\(response.status.code)", "http.duration_ms": "\(Double(duration / 1000) / 1000)"]
+                metadata: [
+                    "http.status": "\(response.status.code)", "http.duration_ms": "\(Double(duration / 1000) / 1000)",
+                ]
             )
         }
     }
 
-    private func write(context: ChannelHandlerContext, _ response: Response, keepAlive: Bool, head: HTTPRequestHead?, requestID: String) {
+    private func write(
+        context: ChannelHandlerContext,
+        _ response: Response,
+        keepAlive: Bool,
+        head: HTTPRequestHead?,
+        requestID: String
+    ) {
         var headers = response.headers
         // Handlers never set these two (a response's length and id are the server's business).
         headers.add(name: "content-length", value: String(response.body.count))

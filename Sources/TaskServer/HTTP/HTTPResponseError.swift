@@ -20,11 +20,23 @@ extension StoreError: HTTPResponseError {
     public var problem: HTTPProblem {
         switch self {
         case .busy:
-            return HTTPProblem(.serviceUnavailable, code: "store.busy", detail: "the store is behind on writes; retry shortly")
+            return HTTPProblem(
+                .serviceUnavailable,
+                code: "store.busy",
+                detail: "the store is behind on writes; retry shortly"
+            )
         case .writeFailed:
-            return HTTPProblem(.serviceUnavailable, code: "store.unavailable", detail: "the job could not be stored; retry shortly")
+            return HTTPProblem(
+                .serviceUnavailable,
+                code: "store.unavailable",
+                detail: "the job could not be stored; retry shortly"
+            )
         default:
-            return HTTPProblem(.serviceUnavailable, code: "store.unavailable", detail: "the store could not be read; retry shortly")
+            return HTTPProblem(
+                .serviceUnavailable,
+                code: "store.unavailable",
+                detail: "the store could not be read; retry shortly"
+            )
         }
     }
 }

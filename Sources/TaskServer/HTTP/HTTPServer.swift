@@ -131,7 +131,10 @@ public final class HTTPServer: Sendable {
         }
         let abandoned = self.requestsInFlight
         if abandoned > 0 {
-            self.logger.warning("shutdown grace period over; closing connections", metadata: ["http.requests.inFlight": "\(abandoned)"])
+            self.logger.warning(
+                "shutdown grace period over; closing connections",
+                metadata: ["http.requests.inFlight": "\(abandoned)"]
+            )
         }
         if self.ownsGroup { try? await self.group.shutdownGracefully() }
         return abandoned

@@ -41,12 +41,20 @@ public struct Response: Sendable {
     }
 
     /// A JSON response (`application/json`).
-    public static func json(_ value: JSONValue, status: HTTPResponseStatus = .ok, headers: HTTPHeaders = HTTPHeaders()) -> Response {
+    public static func json(
+        _ value: JSONValue,
+        status: HTTPResponseStatus = .ok,
+        headers: HTTPHeaders = HTTPHeaders()
+    ) -> Response {
         .json(bytes: value.jsonBytes, status: status, headers: headers)
     }
 
     /// A JSON response of bytes already encoded (by a `JSONWriter`).
-    public static func json(bytes: [UInt8], status: HTTPResponseStatus = .ok, headers: HTTPHeaders = HTTPHeaders()) -> Response {
+    public static func json(
+        bytes: [UInt8],
+        status: HTTPResponseStatus = .ok,
+        headers: HTTPHeaders = HTTPHeaders()
+    ) -> Response {
         var headers = headers
         if headers.contains(name: "content-type") {
             headers.replaceOrAdd(name: "content-type", value: "application/json")
@@ -57,7 +65,11 @@ public struct Response: Sendable {
     }
 
     /// A text response.
-    public static func text(_ text: String, contentType: String = "text/plain; charset=utf-8", status: HTTPResponseStatus = .ok) -> Response {
+    public static func text(
+        _ text: String,
+        contentType: String = "text/plain; charset=utf-8",
+        status: HTTPResponseStatus = .ok
+    ) -> Response {
         var headers = HTTPHeaders()
         headers.add(name: "content-type", value: contentType)
         return Response(status: status, headers: headers, body: Array(text.utf8))
@@ -77,7 +89,13 @@ public struct HTTPProblem: Error, Sendable {
     public var errors: [ValidationProblem]
     public var headers: HTTPHeaders
 
-    public init(_ status: HTTPResponseStatus, code: String, detail: String, errors: [ValidationProblem] = [], headers: HTTPHeaders = HTTPHeaders()) {
+    public init(
+        _ status: HTTPResponseStatus,
+        code: String,
+        detail: String,
+        errors: [ValidationProblem] = [],
+        headers: HTTPHeaders = HTTPHeaders()
+    ) {
         self.status = status
         self.code = code
         self.detail = detail
@@ -94,7 +112,9 @@ public struct HTTPProblem: Error, Sendable {
         object["detail"] = .string(self.detail)
         object["code"] = .string(self.code)
         if !self.errors.isEmpty {
-            object["errors"] = .array(self.errors.map { ["pointer": .string($0.pointer), "message": .string($0.message)] })
+            object["errors"] = .array(
+                self.errors.map { ["pointer": .string($0.pointer), "message": .string($0.message)] }
+            )
         }
         var headers = self.headers
         headers.replaceOrAdd(name: "content-type", value: "application/problem+json")
@@ -103,9 +123,15 @@ public struct HTTPProblem: Error, Sendable {
 
     // MARK: Common problems
 
-    public static func notFound(_ code: String, _ detail: String) -> HTTPProblem { HTTPProblem(.notFound, code: code, detail: detail) }
-    public static func conflict(_ code: String, _ detail: String) -> HTTPProblem { HTTPProblem(.conflict, code: code, detail: detail) }
-    public static func badQuery(_ detail: String) -> HTTPProblem { HTTPProblem(.badRequest, code: "query.invalid", detail: detail) }
+    public static func notFound(_ code: String, _ detail: String) -> HTTPProblem {
+        HTTPProblem(.notFound, code: code, detail: detail)
+    }
+    public static func conflict(_ code: String, _ detail: String) -> HTTPProblem {
+        HTTPProblem(.conflict, code: code, detail: detail)
+    }
+    public static func badQuery(_ detail: String) -> HTTPProblem {
+        HTTPProblem(.badRequest, code: "query.invalid", detail: detail)
+    }
     public static let internalError = HTTPProblem(
         .internalServerError,
         code: "internal",
@@ -120,7 +146,9 @@ extension Request {
     public func integerQuery(_ name: String, in range: ClosedRange<Int>) throws(HTTPProblem) -> Int? {
         guard let raw = self.query[name] else { return nil }
         guard let value = Int(raw), range.contains(value) else {
-            throw .badQuery("\(name) must be an integer from \(range.lowerBound) to \(range.upperBound), got \"\(raw.prefix(40))\"")
+            throw .badQuery(
+                "\(name) must be an integer from \(range.lowerBound) to \(range.upperBound), got \"\(raw.prefix(40))\""
+            )
         }
         return value
     }
@@ -137,7 +165,9 @@ func percentDecode(_ text: Substring, plusAsSpace: Bool = false) -> String? {
     var iterator = text.utf8.makeIterator()
     while let byte = iterator.next() {
         if byte == UInt8(ascii: "%") {
-            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
+            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
+                return nil
+            }
             bytes.append(high << 4 | low)
         } else if plusAsSpace, byte == UInt8(ascii: "+") {
             bytes.append(UInt8(ascii: " "))
@@ -160,12 +190,15 @@ private func hexValue(_ byte: UInt8) -> UInt8? {
 /// Splits `/a/b?x=1&y=2` into decoded path segments and query parameters (every value, in order).
 func parseTarget(_ uri: String) -> (segments: [String], query: [String: [String]])? {
     // Most API calls: an origin-form path with no query and nothing to decode.
-    if uri.utf8.first == UInt8(ascii: "/"), !uri.utf8.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "?") }) {
+    if uri.utf8.first == UInt8(ascii: "/"),
+        !uri.utf8.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "?") })
+    {
         return (uri.utf8.split(separator: UInt8(ascii: "/")).map { String(Substring($0)) }, [:])
     }
     var target = Substring(uri)
     // The absolute form (`GET http://host/path`) must be accepted too (RFC 9112 §3.2.2).
-    for scheme in ["http://", "https://"] where target.utf8.first != UInt8(ascii: "/") && target.prefix(8).lowercased().hasPrefix(scheme) {
+    for scheme in ["http://", "https://"]
+    where target.utf8.first != UInt8(ascii: "/") && target.prefix(8).lowercased().hasPrefix(scheme) {
         target = target.dropFirst(scheme.count)
         target = target.firstIndex(of: "/").map { target[$0...] } ?? "/"
     }

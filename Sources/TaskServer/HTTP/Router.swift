@@ -70,7 +70,9 @@ public struct Router: Sendable {
                 if !matched { break }
             }
             guard matched else { continue }
-            if let handler = route.handlers[method.rawValue] { return .handler(handler, parameters: parameters, template: route.template) }
+            if let handler = route.handlers[method.rawValue] {
+                return .handler(handler, parameters: parameters, template: route.template)
+            }
             return .methodNotAllowed(allowed: route.handlers.keys.sorted(), template: route.template)
         }
         return .notFound

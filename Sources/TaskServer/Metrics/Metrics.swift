@@ -65,20 +65,24 @@ final class Metrics: JobObserver {
 
     /// Upper bounds of the request-latency histogram's buckets.
     static let requestBuckets: [Duration] = [
-        .microseconds(500), .milliseconds(1), .microseconds(2500), .milliseconds(5), .milliseconds(10), .milliseconds(25),
+        .microseconds(500), .milliseconds(1), .microseconds(2500), .milliseconds(5), .milliseconds(10),
+        .milliseconds(25),
         .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500),
         .seconds(5), .seconds(10), .seconds(30), .seconds(60),
     ]
 
     /// Upper bounds of the store-commit histogram's buckets (an fsync is ~0.1–10 ms).
     static let commitBuckets: [Duration] = [
-        .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .microseconds(2500), .milliseconds(5),
+        .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .microseconds(2500),
+        .milliseconds(5),
         .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .seconds(1),
     ]
 
     init() {
         let registry = self.registry
-        self.jobsSubmitted = registry.makeCounter(descriptor: Self.name("jobs_submitted", unit: "total", "Jobs accepted by POST /v1/jobs."))
+        self.jobsSubmitted = registry.makeCounter(
+            descriptor: Self.name("jobs_submitted", unit: "total", "Jobs accepted by POST /v1/jobs.")
+        )
         let finished = Self.name("jobs_finished", unit: "total", "Jobs that reached a terminal state, by state.")
         self.jobsFinished = Dictionary(
             uniqueKeysWithValues: [JobState.succeeded, .failed, .cancelled].map { state in
@@ -86,11 +90,19 @@ final class Metrics: JobObserver {
             }
         )
         self.storeCommits = registry.makeDurationHistogram(
-            descriptor: Self.name("store_commit_duration", unit: "seconds", "Time of one store transaction (a group commit), fsync included."),
+            descriptor: Self.name(
+                "store_commit_duration",
+                unit: "seconds",
+                "Time of one store transaction (a group commit), fsync included."
+            ),
             buckets: Self.commitBuckets
         )
         self.jobsHeld = registry.makeGauge(descriptor: Self.name("jobs", unit: "", "Jobs held by the store."))
-        let transfers = Self.name("outbound_transfers", unit: "", "Outbound HTTP transfers (http tasks, webhooks) in progress and waiting.")
+        let transfers = Self.name(
+            "outbound_transfers",
+            unit: "",
+            "Outbound HTTP transfers (http tasks, webhooks) in progress and waiting."
+        )
         self.outboundActive = registry.makeGauge(descriptor: transfers, labels: [("state", "active")])
         self.outboundQueued = registry.makeGauge(descriptor: transfers, labels: [("state", "queued")])
         // Families that always appear, before their first use: dashboards and alerts can rely on them.
@@ -114,19 +126,29 @@ final class Metrics: JobObserver {
             let key = RequestKey(route: route, method: method, status: status)
             if let known = dynamic.requests[key] { return known }
             let counter = self.registry.makeCounter(
-                descriptor: Self.name("http_requests", unit: "total", "HTTP requests answered, by route template, method and status."),
+                descriptor: Self.name(
+                    "http_requests",
+                    unit: "total",
+                    "HTTP requests answered, by route template, method and status."
+                ),
                 labels: [("route", route), ("method", method), ("status", String(status))]
             )
             let latencyKey = LatencyKey(route: route, method: method)
-            let histogram = dynamic.latencies[latencyKey] ?? {
-                let made = self.registry.makeDurationHistogram(
-                    descriptor: Self.name("http_request_duration", unit: "seconds", "Time from a request's head to its response, by route template and method."),
-                    labels: [("route", route), ("method", method)],
-                    buckets: Self.requestBuckets
-                )
-                dynamic.latencies[latencyKey] = made
-                return made
-            }()
+            let histogram =
+                dynamic.latencies[latencyKey]
+                ?? {
+                    let made = self.registry.makeDurationHistogram(
+                        descriptor: Self.name(
+                            "http_request_duration",
+                            unit: "seconds",
+                            "Time from a request's head to its response, by route template and method."
+                        ),
+                        labels: [("route", route), ("method", method)],
+                        buckets: Self.requestBuckets
+                    )
+                    dynamic.latencies[latencyKey] = made
+                    return made
+                }()
             dynamic.requests[key] = (counter, histogram)
             return (counter, histogram)
         }
@@ -136,14 +158,19 @@ final class Metrics: JobObserver {
 
     func webhookAttempt(_ result: WebhookDispatcher.AttemptResult, count: Int64 = 1) {
         let counter = self.dynamic.withLock { dynamic in
-            dynamic.webhookAttempts[result.rawValue] ?? {
-                let made = self.registry.makeCounter(
-                    descriptor: Self.name("webhook_attempts", unit: "total", "Webhook delivery attempts by result (delivered, retrying, failed)."),
-                    labels: [("result", result.rawValue)]
-                )
-                dynamic.webhookAttempts[result.rawValue] = made
-                return made
-            }()
+            dynamic.webhookAttempts[result.rawValue]
+                ?? {
+                    let made = self.registry.makeCounter(
+                        descriptor: Self.name(
+                            "webhook_attempts",
+                            unit: "total",
+                            "Webhook delivery attempts by result (delivered, retrying, failed)."
+                        ),
+                        labels: [("result", result.rawValue)]
+                    )
+                    dynamic.webhookAttempts[result.rawValue] = made
+                    return made
+                }()
         }
         counter.increment(by: count)
     }
@@ -158,7 +185,11 @@ final class Metrics: JobObserver {
             let key = TaskKey(state: state, action: action, executor: executor)
             if let counter = dynamic.tasksFinished[key] { return counter }
             let made = self.registry.makeCounter(
-                descriptor: Self.name("tasks_finished", unit: "total", "Tasks (leaf nodes) that reached a terminal state, by state, action and executor."),
+                descriptor: Self.name(
+                    "tasks_finished",
+                    unit: "total",
+                    "Tasks (leaf nodes) that reached a terminal state, by state, action and executor."
+                ),
                 labels: [("state", state), ("action", action), ("executor", executor)]
             )
             dynamic.tasksFinished[key] = made
@@ -171,7 +202,11 @@ final class Metrics: JobObserver {
             let key = TaskKey(state: "", action: action, executor: executor)
             if let counter = dynamic.taskRetries[key] { return counter }
             let made = self.registry.makeCounter(
-                descriptor: Self.name("task_retries", unit: "total", "Failed task attempts that were retried, by action and executor."),
+                descriptor: Self.name(
+                    "task_retries",
+                    unit: "total",
+                    "Failed task attempts that were retried, by action and executor."
+                ),
                 labels: [("action", action), ("executor", executor)]
             )
             dynamic.taskRetries[key] = made
@@ -187,13 +222,17 @@ final class Metrics: JobObserver {
             case .jobCancelled: self.jobsFinished[.cancelled]?.increment()
             case .taskSucceeded, .taskFailed, .taskCancelled, .taskSkipped, .taskRetrying:
                 // Only tasks (leaves) have an action; composite nodes are not counted.
-                guard let taskId = event.taskId, let record = run.node(taskId), let action = record.action else { continue }
+                guard let taskId = event.taskId, let record = run.node(taskId), let action = record.action else {
+                    continue
+                }
                 let executor = record.executor ?? "default"
                 switch event.type {
                 case .taskRetrying: self.retryCounter(action: action, executor: executor).increment()
-                case .taskSucceeded: self.taskCounter(state: "succeeded", action: action, executor: executor).increment()
+                case .taskSucceeded:
+                    self.taskCounter(state: "succeeded", action: action, executor: executor).increment()
                 case .taskFailed: self.taskCounter(state: "failed", action: action, executor: executor).increment()
-                case .taskCancelled: self.taskCounter(state: "cancelled", action: action, executor: executor).increment()
+                case .taskCancelled:
+                    self.taskCounter(state: "cancelled", action: action, executor: executor).increment()
                 default: self.taskCounter(state: "skipped", action: action, executor: executor).increment()
                 }
             default:
@@ -233,10 +272,26 @@ final class Metrics: JobObserver {
     private func makeExecutorMetrics(_ name: String) -> ExecutorMetrics {
         let labels = [("executor", name)]
         return ExecutorMetrics(
-            size: self.registry.makeGauge(descriptor: Self.name("executor_slots", unit: "", "Slots of each executor (worker pool)."), labels: labels),
-            running: self.registry.makeGauge(descriptor: Self.name("executor_running", unit: "", "Work holding a slot of each executor."), labels: labels),
-            queued: self.registry.makeGauge(descriptor: Self.name("executor_queued", unit: "", "Work waiting for a slot of each executor, in FIFO order."), labels: labels),
-            completed: self.registry.makeCounter(descriptor: Self.name("executor_completed", unit: "total", "Work finished on each executor."), labels: labels)
+            size: self.registry.makeGauge(
+                descriptor: Self.name("executor_slots", unit: "", "Slots of each executor (worker pool)."),
+                labels: labels
+            ),
+            running: self.registry.makeGauge(
+                descriptor: Self.name("executor_running", unit: "", "Work holding a slot of each executor."),
+                labels: labels
+            ),
+            queued: self.registry.makeGauge(
+                descriptor: Self.name(
+                    "executor_queued",
+                    unit: "",
+                    "Work waiting for a slot of each executor, in FIFO order."
+                ),
+                labels: labels
+            ),
+            completed: self.registry.makeCounter(
+                descriptor: Self.name("executor_completed", unit: "total", "Work finished on each executor."),
+                labels: labels
+            )
         )
     }
 }

@@ -88,12 +88,18 @@ public final class CurlClient: Sendable {
     private static let globalInitialization: CURLcode = ts_curl_global_init()
 
     static func initializeLibcurl() {
-        precondition(Self.globalInitialization == CURLE_OK, "libcurl failed to initialise (\(Self.globalInitialization.rawValue))")
+        precondition(
+            Self.globalInitialization == CURLE_OK,
+            "libcurl failed to initialise (\(Self.globalInitialization.rawValue))"
+        )
     }
 
     /// Sends `request`; the future completes with the response (any status), fails with an
     /// `OutboundError`, or is cancelled when `token` fires first.
-    public func send(_ request: OutboundRequest, cancellationToken token: CancellationToken? = nil) -> Future<OutboundResponse> {
+    public func send(
+        _ request: OutboundRequest,
+        cancellationToken token: CancellationToken? = nil
+    ) -> Future<OutboundResponse> {
         if let token, token.isCancellationRequested { return .cancelled() }
         let promise = Promise<OutboundResponse>()
         guard let id = self.core.enqueue(request, promise: promise) else {
@@ -186,7 +192,9 @@ final class CurlCore: Sendable {
             guard !inbox.isShutdown else { return nil }
             inbox.nextID += 1
             let id = inbox.nextID
-            inbox.requests.append(PendingTransfer(id: id, request: request, promise: promise, start: start, deadline: deadline))
+            inbox.requests.append(
+                PendingTransfer(id: id, request: request, promise: promise, start: start, deadline: deadline)
+            )
             self.wakeUpLocked(&inbox)
             return id
         }
@@ -221,14 +229,16 @@ final class CurlCore: Sendable {
         let retained = Unmanaged.passRetained(self)
         var thread = pthread_t()
         let status = pthread_create(
-            &thread, nil,
+            &thread,
+            nil,
             { raw in
                 let core = Unmanaged<CurlCore>.fromOpaque(raw!).takeRetainedValue()
                 CurlLoop(core: core).run()
                 return nil
-            }, retained.toOpaque())
+            },
+            retained.toOpaque()
+        )
         precondition(status == 0, "TaskServer: cannot start the HTTP client thread (\(status))")
         pthread_detach(thread)
     }
 }
-

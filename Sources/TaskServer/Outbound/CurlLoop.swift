@@ -184,7 +184,15 @@ final class CurlLoop {
     private func start(_ pending: PendingTransfer) {
         let now = monotonicNanoseconds()
         guard now < pending.deadline else {
-            self.finish(pending, .failure(OutboundError(.timeout, "no response within \(pending.request.timeout) (the request waited for a free connection)")))
+            self.finish(
+                pending,
+                .failure(
+                    OutboundError(
+                        .timeout,
+                        "no response within \(pending.request.timeout) (the request waited for a free connection)"
+                    )
+                )
+            )
             return
         }
         guard let easy = self.idleHandles.popLast() ?? curl_easy_init() else {
@@ -254,9 +262,15 @@ final class CurlLoop {
                 let body = request.body ?? []
                 check(ts_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count)))
                 // COPYPOSTFIELDS copies the bytes, so they need not outlive this call.
-                check(body.withUnsafeBytes { raw in
-                    ts_easy_setopt_pointer(easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!))
-                })
+                check(
+                    body.withUnsafeBytes { raw in
+                        ts_easy_setopt_pointer(
+                            easy,
+                            CURLOPT_COPYPOSTFIELDS,
+                            UnsafeMutableRawPointer(mutating: raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!)
+                        )
+                    }
+                )
             }
         }
 
@@ -287,7 +301,11 @@ final class CurlLoop {
         if failed == CURLE_OK { return nil }
         let reason = String(cString: curl_easy_strerror(failed))
         if failed == CURLE_URL_MALFORMAT || failed == CURLE_UNSUPPORTED_PROTOCOL {
-            return OutboundError(.invalidRequest, "the request cannot be sent: \(reason)", curlCode: Int(failed.rawValue))
+            return OutboundError(
+                .invalidRequest,
+                "the request cannot be sent: \(reason)",
+                curlCode: Int(failed.rawValue)
+            )
         }
         return OutboundError(.other, "the request cannot be sent: \(reason)", curlCode: Int(failed.rawValue))
     }
@@ -321,21 +339,33 @@ final class CurlLoop {
         case CURLE_OK:
             var status = 0
             ts_easy_getinfo_long(transfer.easy, CURLINFO_RESPONSE_CODE, &status)
-            return .success(OutboundResponse(status: status, headers: transfer.headers, body: transfer.body, duration: duration))
+            return .success(
+                OutboundResponse(status: status, headers: transfer.headers, body: transfer.body, duration: duration)
+            )
         case CURLE_OPERATION_TIMEDOUT:
-            return .failure(OutboundError(.timeout, "no response within \(request.timeout): \(detail)", curlCode: curlCode))
+            return .failure(
+                OutboundError(.timeout, "no response within \(request.timeout): \(detail)", curlCode: curlCode)
+            )
         case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST:
             if code == CURLE_COULDNT_CONNECT, let refused = transfer.refused {
                 return .failure(
                     OutboundError(
                         .refusedByPolicy,
                         "refused to connect to \(refused.address): the outbound address policy denies it (\(refused.rule))",
-                        address: refused.address, curlCode: curlCode))
+                        address: refused.address,
+                        curlCode: curlCode
+                    )
+                )
             }
             return .failure(OutboundError(.connect, "cannot connect: \(detail)", curlCode: curlCode))
         case CURLE_WRITE_ERROR where transfer.isTooLarge, CURLE_FILESIZE_EXCEEDED:
             return .failure(
-                OutboundError(.responseTooLarge, "the response body exceeds \(transfer.maxResponseBytes) bytes; the transfer was aborted", curlCode: curlCode))
+                OutboundError(
+                    .responseTooLarge,
+                    "the response body exceeds \(transfer.maxResponseBytes) bytes; the transfer was aborted",
+                    curlCode: curlCode
+                )
+            )
         case CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL:
             return .failure(OutboundError(.invalidRequest, "the request cannot be sent: \(detail)", curlCode: curlCode))
         default:
@@ -367,7 +397,15 @@ final class CurlLoop {
         kept.reserveCapacity(self.queuedCount)
         for pending in self.queue[self.queueHead...] {
             if pending.deadline <= now {
-                self.finish(pending, .failure(OutboundError(.timeout, "no response within \(pending.request.timeout) (the request waited for a free connection)")))
+                self.finish(
+                    pending,
+                    .failure(
+                        OutboundError(
+                            .timeout,
+                            "no response within \(pending.request.timeout) (the request waited for a free connection)"
+                        )
+                    )
+                )
             } else {
                 kept.append(pending)
             }

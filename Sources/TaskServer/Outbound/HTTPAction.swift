@@ -60,7 +60,9 @@ public struct HTTPAction: Action {
             }
         }
         if let method = checker.literal("method") {
-            if Self.method(method) == nil { report("/method", "must be one of " + Self.methods.joined(separator: ", ")) }
+            if Self.method(method) == nil {
+                report("/method", "must be one of " + Self.methods.joined(separator: ", "))
+            }
         }
         if let headers = checker.params["headers"], !(headers.stringValue.map { $0.contains("${") } ?? false) {
             for problem in Self.headerProblems(headers) { report("/headers" + problem.path, problem.message) }
@@ -87,7 +89,9 @@ public struct HTTPAction: Action {
         for (name, value) in object {
             let path = JSONPointer.appending("", name)
             guard HTTPSyntax.isHeaderName(name) else {
-                problems.append((path, "invalid header name \"\(name.prefix(100))\": use letters, digits and !#$%&'*+-.^_`|~"))
+                problems.append(
+                    (path, "invalid header name \"\(name.prefix(100))\": use letters, digits and !#$%&'*+-.^_`|~")
+                )
                 continue
             }
             let lower = name.lowercasedASCII
@@ -96,13 +100,20 @@ public struct HTTPAction: Action {
                 continue
             }
             if let first = seen[lower] {
-                problems.append((path, "duplicate header \"\(name)\" (header names are case-insensitive; first given as \"\(first)\")"))
+                problems.append(
+                    (
+                        path,
+                        "duplicate header \"\(name)\" (header names are case-insensitive; first given as \"\(first)\")"
+                    )
+                )
                 continue
             }
             seen[lower] = name
             switch value {
             case .string(let text):
-                if text.utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 }) { problems.append((path, "must not contain CR, LF or NUL")) }
+                if text.utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 }) {
+                    problems.append((path, "must not contain CR, LF or NUL"))
+                }
             case .int, .double, .bool:
                 break
             default:
@@ -137,7 +148,8 @@ public struct HTTPAction: Action {
         }
         let method = request.method
         let url = request.url
-        return self.client.send(request, cancellationToken: context.cancellationToken).continueWithTask(on: .immediate) { finished in
+        return self.client.send(request, cancellationToken: context.cancellationToken).continueWithTask(on: .immediate)
+        { finished in
             switch finished.outcome! {
             case .cancelled:
                 return .cancelled()
@@ -146,11 +158,15 @@ public struct HTTPAction: Action {
             case .success(let response):
                 // Conversion parses the body: large bodies are converted off the client's thread.
                 if response.body.count <= 64 << 10 {
-                    return Future(outcome: Outcome { try Self.result(response, expected: expected, method: method, url: url) })
+                    return Future(
+                        outcome: Outcome { try Self.result(response, expected: expected, method: method, url: url) }
+                    )
                 }
                 let promise = Promise<JSONValue>()
                 DispatchQueue.global().async {
-                    promise.complete(with: Outcome { try Self.result(response, expected: expected, method: method, url: url) })
+                    promise.complete(
+                        with: Outcome { try Self.result(response, expected: expected, method: method, url: url) }
+                    )
                 }
                 return promise.future
             }
@@ -162,11 +178,15 @@ public struct HTTPAction: Action {
         func invalid(_ message: String) -> TaskError { TaskError(code: "params.invalid", message: message) }
         guard case .object = params else { throw invalid("params must be an object") }
         guard let url = params["url"]?.stringValue, HTTPSyntax.isHTTPURL(url) else {
-            throw invalid("params.url must be an absolute http or https URL with a host, got \(params["url"].map { "\($0)".prefix(200) } ?? "nothing")")
+            throw invalid(
+                "params.url must be an absolute http or https URL with a host, got \(params["url"].map { "\($0)".prefix(200) } ?? "nothing")"
+            )
         }
         var method = "GET"
         if let value = params["method"], !value.isNull {
-            guard let parsed = Self.method(value) else { throw invalid("params.method must be one of \(Self.methods.joined(separator: ", ")), got \(value)") }
+            guard let parsed = Self.method(value) else {
+                throw invalid("params.method must be one of \(Self.methods.joined(separator: ", ")), got \(value)")
+            }
             method = parsed
         }
         var headers: [(name: String, value: String)] = []
@@ -192,18 +212,32 @@ public struct HTTPAction: Action {
             body = value.jsonBytes
             if !hasContentType { headers.append(("Content-Type", "application/json")) }
         }
-        let timeoutMs = try params.integerParam("timeoutMs", in: 1...Self.maxTimeoutMilliseconds) ?? Self.defaultTimeoutMilliseconds
+        let timeoutMs =
+            try params.integerParam("timeoutMs", in: 1...Self.maxTimeoutMilliseconds) ?? Self.defaultTimeoutMilliseconds
         var expected = [StatusPattern.success]
         if let value = params["expectStatus"], !value.isNull {
-            if let problem = Self.expectProblems(value).first { throw invalid("params.expectStatus\(problem.path): \(problem.message)") }
+            if let problem = Self.expectProblems(value).first {
+                throw invalid("params.expectStatus\(problem.path): \(problem.message)")
+            }
             expected = (value.arrayValue ?? []).compactMap(StatusPattern.init)
         }
-        let request = OutboundRequest(method: method, url: url, headers: headers, body: body, timeout: .milliseconds(timeoutMs))
+        let request = OutboundRequest(
+            method: method,
+            url: url,
+            headers: headers,
+            body: body,
+            timeout: .milliseconds(timeoutMs)
+        )
         return (request, expected)
     }
 
     /// The action's result for `response`, or `http.status` when its status is not expected.
-    static func result(_ response: OutboundResponse, expected: [StatusPattern], method: String, url: String) throws(TaskError) -> JSONValue {
+    static func result(
+        _ response: OutboundResponse,
+        expected: [StatusPattern],
+        method: String,
+        url: String
+    ) throws(TaskError) -> JSONValue {
         guard expected.contains(where: { $0.matches(response.status) }) else {
             var excerpt = Array(response.body.prefix(Self.bodyExcerptBytes))
             // Cut at a character boundary: drop a trailing partial UTF-8 sequence.
@@ -242,7 +276,9 @@ public struct HTTPAction: Action {
     /// The task error for a failed exchange.
     static func taskError(_ error: any Error, method: String, url: String) -> TaskError {
         let target = "\(method) \(Self.redacted(url))"
-        guard let error = error as? OutboundError else { return TaskError(code: "http.error", message: "\(target) failed: \(error)") }
+        guard let error = error as? OutboundError else {
+            return TaskError(code: "http.error", message: "\(target) failed: \(error)")
+        }
         switch error.kind {
         case .timeout:
             return TaskError(code: "http.timeout", message: "\(target) timed out: \(error.message)")
@@ -250,10 +286,16 @@ public struct HTTPAction: Action {
             return TaskError(code: "http.connect", message: "\(target) failed: \(error.message)")
         case .refusedByPolicy:
             return TaskError(
-                code: "http.connect", message: "\(target) failed: \(error.message)",
-                details: ["reason": "policy", "address": error.address.map(JSONValue.string) ?? .null])
+                code: "http.connect",
+                message: "\(target) failed: \(error.message)",
+                details: ["reason": "policy", "address": error.address.map(JSONValue.string) ?? .null]
+            )
         case .responseTooLarge:
-            return TaskError(code: "http.error", message: "\(target) failed: \(error.message)", details: ["reason": "responseTooLarge"])
+            return TaskError(
+                code: "http.error",
+                message: "\(target) failed: \(error.message)",
+                details: ["reason": "responseTooLarge"]
+            )
         default:
             return TaskError(code: "http.error", message: "\(target) failed: \(error.message)")
         }
@@ -287,7 +329,7 @@ struct StatusPattern: Sendable, Equatable {
         let bytes = Array(text.utf8)
         guard (UInt8(ascii: "1")...UInt8(ascii: "5")).contains(bytes[0]) else { return nil }
         let first = Int(bytes[0] - UInt8(ascii: "0"))
-        if (bytes[1] == UInt8(ascii: "x") || bytes[1] == UInt8(ascii: "X")), bytes[2] == bytes[1] {
+        if bytes[1] == UInt8(ascii: "x") || bytes[1] == UInt8(ascii: "X"), bytes[2] == bytes[1] {
             self.init(low: first * 100, high: first * 100 + 99)
             return
         }

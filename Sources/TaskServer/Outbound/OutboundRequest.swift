@@ -45,7 +45,12 @@ public struct OutboundResponse: Sendable {
     /// From `send` to the last byte.
     public var duration: Duration
 
-    public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = [], duration: Duration = .zero) {
+    public init(
+        status: Int,
+        headers: [(name: String, value: String)] = [],
+        body: [UInt8] = [],
+        duration: Duration = .zero
+    ) {
         self.status = status
         self.headers = headers
         self.body = body

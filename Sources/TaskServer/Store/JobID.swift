@@ -14,7 +14,8 @@ enum JobID {
     static func isPlausible(_ id: String) -> Bool {
         !id.isEmpty && id.utf8.count <= 64
             && id.utf8.allSatisfy {
-                (0x30...0x39).contains($0) || (0x61...0x7A).contains($0) || (0x41...0x5A).contains($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
+                (0x30...0x39).contains($0) || (0x61...0x7A).contains($0) || (0x41...0x5A).contains($0)
+                    || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
             }
     }
 
@@ -49,13 +50,18 @@ enum JobID {
                 let filled = self.buffer.withUnsafeMutableBufferPointer { RAND_bytes($0.baseAddress!, Int32($0.count)) }
                 if filled != 1 {
                     var generator = SystemRandomNumberGenerator()
-                    for index in self.buffer.indices { self.buffer[index] = UInt8(truncatingIfNeeded: generator.next()) }
+                    for index in self.buffer.indices {
+                        self.buffer[index] = UInt8(truncatingIfNeeded: generator.next())
+                    }
                 }
                 self.offset = 0
             }
             defer { self.offset += 10 }
             return self.buffer.withUnsafeBytes { raw in
-                (raw.loadUnaligned(fromByteOffset: self.offset, as: UInt64.self), raw.loadUnaligned(fromByteOffset: self.offset + 8, as: UInt16.self))
+                (
+                    raw.loadUnaligned(fromByteOffset: self.offset, as: UInt64.self),
+                    raw.loadUnaligned(fromByteOffset: self.offset + 8, as: UInt16.self)
+                )
             }
         }
     }

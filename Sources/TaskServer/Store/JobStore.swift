@@ -64,7 +64,12 @@ public struct JobQuery: Sendable {
     /// Return only jobs older than this position (from a previous page's cursor).
     public var before: UInt64?
 
-    public init(state: JobState? = nil, labels: [(key: String, value: String)] = [], limit: Int = 50, before: UInt64? = nil) {
+    public init(
+        state: JobState? = nil,
+        labels: [(key: String, value: String)] = [],
+        limit: Int = 50,
+        before: UInt64? = nil
+    ) {
         self.state = state
         self.labels = labels
         self.limit = limit

@@ -95,7 +95,9 @@ public final class MemoryJobStore: JobStore, JobObserver {
     }
 
     public func job(_ run: JobRun, appended events: ArraySlice<JobEvent>) {
-        guard let last = events.last, last.type == .jobSucceeded || last.type == .jobFailed || last.type == .jobCancelled else { return }
+        guard let last = events.last,
+            last.type == .jobSucceeded || last.type == .jobFailed || last.type == .jobCancelled
+        else { return }
         // Usually one job; freed after the lock is released, so the other event loop's inserts do
         // not wait while its memory (cold by now) is released.
         let key = Key(run.id)
@@ -104,7 +106,9 @@ public final class MemoryJobStore: JobStore, JobObserver {
             state.finished.append((key, last.time))
             let expired = self.retention.map { Timestamp(milliseconds: last.time.milliseconds - $0.wholeMilliseconds) }
             var evicted: (first: JobRun?, more: [JobRun]) = (nil, [])
-            while let (id, at) = state.finished.first, state.finished.count > self.maxFinishedJobs || expired.map({ at < $0 }) == true {
+            while let (id, at) = state.finished.first,
+                state.finished.count > self.maxFinishedJobs || expired.map({ at < $0 }) == true
+            {
                 _ = state.finished.popFirst()
                 guard let run = Self.remove(id, from: &state) else { continue }
                 if evicted.first == nil { evicted.first = run } else { evicted.more.append(run) }

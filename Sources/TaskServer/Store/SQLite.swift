@@ -63,7 +63,9 @@ final class SQLiteConnection: @unchecked Sendable {
         }
         var raw: OpaquePointer?
         let status = sqlite3_prepare_v3(self.handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &raw, nil)
-        guard status == SQLITE_OK, let raw else { throw SQLiteError(code: status, message: "\(self.errorMessage) in: \(sql)") }
+        guard status == SQLITE_OK, let raw else {
+            throw SQLiteError(code: status, message: "\(self.errorMessage) in: \(sql)")
+        }
         let statement = SQLiteStatement(raw, connection: self)
         if cached { self.statements[sql] = statement }
         return statement
@@ -139,14 +141,24 @@ final class SQLiteStatement {
         case nil: status = sqlite3_bind_null(self.raw, index)
         case .int(let int): status = sqlite3_bind_int64(self.raw, index, int)
         case .text(let text):
-            status = text.utf8.withContiguousStorageIfAvailable { bytes in
-                bytes.withMemoryRebound(to: CChar.self) { csqlite_bind_text(self.raw, index, $0.baseAddress, Int32($0.count)) }
-            } ?? {
-                var copy = text
-                return copy.withUTF8 { bytes in bytes.withMemoryRebound(to: CChar.self) { csqlite_bind_text(self.raw, index, $0.baseAddress, Int32($0.count)) } }
-            }()
+            status =
+                text.utf8.withContiguousStorageIfAvailable { bytes in
+                    bytes.withMemoryRebound(to: CChar.self) {
+                        csqlite_bind_text(self.raw, index, $0.baseAddress, Int32($0.count))
+                    }
+                }
+                ?? {
+                    var copy = text
+                    return copy.withUTF8 { bytes in
+                        bytes.withMemoryRebound(to: CChar.self) {
+                            csqlite_bind_text(self.raw, index, $0.baseAddress, Int32($0.count))
+                        }
+                    }
+                }()
         case .bytes(let bytes):
-            status = bytes.withUnsafeBytes { csqlite_bind_text(self.raw, index, $0.baseAddress?.assumingMemoryBound(to: CChar.self), Int32($0.count)) }
+            status = bytes.withUnsafeBytes {
+                csqlite_bind_text(self.raw, index, $0.baseAddress?.assumingMemoryBound(to: CChar.self), Int32($0.count))
+            }
         }
         guard status == SQLITE_OK else { throw SQLiteError(code: status, message: self.connection.errorMessage) }
     }

@@ -1,13 +1,14 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Logging
 import NIOCore
 import Synchronization
 import TaskCore
 import TaskGraph
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 // The webhook outbox: deliveries are rows written in the same transaction as the events they
 // announce, so a delivery is never sent for an event that is not stored, nor lost after a crash.

@@ -1,13 +1,14 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Logging
 import NIOCore
 import Synchronization
 import TaskCore
 import TaskGraph
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 // Rebuilding jobs from the file: a finished job as it ended, an unfinished one ready to resume.
 
@@ -15,13 +16,16 @@ extension SQLiteJobStore {
     /// Rebuilds job `id` from the file: a finished job as it ended, an unfinished one ready to
     /// resume (nodes with a stored outcome keep it).
     func load(_ id: String, _ db: SQLiteConnection) throws -> JobRun? {
-        let row = try db.prepared("SELECT document, state, result, error, created_at, started_at, finished_at, cancel_requested FROM jobs WHERE id = ?"
+        let row = try db.prepared(
+            "SELECT document, state, result, error, created_at, started_at, finished_at, cancel_requested FROM jobs WHERE id = ?"
         ).bind(.text(id))
         guard try row.step() else { return nil }
         let document = try row.withBytes(0) { bytes in try JSONParser.parse(bytes, limits: Self.storedLimits) }
         let state = JobState(rawValue: row.text(1)) ?? .running
         let result = try row.optionalText(2).map { try JSONParser.parse($0, limits: Self.storedLimits) }
-        let error = try row.optionalText(3).flatMap { TaskError(json: try JSONParser.parse($0, limits: Self.storedLimits)) }
+        let error = try row.optionalText(3).flatMap {
+            TaskError(json: try JSONParser.parse($0, limits: Self.storedLimits))
+        }
         let createdAt = Timestamp(milliseconds: row.int(4))
         let startedAt = row.optionalInt(5).map(Timestamp.init(milliseconds:))
         let finishedAt = row.optionalInt(6).map(Timestamp.init(milliseconds:))
@@ -29,7 +33,8 @@ extension SQLiteJobStore {
         row.reset()
         let spec = try self.engine.decoder.decodeJob(document)
 
-        let nodes = try db.prepared("SELECT node_id, type, action, executor, parent, state, attempts, result, error, started_at, finished_at FROM nodes WHERE job_id = ? ORDER BY ordinal"
+        let nodes = try db.prepared(
+            "SELECT node_id, type, action, executor, parent, state, attempts, result, error, started_at, finished_at FROM nodes WHERE job_id = ? ORDER BY ordinal"
         ).bind(.text(id))
         var records: [NodeRecord] = []
         while try nodes.step() {
@@ -42,7 +47,9 @@ extension SQLiteJobStore {
                     state: NodeState(rawValue: nodes.text(5)) ?? .pending,
                     attempts: Int(nodes.int(6)),
                     result: try nodes.optionalText(7).map { try JSONParser.parse($0, limits: Self.storedLimits) },
-                    error: try nodes.optionalText(8).flatMap { TaskError(json: try JSONParser.parse($0, limits: Self.storedLimits)) },
+                    error: try nodes.optionalText(8).flatMap {
+                        TaskError(json: try JSONParser.parse($0, limits: Self.storedLimits))
+                    },
                     startedAt: nodes.optionalInt(9).map(Timestamp.init(milliseconds:)),
                     finishedAt: nodes.optionalInt(10).map(Timestamp.init(milliseconds:)),
                     parent: nodes.optionalText(4)
@@ -51,7 +58,9 @@ extension SQLiteJobStore {
         }
         nodes.reset()
 
-        let eventRows = try db.prepared("SELECT seq, type, time, task_id, data FROM events WHERE job_id = ? ORDER BY seq").bind(.text(id))
+        let eventRows = try db.prepared(
+            "SELECT seq, type, time, task_id, data FROM events WHERE job_id = ? ORDER BY seq"
+        ).bind(.text(id))
         var events: [JobEvent] = []
         while try eventRows.step() {
             guard let type = JobEventType(rawValue: eventRows.text(1)) else { continue }
@@ -69,7 +78,13 @@ extension SQLiteJobStore {
 
         var restored = RestoredJob(nodes: [:], events: events, startedAt: startedAt, cancelRequested: cancelRequested)
         if state.isTerminal {
-            restored.finished = FinishedJob(state: state, result: result, error: error, finishedAt: finishedAt ?? createdAt, records: records)
+            restored.finished = FinishedJob(
+                state: state,
+                result: result,
+                error: error,
+                finishedAt: finishedAt ?? createdAt,
+                records: records
+            )
         } else {
             for record in records { restored.nodes[record.id] = record }
         }

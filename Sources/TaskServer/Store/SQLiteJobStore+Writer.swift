@@ -1,13 +1,14 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Logging
 import NIOCore
 import Synchronization
 import TaskCore
 import TaskGraph
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 // The writer: one thread commits everything queued in one transaction (group commit), and the
 // journal — every job's events with the node and job rows they change — goes through it.
@@ -112,14 +113,17 @@ extension SQLiteJobStore {
                     case .addDeliveries(let deliveries):
                         for delivery in deliveries { try self.writeDelivery(delivery) }
                     case .updateDelivery(let delivery):
-                        try self.writer.prepared("UPDATE deliveries SET state = ?, attempts = ?, next_attempt_at = ? WHERE id = ?").bind(
+                        try self.writer.prepared(
+                            "UPDATE deliveries SET state = ?, attempts = ?, next_attempt_at = ? WHERE id = ?"
+                        ).bind(
                             .text(delivery.state.rawValue),
                             .text(Self.attemptsJSON(delivery.attempts).jsonString),
                             .int(delivery.nextAttemptAt.milliseconds),
                             .text(delivery.id)
                         ).run()
                     case .cancelRequested(let id):
-                        try self.writer.prepared("UPDATE jobs SET cancel_requested = 1 WHERE id = ?").bind(.text(id)).run()
+                        try self.writer.prepared("UPDATE jobs SET cancel_requested = 1 WHERE id = ?").bind(.text(id))
+                            .run()
                     case .delete(let id, let promise):
                         let result = try self.writeDelete(id)
                         completions.append { promise.succeed(result) }
@@ -166,13 +170,17 @@ extension SQLiteJobStore {
         }
         if let continueExpiring { self.enqueue(.expire(before: continueExpiring)) }
         // Deliveries are sent only once they are on disk with the events they announce.
-        if !planned.isEmpty, let dispatcher = self.webhooks.withLock({ $0?.dispatcher }) { dispatcher.dispatch(planned) }
+        if !planned.isEmpty, let dispatcher = self.webhooks.withLock({ $0?.dispatcher }) {
+            dispatcher.dispatch(planned)
+        }
     }
 
     func writeInsert(_ run: JobRun, document: ByteBuffer, idempotency: IdempotencyKey?) throws -> InsertResult {
         let db = self.writer
         if let idempotency {
-            let seen = try db.prepared("SELECT id, body_hash FROM jobs WHERE idempotency_key = ?").bind(.text(idempotency.key))
+            let seen = try db.prepared("SELECT id, body_hash FROM jobs WHERE idempotency_key = ?").bind(
+                .text(idempotency.key)
+            )
             if try seen.step() {
                 let id = seen.text(0)
                 let hash = UInt64(bitPattern: seen.int(1))
@@ -186,7 +194,8 @@ extension SQLiteJobStore {
         var labels = JSONObject()
         for key in spec.labels.keys.sorted() { labels[key] = .string(spec.labels[key]!) }
         let snapshot = run.snapshot
-        try db.prepared("INSERT INTO jobs (id, name, document, labels, state, idempotency_key, body_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        try db.prepared(
+            "INSERT INTO jobs (id, name, document, labels, state, idempotency_key, body_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
         ).bind(
             .text(run.id),
             spec.name.map(SQLiteValue.text),
@@ -222,7 +231,9 @@ extension SQLiteJobStore {
             exists.reset()
             guard found else { return }
         }
-        let insert = try db.prepared("INSERT OR IGNORE INTO events (job_id, seq, type, time, task_id, data) VALUES (?, ?, ?, ?, ?, ?)")
+        let insert = try db.prepared(
+            "INSERT OR IGNORE INTO events (job_id, seq, type, time, task_id, data) VALUES (?, ?, ?, ?, ?, ?)"
+        )
         // One row write per node and per job for the whole batch: the state its last event says.
         var nodeOrder: [String] = []
         var lastNodeEvent: [String: JobEventType] = [:]
@@ -269,7 +280,9 @@ extension SQLiteJobStore {
         }
         if ended {
             let snapshot = run.snapshot
-            try db.prepared("UPDATE jobs SET state = ?, result = ?, error = ?, progress = ?, started_at = ?, finished_at = ? WHERE id = ?").bind(
+            try db.prepared(
+                "UPDATE jobs SET state = ?, result = ?, error = ?, progress = ?, started_at = ?, finished_at = ? WHERE id = ?"
+            ).bind(
                 .text(snapshot.state.rawValue),
                 snapshot.result.map { .text($0.jsonString) },
                 snapshot.error.map { .text($0.json.jsonString) },
@@ -284,12 +297,16 @@ extension SQLiteJobStore {
             }
             _ = self.cacheFinished(run)
         } else if let startedAt {
-            try db.prepared("UPDATE jobs SET state = 'running', started_at = ? WHERE id = ?").bind(.int(startedAt.milliseconds), .text(run.id)).run()
+            try db.prepared("UPDATE jobs SET state = 'running', started_at = ? WHERE id = ?").bind(
+                .int(startedAt.milliseconds),
+                .text(run.id)
+            ).run()
         }
     }
 
     func writeNode(_ jobID: String, ordinal: Int, _ record: NodeRecord) throws {
-        try self.writer.prepared("""
+        try self.writer.prepared(
+            """
             INSERT INTO nodes (job_id, node_id, ordinal, type, action, executor, parent, state, attempts, result, error, started_at, finished_at)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (job_id, node_id) DO UPDATE SET state = excluded.state, attempts = excluded.attempts,
@@ -331,7 +348,8 @@ extension SQLiteJobStore {
         try db.prepared("DELETE FROM events WHERE job_id = ?").bind(.text(id)).run()
         try db.prepared("DELETE FROM deliveries WHERE job_id = ?").bind(.text(id)).run()
         try db.prepared("DELETE FROM nodes WHERE job_id = ?").bind(.text(id)).run()
-        try db.prepared("DELETE FROM labels WHERE position IN (SELECT position FROM jobs WHERE id = ?)").bind(.text(id)).run()
+        try db.prepared("DELETE FROM labels WHERE position IN (SELECT position FROM jobs WHERE id = ?)").bind(.text(id))
+            .run()
         try db.prepared("DELETE FROM jobs WHERE id = ?").bind(.text(id)).run()
         self.cache.withLock { cache in
             cache.runs[id] = nil
@@ -341,20 +359,26 @@ extension SQLiteJobStore {
 
     /// Deletes up to 500 jobs that finished before `before`; `true` when there may be more.
     func writeExpire(before: Timestamp) throws -> Bool {
-        let select = try self.writer.prepared("SELECT id FROM jobs WHERE finished_at < ? ORDER BY finished_at LIMIT 500")
-            .bind(.int(before.milliseconds))
+        let select = try self.writer.prepared(
+            "SELECT id FROM jobs WHERE finished_at < ? ORDER BY finished_at LIMIT 500"
+        )
+        .bind(.int(before.milliseconds))
         var doomed: [String] = []
         while try select.step() { doomed.append(select.text(0)) }
         select.reset()
         for id in doomed { try self.deleteRows(id) }
-        if !doomed.isEmpty { self.logger.debug("retention removed finished jobs", metadata: ["count": "\(doomed.count)"]) }
+        if !doomed.isEmpty {
+            self.logger.debug("retention removed finished jobs", metadata: ["count": "\(doomed.count)"])
+        }
         return doomed.count == 500
     }
 
     func scheduleRetention(_ retention: Duration) {
         let seconds = Double(retention.components.seconds)
         let period = Duration.milliseconds(Int64(max(1, min(60, seconds / 10)) * 1000))
-        self.enqueue(.expire(before: Timestamp(milliseconds: Timestamp.now().milliseconds - retention.wholeMilliseconds)))
+        self.enqueue(
+            .expire(before: Timestamp(milliseconds: Timestamp.now().milliseconds - retention.wholeMilliseconds))
+        )
         let timer = TimerQueue.shared.schedule(after: period) { [weak self] in self?.scheduleRetention(retention) }
         self.retentionTimer.withLock { $0 = timer }
     }

@@ -1,13 +1,14 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Logging
 import NIOCore
 import Synchronization
 import TaskCore
 import TaskGraph
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The embedded durable store (the default; `--data PATH`): one SQLite file in WAL mode.
 ///
@@ -93,7 +94,10 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
             while try check.step() { problems.append(check.text(0)) }
             check.reset()
             guard problems == ["ok"] else {
-                throw SQLiteError(code: 11, message: "\(path) is damaged: \(problems.prefix(5).joined(separator: "; "))")
+                throw SQLiteError(
+                    code: 11,
+                    message: "\(path) is damaged: \(problems.prefix(5).joined(separator: "; "))"
+                )
             }
         }
         try SQLiteSchema.migrate(writer)
@@ -126,7 +130,8 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
 
     public func list(_ query: JobQuery) -> Future<JobPage> {
         self.read { db -> JobPage in
-            var sql = "SELECT position, id, name, labels, state, error, progress, created_at, started_at, finished_at FROM jobs WHERE 1"
+            var sql =
+                "SELECT position, id, name, labels, state, error, progress, created_at, started_at, finished_at FROM jobs WHERE 1"
             var binds: [SQLiteValue?] = []
             if let before = query.before {
                 sql += " AND position < ?"
@@ -165,7 +170,9 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
     }
 
     public func delete(_ id: String) -> Future<DeleteResult> {
-        if let run = self.cache.withLock({ $0.runs[id] }), !run.snapshot.state.isTerminal { return Future(value: .notTerminal) }
+        if let run = self.cache.withLock({ $0.runs[id] }), !run.snapshot.state.isTerminal {
+            return Future(value: .notTerminal)
+        }
         guard JobID.isPlausible(id) else { return Future(value: .notFound) }
         let promise = Promise<DeleteResult>()
         self.enqueue(.delete(id, promise))
@@ -198,7 +205,10 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
                 guard let run = try self.load(id, db) else { continue }
                 runs.append(run)
             } catch {
-                self.logger.error("cannot resume a stored job; it stays as it was", metadata: ["job.id": "\(id)", "error": "\(error)"])
+                self.logger.error(
+                    "cannot resume a stored job; it stays as it was",
+                    metadata: ["job.id": "\(id)", "error": "\(error)"]
+                )
             }
         }
         self.cache.withLock { cache in for run in runs { cache.runs[run.id] = run } }
@@ -276,7 +286,10 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
         for component in directory.split(separator: "/") {
             current += "/" + component
             if mkdir(current, 0o755) != 0, errno != EEXIST {
-                throw SQLiteError(code: 0, message: "cannot create the directory \(current) for \(path): \(String(cString: strerror(errno)))")
+                throw SQLiteError(
+                    code: 0,
+                    message: "cannot create the directory \(current) for \(path): \(String(cString: strerror(errno)))"
+                )
             }
         }
     }

@@ -86,7 +86,8 @@ enum SQLiteSchema {
         guard version <= self.migrations.count else {
             throw SQLiteError(
                 code: 0,
-                message: "the data file is at schema version \(version), newer than this server knows (\(self.migrations.count)); use a newer taskserver"
+                message:
+                    "the data file is at schema version \(version), newer than this server knows (\(self.migrations.count)); use a newer taskserver"
             )
         }
         for index in version..<self.migrations.count {

@@ -120,7 +120,12 @@ public final class WebhookDispatcher: Sendable {
             guard !state.isShutdown else { return false }
             for delivery in deliveries where delivery.state == .pending {
                 if delivery.nextAttemptAt <= now {
-                    Self.enqueue(delivery, endpointKey: Self.endpointKey(delivery.url), in: &state, perEndpoint: self.configuration.maxConcurrentPerEndpoint)
+                    Self.enqueue(
+                        delivery,
+                        endpointKey: Self.endpointKey(delivery.url),
+                        in: &state,
+                        perEndpoint: self.configuration.maxConcurrentPerEndpoint
+                    )
                 } else {
                     later.append(delivery)
                 }
@@ -160,7 +165,8 @@ public final class WebhookDispatcher: Sendable {
 
     // MARK: - Queueing
 
-    private static func enqueue(_ delivery: Delivery, endpointKey key: String, in state: inout State, perEndpoint: Int) {
+    private static func enqueue(_ delivery: Delivery, endpointKey key: String, in state: inout State, perEndpoint: Int)
+    {
         // Moved out of the dictionary (not copied), so the queue's storage stays uniquely
         // referenced and grows in place: a copy here made every enqueue O(queue length).
         var endpoint = state.endpoints.removeValue(forKey: key) ?? Endpoint()
@@ -174,7 +180,9 @@ public final class WebhookDispatcher: Sendable {
 
     /// Whether a pump should be scheduled (and marks it scheduled).
     private func needsPump(_ state: inout State) -> Bool {
-        guard !state.isPumpScheduled, !state.rotation.isEmpty, state.active < self.configuration.maxConcurrent else { return false }
+        guard !state.isPumpScheduled, !state.rotation.isEmpty, state.active < self.configuration.maxConcurrent else {
+            return false
+        }
         state.isPumpScheduled = true
         return true
     }
@@ -216,7 +224,9 @@ public final class WebhookDispatcher: Sendable {
             if var endpoint = state.endpoints.removeValue(forKey: key) {  // moved, see `enqueue`
                 endpoint.active -= 1
                 if endpoint.active > 0 || !endpoint.queue.isEmpty {
-                    if !endpoint.isInRotation, !endpoint.queue.isEmpty, endpoint.active < self.configuration.maxConcurrentPerEndpoint {
+                    if !endpoint.isInRotation, !endpoint.queue.isEmpty,
+                        endpoint.active < self.configuration.maxConcurrentPerEndpoint
+                    {
                         endpoint.isInRotation = true
                         state.rotation.append(key)
                     }
@@ -238,7 +248,12 @@ public final class WebhookDispatcher: Sendable {
             state.timers[id] = TimerQueue.shared.schedule(after: delay) { [self] in
                 let pump: Bool = self.state.withLock { state in
                     guard !state.isShutdown, state.timers.removeValue(forKey: id) != nil else { return false }
-                    Self.enqueue(delivery, endpointKey: Self.endpointKey(delivery.url), in: &state, perEndpoint: self.configuration.maxConcurrentPerEndpoint)
+                    Self.enqueue(
+                        delivery,
+                        endpointKey: Self.endpointKey(delivery.url),
+                        in: &state,
+                        perEndpoint: self.configuration.maxConcurrentPerEndpoint
+                    )
                     return self.needsPump(&state)
                 }
                 if pump { self.worker.execute { self.pump() } }
@@ -263,7 +278,12 @@ public final class WebhookDispatcher: Sendable {
         case .serverDefault: secret = self.serverSecret
         }
         if let secret, let key = WebhookSignature.key(fromSecret: secret), !key.isEmpty {
-            headers.append(("webhook-signature", WebhookSignature.sign(id: delivery.id, timestamp: timestamp, body: delivery.body, key: key)))
+            headers.append(
+                (
+                    "webhook-signature",
+                    WebhookSignature.sign(id: delivery.id, timestamp: timestamp, body: delivery.body, key: key)
+                )
+            )
         }
         for name in delivery.headers.keys.sorted() { headers.append((name, delivery.headers[name]!)) }
         return headers
@@ -291,7 +311,12 @@ public final class WebhookDispatcher: Sendable {
         }
     }
 
-    private func finish(_ delivery: Delivery, _ outcome: Outcome<OutboundResponse>, startedAt: Timestamp, durationMs: Int) {
+    private func finish(
+        _ delivery: Delivery,
+        _ outcome: Outcome<OutboundResponse>,
+        startedAt: Timestamp,
+        durationMs: Int
+    ) {
         var delivery = delivery
         var attempt = DeliveryAttempt(at: startedAt, durationMs: durationMs)
         var retryAfter: Duration?
@@ -306,7 +331,9 @@ public final class WebhookDispatcher: Sendable {
             } else if response.status == 410 {
                 isGone = true
             } else if response.status == 429 || response.status == 503 {
-                retryAfter = Self.retryAfter(response.header("retry-after")).map { min($0, self.configuration.maxRetryAfter) }
+                retryAfter = Self.retryAfter(response.header("retry-after")).map {
+                    min($0, self.configuration.maxRetryAfter)
+                }
             }
         case .failure(let error):
             attempt.error = (error as? OutboundError)?.message ?? "\(error)"
@@ -328,22 +355,31 @@ public final class WebhookDispatcher: Sendable {
         self.onAttempt(result)
         switch result {
         case .delivered:
-            self.logger.trace("webhook delivered", metadata: ["webhook.id": "\(delivery.id)", "job.id": "\(delivery.jobID)"])
+            self.logger.trace(
+                "webhook delivered",
+                metadata: ["webhook.id": "\(delivery.id)", "job.id": "\(delivery.jobID)"]
+            )
         case .retrying:
             self.logger.debug(
                 "webhook attempt failed; will retry",
                 metadata: [
-                    "webhook.id": "\(delivery.id)", "job.id": "\(delivery.jobID)", "webhook.attempt": "\(delivery.attempts.count)",
-                    "webhook.status": "\(attempt.status.map(String.init) ?? "-")", "webhook.error": "\(attempt.error ?? "-")",
-                ])
+                    "webhook.id": "\(delivery.id)", "job.id": "\(delivery.jobID)",
+                    "webhook.attempt": "\(delivery.attempts.count)",
+                    "webhook.status": "\(attempt.status.map(String.init) ?? "-")",
+                    "webhook.error": "\(attempt.error ?? "-")",
+                ]
+            )
             self.schedule(delivery, at: delivery.nextAttemptAt)
         case .failed:
             self.logger.notice(
                 "webhook delivery failed for good",
                 metadata: [
-                    "webhook.id": "\(delivery.id)", "job.id": "\(delivery.jobID)", "webhook.attempts": "\(delivery.attempts.count)",
-                    "webhook.status": "\(attempt.status.map(String.init) ?? "-")", "webhook.error": "\(attempt.error ?? "-")",
-                ])
+                    "webhook.id": "\(delivery.id)", "job.id": "\(delivery.jobID)",
+                    "webhook.attempts": "\(delivery.attempts.count)",
+                    "webhook.status": "\(attempt.status.map(String.init) ?? "-")",
+                    "webhook.error": "\(attempt.error ?? "-")",
+                ]
+            )
         }
     }
 

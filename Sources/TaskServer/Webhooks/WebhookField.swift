@@ -55,7 +55,11 @@ extension JobSpec {
 
 extension JobDecoder.RetryRules {
     /// A webhook's `retry`: its own defaults, a first delay of at most an hour, and no `on`.
-    static let webhook = JobDecoder.RetryRules(defaults: WebhookSpec(url: "").retry, delayMsLimit: 3_600_000, allowsErrorCodes: false)
+    static let webhook = JobDecoder.RetryRules(
+        defaults: WebhookSpec(url: "").retry,
+        delayMsLimit: 3_600_000,
+        allowsErrorCodes: false
+    )
 }
 
 extension ProblemReporter {
@@ -76,7 +80,12 @@ extension ProblemReporter {
             }
         }
         if unknown {
-            self.reportUnknownFields(object, at: pointer, known: WebhookField.fields, isKnown: { WebhookField.fields.contains($0) })
+            self.reportUnknownFields(
+                object,
+                at: pointer,
+                known: WebhookField.fields,
+                isKnown: { WebhookField.fields.contains($0) }
+            )
         }
         if let url = object["url"] {
             sawURL = true
@@ -115,7 +124,8 @@ extension ProblemReporter {
                         self.report(
                             pointer: pointer + "/events/" + String(index),
                             "unknown event type \(TemplateExpression.quoted(text)); expected one of "
-                                + WebhookField.eventTypes.joined(separator: ", ") + ", or a pattern such as \"job.*\"")
+                                + WebhookField.eventTypes.joined(separator: ", ") + ", or a pattern such as \"job.*\""
+                        )
                     }
                     patterns.append(text)
                 }
@@ -134,18 +144,23 @@ extension ProblemReporter {
                     guard HTTPSyntax.isHeaderName(name) else {
                         self.report(
                             pointer: headerPointer(),
-                            "invalid header name \(TemplateExpression.quoted(name)): use letters, digits and !#$%&'*+-.^_`|~")
+                            "invalid header name \(TemplateExpression.quoted(name)): use letters, digits and !#$%&'*+-.^_`|~"
+                        )
                         continue
                     }
                     let lower = name.lowercasedASCII
                     if WebhookField.reservedHeaders.contains(lower) {
-                        self.report(pointer: headerPointer(), "header \(TemplateExpression.quoted(name)) is set by the server and cannot be overridden")
+                        self.report(
+                            pointer: headerPointer(),
+                            "header \(TemplateExpression.quoted(name)) is set by the server and cannot be overridden"
+                        )
                         continue
                     }
                     if let first = seen[lower] {
                         self.report(
                             pointer: headerPointer(),
-                            "duplicate header \(TemplateExpression.quoted(name)) (header names are case-insensitive; first given as \(TemplateExpression.quoted(first)))")
+                            "duplicate header \(TemplateExpression.quoted(name)) (header names are case-insensitive; first given as \(TemplateExpression.quoted(first)))"
+                        )
                         continue
                     }
                     seen[lower] = name

@@ -19,14 +19,20 @@ public struct WebhookPlanner: Sendable {
 
     /// The planner of a server: its default webhook comes from `--webhook-url`/`--webhook-secret`.
     public init(configuration: ServerConfiguration) {
-        self.init(serverDefault: configuration.webhooks.url.map { WebhookSpec(url: $0, secret: configuration.webhooks.secret) })
+        self.init(
+            serverDefault: configuration.webhooks.url.map {
+                WebhookSpec(url: $0, secret: configuration.webhooks.secret)
+            }
+        )
     }
 
     /// The new pending deliveries for `events` of `run` (in event order, the job's endpoint first).
     public func plan(_ run: JobRun, events: ArraySlice<JobEvent>) -> [Delivery] {
         var endpoints: [(spec: WebhookSpec, suffix: String, secret: SecretReference)] = []
         if let own = run.spec.webhook { endpoints.append((own, "", own.secret.map(SecretReference.literal) ?? .none)) }
-        if let server = self.serverDefault { endpoints.append((server, "_server", server.secret == nil ? .none : .serverDefault)) }
+        if let server = self.serverDefault {
+            endpoints.append((server, "_server", server.secret == nil ? .none : .serverDefault))
+        }
         guard !endpoints.isEmpty else { return [] }
         var deliveries: [Delivery] = []
         var jobJSON: [UInt8]?
@@ -53,7 +59,9 @@ public struct WebhookPlanner: Sendable {
                 payload.key("jobId")
                 payload.string(run.id)
                 payload.key("task")
-                payload.value(event.taskId.flatMap { run.node($0)?.json } ?? ["id": event.taskId.map(JSONValue.string) ?? .null])
+                payload.value(
+                    event.taskId.flatMap { run.node($0)?.json } ?? ["id": event.taskId.map(JSONValue.string) ?? .null]
+                )
             }
             payload.endObject()
             payload.endObject()

@@ -27,7 +27,9 @@ enum WebhookSignature {
             return nil
         }
         // (Characters are counted only when the UTF-8 form is longer, as JobDecoder counts them.)
-        if secret.isEmpty || !(secret.utf8.count <= 256 || secret.count <= 256) { return "must be a non-empty string of at most 256 characters" }
+        if secret.isEmpty || !(secret.utf8.count <= 256 || secret.count <= 256) {
+            return "must be a non-empty string of at most 256 characters"
+        }
         return nil
     }
 
@@ -47,7 +49,13 @@ enum WebhookSignature {
         let ok = key.withUnsafeBytes { keyBytes in
             message.withUnsafeBufferPointer { data in
                 out.withUnsafeMutableBufferPointer { digest in
-                    ts_hmac_sha256(keyBytes.baseAddress, Int32(keyBytes.count), data.baseAddress, data.count, digest.baseAddress)
+                    ts_hmac_sha256(
+                        keyBytes.baseAddress,
+                        Int32(keyBytes.count),
+                        data.baseAddress,
+                        data.count,
+                        digest.baseAddress
+                    )
                 }
             }
         }

@@ -9,7 +9,13 @@ public struct WebhookSpec: Sendable, Equatable {
     public var headers: [String: String]
     public var retry: RetrySpec
 
-    public init(url: String, secret: String? = nil, events: [String] = ["job.*"], headers: [String: String] = [:], retry: RetrySpec = RetrySpec(maxAttempts: 8, delayMs: 500, backoff: 2, maxDelayMs: 60_000, jitter: true)) {
+    public init(
+        url: String,
+        secret: String? = nil,
+        events: [String] = ["job.*"],
+        headers: [String: String] = [:],
+        retry: RetrySpec = RetrySpec(maxAttempts: 8, delayMs: 500, backoff: 2, maxDelayMs: 60_000, jitter: true)
+    ) {
         self.url = url
         self.secret = secret
         self.events = events
