@@ -72,6 +72,9 @@ venv_ready() {
     export PATH="$VIRTUAL_ENV/bin:$PATH"
 }
 
+stage "swift format lint (.swift-format)"
+swift format lint --strict -r Sources Tests Benchmarks Package.swift
+
 stage "swift build --build-tests"
 swift build --build-tests
 stage "swift test"
