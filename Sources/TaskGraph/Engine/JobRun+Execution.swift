@@ -1,3 +1,12 @@
+// The engine's interpreter: how each node type of a job graph runs on TaskCore futures (task,
+// series, parallel, continuation, map, dynamic), how a job starts and ends, and how cancellation
+// and completion reach a running node.
+//
+// One file of ~870 lines on purpose: each node type's `run…` method calls the others recursively
+// and shares the same private bookkeeping (node states, events, the per-instance id suffix), so
+// they read as one interpreter. Split by type, every file would need the same helpers widened to
+// internal and a reader would hop between six files to follow one series-of-maps.
+
 import Synchronization
 import TaskCore
 
