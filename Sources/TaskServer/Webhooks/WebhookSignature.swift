@@ -1,4 +1,5 @@
 import CCrypto
+import TaskGraph
 
 /// Standard Webhooks signatures: `v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`.
 ///
@@ -26,8 +27,7 @@ enum WebhookSignature {
             }
             return nil
         }
-        // (Characters are counted only when the UTF-8 form is longer, as JobDecoder counts them.)
-        if secret.isEmpty || !(secret.utf8.count <= 256 || secret.count <= 256) {
+        if secret.isEmpty || !secret.hasAtMost(codePoints: 256) {
             return "must be a non-empty string of at most 256 characters"
         }
         return nil
