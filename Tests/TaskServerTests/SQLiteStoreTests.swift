@@ -80,13 +80,14 @@ struct SQLiteStoreTests {
     @Test func aJobIsOnDiskBeforeItsCreatedResponse() async throws {
         let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
         let server = try await Self.server(path)
-        let id = try await server.submitID(Jobs.delay(5000))
+        // An await task: the job cannot end before the file is read, however slow the run.
+        let id = try await server.submitID(Jobs.await())
         // Another connection, as another process would see the file.
         let db = try SQLiteConnection(path: path)
         let row = try db.statement("SELECT state, document FROM jobs WHERE id = ?").bind(.text(id))
         #expect(try row.step())
         #expect(["pending", "running"].contains(row.text(0)))
-        #expect(row.text(1).contains("\"delay\""))
+        #expect(row.text(1).contains("\"await\""))
         row.reset()
         await server.stop()
     }

@@ -4,6 +4,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import TaskGraph
@@ -280,7 +281,8 @@ final class SocketConnection: @unchecked Sendable {
         #endif
         guard fd >= 0 else { throw SocketError.system("socket", errno) }
         self.fd = fd
-        var timeout = timeval(tv_sec: receiveTimeoutSeconds, tv_usec: 0)
+        // Scaled for slow runs (ThreadSanitizer): a read that times out is a failure, not a result.
+        var timeout = timeval(tv_sec: receiveTimeoutSeconds * TestTiming.slowdown, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var address = sockaddr_in()
