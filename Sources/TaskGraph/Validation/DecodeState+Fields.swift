@@ -3,7 +3,7 @@ extension DecodeState {
 
     /// Whether `text` has at most `limit` characters (counted only when its UTF-8 form is longer).
     static func fits(_ text: String, _ limit: Int) -> Bool {
-        text.hasAtMost(codePoints: limit)
+        text.utf8.count <= limit || text.count <= limit
     }
 
     // MARK: Job fields

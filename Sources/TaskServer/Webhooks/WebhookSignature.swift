@@ -1,5 +1,4 @@
 import CCrypto
-import TaskGraph
 
 /// Standard Webhooks signatures: `v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`.
 ///
@@ -27,7 +26,8 @@ enum WebhookSignature {
             }
             return nil
         }
-        if secret.isEmpty || !secret.hasAtMost(codePoints: 256) {
+        // (Characters are counted only when the UTF-8 form is longer, as JobDecoder counts them.)
+        if secret.isEmpty || !(secret.utf8.count <= 256 || secret.count <= 256) {
             return "must be a non-empty string of at most 256 characters"
         }
         return nil
