@@ -45,6 +45,17 @@ struct WebhookProblemCase: Sendable, CustomTestStringConvertible {
 
 struct WebhookFieldTests {
     @Test
+    func aFloodOfWebhookProblemsIsCappedAndCountedLikeTheDecodersOwn() {
+        // 300 unknown event types: 100 rendered, the rest only counted, as for any other field
+        // (rendering all of a 1 MiB body's worth would format tens of megabytes per request).
+        let events = JSONValue.array(Array(repeating: "job.nope", count: 300))
+        let found = problems(job(task(), ["webhook": ["url": "http://a", "events": events]]))
+        #expect(found.count == 101)
+        #expect(found.first?.hasPrefix("/webhook/events/0: unknown event type") == true)
+        #expect(found.last == ": … and 200 more problems")
+    }
+
+    @Test
     func aJobWithAWebhookKeepsItOnTheSpec() throws {
         let json: JSONValue = [
             "name": "import-comments",

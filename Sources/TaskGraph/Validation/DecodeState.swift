@@ -57,6 +57,11 @@ struct DecodeState: ProblemReporter {
         }
     }
 
+    /// Counts `count` problems found elsewhere past the cap, without rendering them.
+    mutating func countUnreported(_ count: Int) {
+        self.problemCount += count
+    }
+
     /// Puts `problem` first (the node limit, found last, matters most).
     mutating func insertFirst(_ problem: ValidationProblem) {
         self.problemCount += 1

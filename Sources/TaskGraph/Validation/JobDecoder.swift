@@ -195,7 +195,8 @@ public struct JobDecoder: Sendable {
             values[Field.self] = try field.decode(value, at: pointer)
         } catch {
             for problem in error.problems { state.report(pointer: problem.pointer, problem.message) }
-            if error.problems.isEmpty { state.report(pointer: pointer, "invalid") }
+            state.countUnreported(error.unreported)
+            if error.problems.isEmpty && error.unreported == 0 { state.report(pointer: pointer, "invalid") }
         }
     }
 

@@ -13,14 +13,26 @@ package protocol ProblemReporter {
 
 /// Every problem reported, in order.
 package struct ProblemList: ProblemReporter {
+    /// The first problems found, rendered: at most `JobDecoder.maxProblems`, as the decoder keeps.
     package private(set) var problems: [ValidationProblem] = []
+    /// Problems found past that cap, counted but never rendered.
+    package private(set) var unreported = 0
 
     package init() {}
 
-    package var problemCount: Int { self.problems.count }
+    package var problemCount: Int { self.problems.count + self.unreported }
 
     package mutating func report(pointer: @autoclosure () -> String, _ message: @autoclosure () -> String) {
+        guard self.problems.count < JobDecoder.maxProblems else {
+            self.unreported += 1
+            return
+        }
         self.problems.append(ValidationProblem(pointer: pointer(), message: message()))
+    }
+
+    /// The problems found as an error (nil when there are none).
+    package var error: ValidationError? {
+        self.problemCount == 0 ? nil : ValidationError(self.problems, unreported: self.unreported)
     }
 }
 

@@ -16,8 +16,14 @@ public struct ValidationProblem: Sendable, Equatable, CustomStringConvertible {
 /// A job that failed validation, with every problem found (not only the first).
 public struct ValidationError: Error, Sendable, Equatable, CustomStringConvertible {
     public var problems: [ValidationProblem]
+    /// Problems found beyond those listed (a reporter stops rendering messages at its cap, so a
+    /// hostile document cannot make it format millions of them).
+    public var unreported: Int
 
-    public init(_ problems: [ValidationProblem]) { self.problems = problems }
+    public init(_ problems: [ValidationProblem], unreported: Int = 0) {
+        self.problems = problems
+        self.unreported = unreported
+    }
 
     public var description: String { self.problems.map(\.description).joined(separator: "; ") }
 }

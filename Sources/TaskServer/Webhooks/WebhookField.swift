@@ -32,9 +32,9 @@ public struct WebhookField: JobField {
     /// - Throws: a `ValidationError` with every problem found, each at the pointer of the offending value.
     public func decode(_ value: JSONValue, at pointer: String) throws(ValidationError) -> WebhookSpec {
         var problems = ProblemList()
-        guard let spec = problems.decodeWebhook(value, at: pointer), problems.problems.isEmpty else {
-            throw ValidationError(problems.problems)
-        }
+        let spec = problems.decodeWebhook(value, at: pointer)
+        if let error = problems.error { throw error }
+        guard let spec else { throw ValidationError([ValidationProblem(pointer: pointer, message: "invalid")]) }
         return spec
     }
 
