@@ -247,7 +247,9 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
             defer { self.readers.withLock { $0.append(connection) } }
             do {
                 return try body(connection)
-            } catch let error as SQLiteError {
+            } catch {
+                // A failed query, or a stored document that no longer decodes: either way the
+                // client gets a 503 store error, never a 500, and the cause is logged.
                 self.logger.error("store read failed", metadata: ["error": "\(error)"])
                 throw StoreError.readFailed
             }
