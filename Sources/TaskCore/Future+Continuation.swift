@@ -209,8 +209,11 @@ extension Future {
                 promise.completeWith(inner)
                 return
             }
-            inner.whenComplete { outcome in
-                if token.isCancellationRequested {
+            // Weak: an abandoned inner future that registered on the same token must not keep the
+            // token alive through this callback (the two would hold each other). A token that is
+            // gone was never cancelled.
+            inner.whenComplete { [weak token] outcome in
+                if token?.isCancellationRequested == true {
                     promise.tryCancel()
                 } else {
                     promise.tryComplete(with: outcome)

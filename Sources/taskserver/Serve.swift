@@ -276,7 +276,8 @@ final class TerminationSignals: @unchecked Sendable {
         for signalNumber in [SIGTERM, SIGINT] {
             signal(signalNumber, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-            source.setEventHandler { [unowned self] in
+            // A strong capture: the sources and this object live as long as the process.
+            source.setEventHandler {
                 self.lock.lock()
                 let first = !self.arrived
                 self.arrived = true
