@@ -135,7 +135,10 @@ fi
 log="$work/server.log"
 (cd "$work/data" && exec env -i "${image_env[@]}" "${as_user[@]}" "$work/bin/taskserver" serve) >"$log" 2>&1 &
 server=$!
-cleanup() { kill -KILL "$server" 2>/dev/null || true; rm -rf "$work"; }
+cleanup() {
+    [ -z "$server" ] || kill -KILL "$server" 2>/dev/null || true
+    rm -rf "$work"
+}
 trap cleanup EXIT
 # shellcheck source=scripts/server.sh
 . scripts/server.sh
@@ -168,6 +171,7 @@ start=$(date +%s.%N)
 kill -TERM "$server"
 status=0
 wait "$server" || status=$?
+server=""  # reaped: its pid may be reused by the time the exit trap runs
 elapsed=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$start" "$(date +%s.%N)")
 [ "$status" -eq 0 ] || fail "exit status $status on SIGTERM"
 echo "SIGTERM: exit 0 after ${elapsed}s"
@@ -183,9 +187,9 @@ fi
 # shellcheck source=scripts/rootfs.sh
 source scripts/rootfs.sh
 rootfs_parse "$dockerfile"
-# In .build so that `make clean` drops it and a developer machine builds it once; CI's fresh clone
-# has no .build, so a cache that should outlive clones goes in TASKSERVER_ROOTFS_CACHE.
-rootfs_build "${TASKSERVER_ROOTFS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/taskserver/container-rootfs}"
+# Outside the clone (CI's fresh clones have no .build), so a machine builds it once; rootfs_build
+# keeps everything in a subdirectory of its own there (TASKSERVER_ROOTFS_CACHE moves the parent).
+rootfs_build "${TASKSERVER_ROOTFS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/taskserver}"
 
 # Every run gets a fresh copy: the server writes its store into /data, and a container starts
 # from the image, not from the last run's leftovers.
@@ -194,7 +198,10 @@ root="$run/rootfs"
 launcher="" container_pid=""
 cleanup_d() {
     # SIGKILL to the namespace's PID 1 ends everything in it, and with it its mounts.
-    [ -z "$container_pid" ] || kill -KILL "$container_pid" 2>/dev/null || true
+    # Only while its launcher runs: once unshare has exited, the pid is reaped and may be reused.
+    if [ -n "$container_pid" ] && [ -n "$launcher" ] && kill -0 "$launcher" 2>/dev/null; then
+        kill -KILL "$container_pid" 2>/dev/null || true
+    fi
     [ -z "$launcher" ] || wait "$launcher" 2>/dev/null || true
     rm -rf --one-file-system "$run"
 }

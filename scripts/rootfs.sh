@@ -186,7 +186,8 @@ rootfs_exec() {
 }
 
 rootfs_build() {
-    local cache_root=$1
+    # A directory of its own under the one given: the clean-ups below delete what they find in it.
+    local cache_root=$1/container-rootfs
     rootfs_dir="$cache_root/$rf_key"
     if [ -d "$rootfs_dir" ]; then
         echo "root filesystem: cached at $rootfs_dir (key $rf_key: FROM $rf_from and its RUN commands)"
