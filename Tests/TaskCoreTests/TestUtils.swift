@@ -57,22 +57,16 @@ extension Future {
 
 // MARK: - Shared state for @Sendable closures
 
-/// A value behind a lock, shared between threads.
-///
-/// The lock is a pthread mutex (TaskCore's `ConditionLock`) rather than `Synchronization.Mutex`:
-/// ThreadSanitizer cannot see a contended `Synchronization.Mutex` on Linux (its slow path is a
-/// futex in the uninstrumented standard library) and would report the tests' own bookkeeping.
-// @unchecked Sendable: `storage` is only read or written between `lock.lock()` and `lock.unlock()`.
-final class Locked<Value: Sendable>: @unchecked Sendable {
-    private let lock = ConditionLock()
-    private var storage: Value
-    init(_ value: Value) { self.storage = value }
+/// A value behind a lock, shared between threads (a `Mutex`: the TSan-visible one in the TSan run).
+final class Locked<Value: Sendable>: Sendable {
+    private let storage: Mutex<Value>
+    init(_ value: Value) { self.storage = Mutex(value) }
 
-    var value: Value { self.lock.withLock { self.storage } }
+    var value: Value { self.storage.withLock { $0 } }
 
     @discardableResult
     func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R {
-        self.lock.withLock { body(&self.storage) }
+        self.storage.withLock { body(&$0) }
     }
 }
 
@@ -321,5 +315,3 @@ final class ManualExecutor: Executor {
         }
     }
 }
-
-// MARK: - Random numbers

@@ -1,6 +1,6 @@
 /// Why a store could not do what it was asked, in store terms.
 ///
-/// The HTTP layer decides how each answers a client (`StoreError+HTTP.swift`); the store never
+/// The HTTP layer decides how each answers a client (`HTTP/HTTPResponseError.swift`); the store never
 /// speaks HTTP, so another store (PostgreSQL) is an addition behind the same seam.
 public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     private enum Code: Hashable, Sendable {
@@ -19,9 +19,6 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let writeFailed = StoreError(.writeFailed)
     /// A read failed (the cause is logged by the store).
     public static let readFailed = StoreError(.readFailed)
-
-    /// Whether the caller may try the same thing again shortly (every store error today).
-    public var isTransient: Bool { true }
 
     /// A short, stable name, safe as a log or metric label.
     public var description: String {
