@@ -485,10 +485,13 @@ struct HTTPLayerTests {
             configuration: ServerConfiguration(),
             logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         )
+        // Short, but not so short that a slow run (TSan) times out the head of a request the
+        // client sent at once: then the "idle" connection would never be answered at all.
+        let timeout = TimeAmount.milliseconds(Int64(200 * TestTiming.slowdown))
         var limits = HTTPLimits()
-        limits.requestHeadTimeout = .milliseconds(200)
-        limits.idleTimeout = .milliseconds(200)
-        limits.requestBodyTimeout = .milliseconds(200)
+        limits.requestHeadTimeout = timeout
+        limits.idleTimeout = timeout
+        limits.requestBodyTimeout = timeout
         let server = HTTPServer(host: "127.0.0.1", port: 0, router: app.router, limits: limits, logger: app.logger)
         let port = try await server.start()
         defer { app.engine.shutdown() }

@@ -27,8 +27,9 @@ struct ShutdownTests {
         let server = try await TestServer.start()
         let id = try await server.submitID(Self.slowJob)
         // Long enough that the drain has surely begun when it ends, even on a loaded machine (with
-        // 700 ms the answer once came before shutdown started, without `connection: close`).
-        async let poll = server.get("/v1/jobs/\(id)?waitMs=3000")
+        // 700 ms the answer once came before shutdown started, without `connection: close`), and
+        // that the wait below sees it in flight even when a slow run (TSan) schedules that wait late.
+        async let poll = server.get("/v1/jobs/\(id)?waitMs=\(TestTiming.ms(3000))")
         try await Self.waitForRequestsInFlight(server.app, 1)
         let clock = ContinuousClock()
         let start = clock.now
