@@ -184,15 +184,7 @@ final class CurlLoop {
     private func start(_ pending: PendingTransfer) {
         let now = monotonicNanoseconds()
         guard now < pending.deadline else {
-            self.finish(
-                pending,
-                .failure(
-                    OutboundError(
-                        .timeout,
-                        "no response within \(pending.request.timeout) (the request waited for a free connection)"
-                    )
-                )
-            )
+            self.finishTimedOutInQueue(pending)
             return
         }
         guard let easy = self.idleHandles.popLast() ?? curl_easy_init() else {
@@ -397,15 +389,7 @@ final class CurlLoop {
         kept.reserveCapacity(self.queuedCount)
         for pending in self.queue[self.queueHead...] {
             if pending.deadline <= now {
-                self.finish(
-                    pending,
-                    .failure(
-                        OutboundError(
-                            .timeout,
-                            "no response within \(pending.request.timeout) (the request waited for a free connection)"
-                        )
-                    )
-                )
+                self.finishTimedOutInQueue(pending)
             } else {
                 kept.append(pending)
             }
@@ -414,6 +398,12 @@ final class CurlLoop {
         self.queueHead = 0
         self.publishCounts()
         self.completeAll()
+    }
+
+    /// Fails a transfer whose deadline passed while it waited for a free connection.
+    private func finishTimedOutInQueue(_ pending: PendingTransfer) {
+        let message = "no response within \(pending.request.timeout) (the request waited for a free connection)"
+        self.finish(pending, .failure(OutboundError(.timeout, message)))
     }
 
     private func finish(_ pending: PendingTransfer, _ outcome: Outcome<OutboundResponse>) {
