@@ -59,33 +59,14 @@ extension JSONValue {
     ///   the syntax error message.
     public func templateSyntaxProblems() -> [(pointer: String, message: String)] {
         var problems: [(pointer: String, message: String)] = []
-        self.collectSyntaxProblems(pointer: "", into: &problems)
-        return problems
-    }
-
-    private func collectSyntaxProblems(pointer: String, into problems: inout [(pointer: String, message: String)]) {
-        switch self {
-        case .string(let string):
-            guard TemplateSyntax.containsOpener(string) else { return }
-            do {
+        self.forEachTemplateString(pointer: "") { pointer, string in
+            do throws(TemplateError) {
                 _ = try Template(parsing: string)
             } catch {
                 problems.append((pointer: pointer, message: error.message))
             }
-        case .array(let items):
-            for (index, item) in items.enumerated() {
-                item.collectSyntaxProblems(pointer: pointer + "/" + String(index), into: &problems)
-            }
-        case .object(let object):
-            for member in object.members {
-                member.value.collectSyntaxProblems(
-                    pointer: pointer + "/" + JSONValue.escapePointerToken(member.key),
-                    into: &problems
-                )
-            }
-        default:
-            break
         }
+        return problems
     }
 
     /// Every template expression inside this value, with the JSON pointer (relative to this value) of
@@ -93,27 +74,28 @@ extension JSONValue {
     /// Validation uses this to check, for instance, the task ids that templates refer to.
     public func templateExpressions() -> [(pointer: String, expression: TemplateExpression)] {
         var found: [(pointer: String, expression: TemplateExpression)] = []
-        self.collectExpressions(pointer: "", into: &found)
+        self.forEachTemplateString(pointer: "") { pointer, string in
+            guard let template = try? Template(parsing: string) else { return }
+            for expression in template.expressions { found.append((pointer: pointer, expression: expression)) }
+        }
         return found
     }
 
-    private func collectExpressions(
-        pointer: String,
-        into found: inout [(pointer: String, expression: TemplateExpression)]
-    ) {
+    /// Calls `body` with each string inside this value that contains a template opener (`${`), and
+    /// its JSON pointer, in document order.
+    private func forEachTemplateString(pointer: String, _ body: (String, String) -> Void) {
         switch self {
         case .string(let string):
-            guard TemplateSyntax.containsOpener(string), let template = try? Template(parsing: string) else { return }
-            for expression in template.expressions { found.append((pointer: pointer, expression: expression)) }
+            if TemplateSyntax.containsOpener(string) { body(pointer, string) }
         case .array(let items):
             for (index, item) in items.enumerated() {
-                item.collectExpressions(pointer: pointer + "/" + String(index), into: &found)
+                item.forEachTemplateString(pointer: pointer + "/" + String(index), body)
             }
         case .object(let object):
             for member in object.members {
-                member.value.collectExpressions(
+                member.value.forEachTemplateString(
                     pointer: pointer + "/" + JSONValue.escapePointerToken(member.key),
-                    into: &found
+                    body
                 )
             }
         default:
