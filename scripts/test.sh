@@ -117,7 +117,7 @@ log=$(mktemp)
 # (http tasks, webhooks, including the ones schemathesis makes up) reach loopback only.
 datadir=$(mktemp -d)
 start_server "$log" "$bin" serve --data "$datadir/taskserver.sqlite" --executor default=8 --executor io=16 \
-    --outbound-deny 0.0.0.0/0 --outbound-deny ::/0 --outbound-allow 127.0.0.0/8 --outbound-allow ::1/128
+    --executor images=external --outbound-deny 0.0.0.0/0 --outbound-deny ::/0 --outbound-allow 127.0.0.0/8 --outbound-allow ::1/128
 server=$SERVER_PID
 url=$SERVER_URL
 curl -fsS "$url/healthz" >/dev/null || { echo "server does not answer /healthz:"; cat "$log"; exit 1; }
@@ -125,6 +125,9 @@ echo "listening on $url"
 
 stage "examples"
 TASKSERVER_URL="$url" bash examples/run-all.sh
+
+stage "external workers: the curl walk-through"
+TASKSERVER_URL="$url" bash examples/worker-walkthrough.sh
 
 stage "webhooks (standardwebhooks)"
 TASKSERVER_URL="$url" TASKSERVER_BIN="$bin" "$py" scripts/verify-webhooks.py
@@ -156,6 +159,9 @@ rm -rf "$log" "$datadir"
 
 stage "crash test (SIGKILL and restart)"
 "$py" scripts/crash-test.py "$bin"
+
+stage "external workers: SIGKILL a worker mid-task"
+PATH="$(dirname "$py"):$PATH" bash scripts/worker-kill-test.sh "$bin"
 
 stage "lifecycle"
 "$py" scripts/check-lifecycle.py "$bin"

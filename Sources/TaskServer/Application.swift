@@ -25,6 +25,8 @@ public final class Application: Sendable {
     public let deliveryStore: any DeliveryStore
     public let webhookPlanner: WebhookPlanner
     public let dispatcher: WebhookDispatcher
+    /// The external worker pools (SPEC §6): queues, waiting claims and leases.
+    public let workers: WorkerHub
     let metrics: Metrics
     /// The registry behind `/metrics` (the executable bootstraps swift-metrics on it).
     public var metricsRegistry: PrometheusCollectorRegistry { self.metrics.registry }
@@ -51,12 +53,15 @@ public final class Application: Sendable {
         )
         var actions = actions
         if actions["http"] == nil { actions.register(HTTPAction(client: self.outbound)) }
+        let workers = WorkerHub(pools: configuration.externalExecutors)
+        self.workers = workers
         self.engine = Engine(
             configuration: EngineConfiguration(
                 executors: configuration.executors,
                 actions: actions,
                 limits: GraphLimits(maxNodes: configuration.maxNodes, maxDepth: configuration.maxDepth),
-                jobFields: [WebhookField()]
+                jobFields: [WebhookField()],
+                externalExecutors: workers.executors
             )
         )
         let metrics = Metrics()
@@ -76,6 +81,8 @@ public final class Application: Sendable {
         }
         if let sqlite {
             self.store = sqlite
+            // Leases are durable where jobs are; in memory they die with the process anyway.
+            workers.attach(journal: sqlite)
         } else {
             let memory = MemoryJobStore(retention: configuration.retention)
             self.engine.addObserver(memory)
@@ -117,6 +124,7 @@ public final class Application: Sendable {
         TasksAPI(app: self).register(in: &router)
         EventsAPI(app: self).register(in: &router)
         DeliveriesAPI(app: self).register(in: &router)
+        WorkersAPI(app: self).register(in: &router)
         ServiceAPI(app: self).register(in: &router)
         if !self.configuration.apiKeys.isEmpty {
             router = Authentication(keys: self.configuration.apiKeys).protect(router)
@@ -129,8 +137,11 @@ public final class Application: Sendable {
     public func start() async throws -> Int {
         // The contract must convert to JSON (GET /openapi.json): a broken one stops the start.
         _ = try ServiceAPI.openAPIJSONBytes.get()
+        // Leases from before the restart first: the resumed jobs' attempts take them up again.
+        self.workers.restore(try self.store.storedLeases())
         let recovered = try self.store.recoverUnfinished()
         for run in recovered { run.start() }
+        self.workers.finishRestoring()
         if !recovered.isEmpty {
             self.logger.notice("resumed unfinished jobs", metadata: ["count": "\(recovered.count)"])
         }
@@ -164,6 +175,8 @@ public final class Application: Sendable {
     /// flight finish.
     public func beginDraining() {
         self.activity.isDraining.store(true, ordering: .relaxed)
+        // Waiting claims are answered with nothing: a draining server hands out no more work.
+        self.workers.drain()
     }
 
     public var isDraining: Bool { self.activity.isDraining.load(ordering: .relaxed) }

@@ -22,8 +22,8 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: .customLong("executor"),
         help: ArgumentHelp(
-            "A worker pool NAME=SIZE, repeatable (env TASKSERVER_EXECUTORS=default=8,io=64; default default=8).",
-            valueName: "name=size"
+            "A worker pool NAME=SIZE, or NAME=external for a pool of external workers that claim tasks over HTTP; repeatable (env TASKSERVER_EXECUTORS=default=8,io=64,images=external; default default=8).",
+            valueName: "name=size|external"
         )
     )
     var executors: [String] = []
@@ -148,7 +148,7 @@ struct Serve: AsyncParsableCommand {
             metadata: [
                 "host": "\(configuration.host)", "port": "\(port)", "store": "\(configuration.dataPath ?? "memory")",
                 "executors":
-                    "\(configuration.executors.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))",
+                    "\((configuration.executors.map { "\($0.key)=\($0.value)" } + configuration.externalExecutors.map { "\($0)=external" }).sorted().joined(separator: ","))",
             ]
         )
         await termination.wait()
@@ -178,14 +178,20 @@ struct Serve: AsyncParsableCommand {
         }
         if !executorSpecs.isEmpty {
             var executors: [String: Int] = ["default": 8]
+            var external: Set<String> = []
             for spec in executorSpecs {
                 let parts = spec.split(separator: "=", maxSplits: 1)
+                if parts.count == 2, parts[1] == "external" {
+                    external.insert(String(parts[0]))
+                    continue
+                }
                 guard parts.count == 2, let size = Int(parts[1]) else {
-                    throw ConfigurationError("--executor must be NAME=SIZE, got \"\(spec)\"")
+                    throw ConfigurationError("--executor must be NAME=SIZE or NAME=external, got \"\(spec)\"")
                 }
                 executors[String(parts[0])] = size
             }
             configuration.executors = executors
+            configuration.externalExecutors = external
         }
         configuration.apiKeys = self.apiKeys
         if configuration.apiKeys.isEmpty, let keys = environment["TASKSERVER_API_KEYS"] {

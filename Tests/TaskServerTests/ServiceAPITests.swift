@@ -37,7 +37,9 @@ struct ServiceAPITests {
     }
 
     static func pool(_ name: String, _ size: Int, completed: Int = 0) -> String {
-        #"{"name": "\#(name)", "size": \#(size), "running": 0, "queued": 0, "completed": \#(completed)}"#
+        let kind = name == "immediate" ? "inline" : "pool"
+        return
+            #"{"name": "\#(name)", "kind": "\#(kind)", "size": \#(size), "running": 0, "queued": 0, "completed": \#(completed)}"#
     }
 
     static func pools(_ pools: String...) -> JSONValue {

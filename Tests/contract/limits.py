@@ -128,9 +128,16 @@ def in_webhook_retry(field):
     return lambda v: {"graph": TASK, "webhook": {"url": "http://127.0.0.1:9/", "retry": {field: v}}}, f"/webhook/retry/{field}"
 
 
+WORKER_TASK = {"type": "task", "executor": "images", "action": "resize"}
+
 NUMERIC = {
     ("JobSubmission", "timeoutMs"): (lambda v: {"graph": TASK, "timeoutMs": v}, "/timeoutMs"),
     ("TaskNode", "timeoutMs"): (lambda v: {"graph": {**TASK, "timeoutMs": v}}, "/graph/timeoutMs"),
+    # Worker-task fields, on the live server's external pool (scripts/test.sh: --executor images=external).
+    ("TaskNode", "heartbeatTimeoutMs"): (lambda v: {"graph": {**WORKER_TASK, "heartbeatTimeoutMs": v}},
+                                         "/graph/heartbeatTimeoutMs"),
+    ("TaskNode", "scheduleTimeoutMs"): (lambda v: {"graph": {**WORKER_TASK, "scheduleTimeoutMs": v}},
+                                        "/graph/scheduleTimeoutMs"),
     ("ParallelNode", "maxConcurrency"): (lambda v: {"graph": {"type": "parallel", "branches": [], "maxConcurrency": v}},
                                          "/graph/maxConcurrency"),
     ("MapNode", "maxConcurrency"): (lambda v: {"graph": {"type": "map", "items": [], "template": TASK, "maxConcurrency": v}},

@@ -18,13 +18,17 @@ public struct EngineConfiguration: Sendable {
     public var limits: GraphLimits
     /// Top-level job fields defined outside TaskGraph (the server's `webhook`); see `JobField`.
     public var jobFields: [any JobField]
+    /// Pools whose workers live in other processes (SPEC §6), by their names.
+    public var externalExecutors: [any ExternalExecutor]
 
     public init(
         executors: [String: Int] = ["default": 8],
         actions: ActionRegistry = .builtins,
         limits: GraphLimits = GraphLimits(),
-        jobFields: [any JobField] = []
+        jobFields: [any JobField] = [],
+        externalExecutors: [any ExternalExecutor] = []
     ) {
+        self.externalExecutors = externalExecutors
         self.executors = executors
         self.actions = actions
         self.limits = limits
@@ -47,6 +51,10 @@ public final class Engine: Sendable {
     public let pools: [String: WorkerPool]
     /// `pools` as a list: a task finds its pool by a scan of a few names, cheaper than hashing one.
     private let poolList: [(name: String, pool: WorkerPool)]
+    /// The external pools (SPEC §6), as a list: a task finds its pool by a scan of a few names.
+    let externalList: [any ExternalExecutor]
+    /// Whether any pool is external (most servers: none, and a task never looks one up).
+    let hasExternalExecutors: Bool
     public let actions: ActionRegistry
     public let limits: GraphLimits
     public let decoder: JobDecoder
@@ -56,6 +64,15 @@ public final class Engine: Sendable {
         var sizes = configuration.executors
         if sizes["default"] == nil { sizes["default"] = 8 }
         sizes[Engine.immediateExecutor] = nil
+        let externalNames = Set(configuration.externalExecutors.map(\.name))
+        precondition(
+            externalNames.count == configuration.externalExecutors.count && !externalNames.contains("default")
+                && !externalNames.contains(Engine.immediateExecutor),
+            "Engine: external executors need names of their own, other than default and immediate"
+        )
+        for name in externalNames { sizes[name] = nil }
+        self.externalList = configuration.externalExecutors
+        self.hasExternalExecutors = !configuration.externalExecutors.isEmpty
         var pools: [String: WorkerPool] = [:]
         for (name, size) in sizes { pools[name] = WorkerPool(name: name, size: max(1, size)) }
         self.pools = pools
@@ -65,6 +82,7 @@ public final class Engine: Sendable {
         self.decoder = JobDecoder(
             actions: configuration.actions,
             executors: Set(pools.keys).union([Engine.immediateExecutor]),
+            externalExecutors: externalNames,
             limits: configuration.limits,
             fields: configuration.jobFields
         )
@@ -74,6 +92,13 @@ public final class Engine: Sendable {
     func pool(named name: String) -> WorkerPool? {
         if self.poolList.count > 16 { return self.pools[name] }
         for entry in self.poolList where entry.name == name { return entry.pool }
+        return nil
+    }
+
+    /// The external pool named `name`, if there is one.
+    func externalExecutor(named name: String) -> (any ExternalExecutor)? {
+        if self.externalList.isEmpty { return nil }
+        for executor in self.externalList where executor.name == name { return executor }
         return nil
     }
 

@@ -143,7 +143,10 @@ extension JobRun {
 
     /// Unless node `index` already finished before a restart or was cancelled before it started,
     /// marks it running — in one critical section.
-    private func begin(_ index: Int, context: ExecutionContext) -> Begin {
+    ///
+    /// `deferStart`: a task on an external executor stays `pending` while it waits for a worker;
+    /// it is counted and made cancellable here, and `markClaimed` turns it `running`.
+    private func begin(_ index: Int, context: ExecutionContext, deferStart: Bool = false) -> Begin {
         let token = context.token
         // Unlinked when the engine propagates `token`'s cancellation itself (`cancelStarted`):
         // linking costs a handler on the parent token per node, added and removed again.
@@ -166,6 +169,16 @@ extension JobRun {
                 || (!state.cancelledBeforeStart.isEmpty && state.cancelledBeforeStart.contains(index))
             {
                 return .cancelled
+            }
+            if deferStart, previous == .pending {
+                state.records[index].attempts += 1
+                state.nodeSources[index] = RunningSource(source: source, startToken: token)
+                return .started(
+                    id: state.records[index].id,
+                    source: source,
+                    waiters: [],
+                    attempts: state.records[index].attempts
+                )
             }
             let now = Timestamp.now()
             state.records[index].state = .running
@@ -197,7 +210,11 @@ extension JobRun {
         // A task's `task.started` is published with its end when the action finishes inline (one
         // delivery to the observers instead of two); any other node's at once.
         var startWaiters: [Promise<Void>] = []
-        switch self.begin(index, context: context) {
+        var deferStart = false
+        if self.engine.hasExternalExecutors, case .task(let task) = node.kind {
+            deferStart = self.engine.externalExecutor(named: task.executor) != nil
+        }
+        switch self.begin(index, context: context, deferStart: deferStart) {
         case .restored(let outcome):
             return Future(outcome: outcome)
         case .cancelled:
@@ -327,7 +344,9 @@ extension JobRun {
         input: JSONValue,
         context: ExecutionContext
     ) -> Future<JSONValue> {
-        guard let action = self.engine.actions.lookup(spec.action) else {
+        let external = self.engine.externalExecutor(named: spec.executor)
+        let action = external == nil ? self.engine.actions.lookup(spec.action) : nil
+        if external == nil, action == nil {
             return Future(error: TaskError(code: "internal", message: "unknown action \(spec.action)"))
         }
         let pool = self.engine.pool(named: spec.executor)
@@ -379,7 +398,9 @@ extension JobRun {
         return Future.retrying(
             policy,
             cancellationToken: context.token,
-            shouldRetry: { error in retry?.matches(code: TaskError.from(error).code) ?? false },
+            shouldRetry: { error in
+                !(error is FinalError) && (retry?.matches(code: TaskError.from(error).code) ?? false)
+            },
             onRetry: { number, error, delay in
                 self.markRetrying(index, attempt: previousAttempts + number, error: TaskError.from(error), delay: delay)
             },
@@ -388,7 +409,7 @@ extension JobRun {
     }
 
     private func runAttempt(
-        _ action: any Action,
+        _ action: (any Action)?,
         _ spec: TaskSpec,
         index: Int,
         id: String,
@@ -407,6 +428,17 @@ extension JobRun {
             } catch {
                 return Future(error: TaskError.from(error))
             }
+        }
+        guard let action else {
+            return self.runWorkerAttempt(
+                spec,
+                index: index,
+                id: id,
+                input: input,
+                params: params,
+                attempt: attempt,
+                context: context
+            )
         }
         // A task timeout cancels the attempt through its own token and turns the cancellation into
         // a `task.timeout` failure (retryable like any other failure).
@@ -462,6 +494,44 @@ extension JobRun {
             }
             return try outcome.get()
         }
+    }
+
+    /// Hands one attempt of a task on an external executor to its pool (SPEC §6). The pool owns
+    /// the attempt's time limits (`timeoutMs` counts from the claim there); cancellation of the
+    /// node or job ends the attempt at once, whatever the worker is doing.
+    private func runWorkerAttempt(
+        _ spec: TaskSpec,
+        index: Int,
+        id: String,
+        input: JSONValue,
+        params: JSONValue,
+        attempt: Int,
+        context: ExecutionContext
+    ) -> Future<JSONValue> {
+        guard let external = self.engine.externalExecutor(named: spec.executor) else {
+            return Future(error: TaskError(code: "internal", message: "unknown executor \(spec.executor)"))
+        }
+        let promise = Promise<JSONValue>()
+        let registration = context.token.register { promise.tryCancel() }
+        promise.future.whenComplete { _ in registration.dispose() }
+        external.enqueue(
+            WorkerTask(
+                jobID: self.id,
+                taskID: id,
+                action: spec.action,
+                params: params,
+                input: input,
+                attempt: attempt,
+                heartbeatTimeoutMs: spec.heartbeatTimeoutMs ?? JobDecoder.defaultHeartbeatTimeoutMs,
+                timeoutMs: spec.timeoutMs,
+                scheduleTimeoutMs: spec.scheduleTimeoutMs,
+                cancellationToken: context.token,
+                promise: promise,
+                run: self,
+                index: index
+            )
+        )
+        return promise.future
     }
 
     /// Runs `action`, releasing `slot` when its future completes (at once when it completed inline).
@@ -829,7 +899,7 @@ extension JobRun {
             guard let index = state.lookup(id) else { return (.notFound, nil) }
             let record = state.records[index]
             if record.state.isTerminal { return (.terminal, nil) }
-            if record.state == .pending {
+            if record.state == .pending, state.nodeSources[index] == nil {
                 state.cancelledBeforeStart.insert(index)
                 return (.done(record), nil)
             }

@@ -355,6 +355,40 @@ public final class JobRun: Sendable {
         self.state.withLock { state in state.records[index].attempts = attempt }
     }
 
+    /// A worker claimed an attempt of task `index` (SPEC §6): the node turns `running` with its
+    /// `task.started` event on the first claim; later claims (retries) only name the worker.
+    /// Returns `false` when the node already ended.
+    func markClaimed(_ index: Int, workerId: String) -> Bool {
+        let (claimed, waiters): (Bool, [Promise<Void>]) = self.state.withLock { state in
+            let previous = state.records[index].state
+            if previous.isTerminal { return (false, []) }
+            state.records[index].workerId = workerId
+            guard previous == .pending else { return (true, []) }
+            let now = Timestamp.now()
+            state.records[index].state = .running
+            if state.records[index].startedAt == nil { state.records[index].startedAt = now }
+            state.progress.add(.pending, -1)
+            state.progress.add(.running, 1)
+            let waiters = Self.appendEvent(
+                .taskStarted,
+                taskId: state.records[index].id,
+                data: ["workerId": .string(workerId)],
+                time: now,
+                in: &state
+            )
+            return (true, waiters)
+        }
+        self.publish(waiters)
+        return claimed
+    }
+
+    /// Keeps a worker's latest `progress` on task `index` while it runs.
+    func setProgress(_ index: Int, _ progress: JSONValue) {
+        self.state.withLock { state in
+            if !state.records[index].state.isTerminal { state.records[index].progress = progress }
+        }
+    }
+
     /// Records a failed attempt that will be retried, with a `task.retrying` event.
     func markRetrying(_ index: Int, attempt: Int, error: TaskError, delay: Duration) {
         let waiters: [Promise<Void>] = self.state.withLock { state in
@@ -462,7 +496,7 @@ public final class JobRun: Sendable {
         var stack = state.children[index]
         while let child = stack.popLast() {
             switch state.records[child].state {
-            case .pending:
+            case .pending where state.nodeSources[child] == nil:
                 setTerminal(child, .skipped, now, in: &state)
                 let toWake = appendEvent(
                     .taskSkipped,

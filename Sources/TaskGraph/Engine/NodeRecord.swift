@@ -37,6 +37,10 @@ public struct NodeRecord: Sendable, Equatable {
     public var finishedAt: Timestamp?
     /// The id of the enclosing node (nil for the root).
     public var parent: String?
+    /// A task on an external executor: the worker that claimed its latest attempt (SPEC §6).
+    public var workerId: String?
+    /// A task on an external executor: the `progress` of its worker's latest heartbeat.
+    public var progress: JSONValue?
 
     public init(
         id: String,
@@ -81,6 +85,8 @@ public struct NodeRecord: Sendable, Equatable {
         if let startedAt { object["startedAt"] = .string(startedAt.rfc3339) }
         if let finishedAt { object["finishedAt"] = .string(finishedAt.rfc3339) }
         if let parent { object["parent"] = .string(parent) }
+        if let workerId { object["workerId"] = .string(workerId) }
+        if let progress { object["progress"] = progress }
         return .object(object)
     }
 

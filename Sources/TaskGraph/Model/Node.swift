@@ -78,20 +78,29 @@ public struct TaskSpec: Sendable, Equatable {
     public var params: JSONTemplate
     public var executor: String
     public var retry: RetrySpec?
+    /// The attempt's time limit. On an external executor it counts from the claim (SPEC §6).
     public var timeoutMs: Int?
+    /// External executors only: a lease not heartbeated for this long expires (SPEC §6).
+    public var heartbeatTimeoutMs: Int?
+    /// External executors only: an attempt no worker claims for this long fails.
+    public var scheduleTimeoutMs: Int?
 
     public init(
         action: String,
         params: JSONTemplate,
         executor: String = "default",
         retry: RetrySpec? = nil,
-        timeoutMs: Int? = nil
+        timeoutMs: Int? = nil,
+        heartbeatTimeoutMs: Int? = nil,
+        scheduleTimeoutMs: Int? = nil
     ) {
         self.action = action
         self.params = params
         self.executor = executor
         self.retry = retry
         self.timeoutMs = timeoutMs
+        self.heartbeatTimeoutMs = heartbeatTimeoutMs
+        self.scheduleTimeoutMs = scheduleTimeoutMs
     }
 }
 

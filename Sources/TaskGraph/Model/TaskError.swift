@@ -34,6 +34,7 @@ public struct TaskError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Any error as a `TaskError`: itself, a template error with its code, anything else as `task.failed`.
     public static func from(_ error: any Error) -> TaskError {
         if let error = error as? TaskError { return error }
+        if let error = error as? FinalError { return error.error }
         if let error = error as? TemplateError { return TaskError(code: error.code, message: error.message) }
         return TaskError(code: "task.failed", message: "\(error)")
     }

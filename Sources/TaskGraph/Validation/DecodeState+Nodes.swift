@@ -19,7 +19,8 @@ enum NodeType: CaseIterable {
     /// The type-specific fields, in the order they are listed in SPEC §1.1.
     var fields: [String] {
         switch self {
-        case .task: return ["action", "params", "executor", "retry", "timeoutMs"]
+        case .task:
+            return ["action", "params", "executor", "retry", "timeoutMs", "heartbeatTimeoutMs", "scheduleTimeoutMs"]
         case .series: return ["steps"]
         case .parallel: return ["branches", "mode", "maxConcurrency", "failFast"]
         case .continuation: return ["antecedent", "on", "then"]
@@ -34,7 +35,7 @@ enum NodeType: CaseIterable {
         switch self {
         case .task:
             return common | NodeField.action.bit | NodeField.params.bit | NodeField.executor.bit | NodeField.retry.bit
-                | NodeField.timeoutMs.bit
+                | NodeField.timeoutMs.bit | NodeField.heartbeatTimeoutMs.bit | NodeField.scheduleTimeoutMs.bit
         case .series: return common | NodeField.steps.bit
         case .parallel:
             return common | NodeField.branches.bit | NodeField.mode.bit | NodeField.maxConcurrency.bit
@@ -51,7 +52,7 @@ enum NodeType: CaseIterable {
 /// Every field any node type has.
 enum NodeField: UInt32 {
     case type, id, input, action, params, executor, retry, timeoutMs, steps, branches, mode, maxConcurrency,
-        failFast, antecedent, on, then, items, template, source
+        failFast, antecedent, on, then, items, template, source, heartbeatTimeoutMs, scheduleTimeoutMs
 
     var bit: UInt32 { 1 << self.rawValue }
 
@@ -78,6 +79,8 @@ enum NodeField: UInt32 {
         case 9: field = key == "timeoutMs" ? .timeoutMs : nil
         case 10: field = key == "antecedent" ? .antecedent : nil
         case 14: field = key == "maxConcurrency" ? .maxConcurrency : nil
+        case 17: field = key == "scheduleTimeoutMs" ? .scheduleTimeoutMs : nil
+        case 18: field = key == "heartbeatTimeoutMs" ? .heartbeatTimeoutMs : nil
         default: field = nil
         }
         guard let field else { return nil }
@@ -397,11 +400,44 @@ extension DecodeState {
 
     /// A `task` node's fields.
     mutating func decodeTask(_ fields: NodeFields, at pointer: String) -> Node.Kind? {
+        // The executor's kind first: it decides which actions the task may name (SPEC §6). Its own
+        // problems are reported after `params`, in the order SPEC §1.1 lists the fields.
+        var executor = "default"
+        var executorProblem: String?
+        var isExternal = false
+        if let value = fields[.executor] {
+            if case .string(let name) = value {
+                executor = name
+                let decoder = self.decoder
+                if decoder.externalExecutors.contains(name) {
+                    isExternal = true
+                } else if name != "immediate", !decoder.executors.contains(name) {
+                    executorProblem =
+                        "unknown executor \(TemplateExpression.quoted(name)); configured: "
+                        + decoder.executors.union(decoder.externalExecutors).sorted().joined(separator: ", ")
+                }
+            } else {
+                executorProblem = "must be a string"
+            }
+        }
+
         var action: (any Action)?
         var actionName = ""
         switch fields[.action] {
         case nil:
             self.report(pointer, "action", "required")
+        case .string(let name)? where isExternal:
+            actionName = name
+            if self.decoder.actions.lookup(name) != nil {
+                self.report(
+                    pointer,
+                    "action",
+                    "\(TemplateExpression.quoted(name)) is a built-in action; tasks on the external executor "
+                        + "\(TemplateExpression.quoted(executor)) run worker actions (run built-ins on an in-process executor)"
+                )
+            } else if !JobDecoder.isWorkerActionName(name) {
+                self.report(pointer, "action", "must be 1 to 100 characters of A-Z a-z 0-9 _ . : -")
+            }
         case .string(let name)?:
             actionName = name
             let actions = self.decoder.actions
@@ -413,10 +449,14 @@ extension DecodeState {
                 if let action { self.lastAction = (name, action) }
             }
             if action == nil {
+                let external = self.decoder.externalExecutors.sorted()
                 self.report(
                     pointer,
                     "action",
                     "unknown action \(TemplateExpression.quoted(name)); known: " + actions.names.joined(separator: ", ")
+                        + (external.isEmpty
+                            ? ""
+                            : "; worker actions run on an external executor (" + external.joined(separator: ", ") + ")")
                 )
             }
         default:
@@ -437,23 +477,7 @@ extension DecodeState {
             self.report(pointer, "params", "must be an object")
         }
 
-        var executor = "default"
-        if let value = fields[.executor] {
-            if case .string(let name) = value {
-                executor = name
-                let executors = self.decoder.executors
-                if name != "immediate", !executors.contains(name) {
-                    self.report(
-                        pointer,
-                        "executor",
-                        "unknown executor \(TemplateExpression.quoted(name)); configured: "
-                            + executors.sorted().joined(separator: ", ")
-                    )
-                }
-            } else {
-                self.report(pointer, "executor", "must be a string")
-            }
-        }
+        if let executorProblem { self.report(pointer, "executor", executorProblem) }
 
         var retry: RetrySpec?
         if let value = fields[.retry] { retry = self.decodeRetry(value, at: pointer + "/retry", rules: .task) }
@@ -469,9 +493,32 @@ extension DecodeState {
                 note: " (24 hours)"
             )
         }
+        var heartbeatTimeoutMs: Int?
+        var scheduleTimeoutMs: Int?
+        for (field, range) in [
+            (NodeField.heartbeatTimeoutMs, JobDecoder.heartbeatTimeoutRange),
+            (.scheduleTimeoutMs, 1...JobDecoder.maxTaskTimeoutMs),
+        ] {
+            guard let value = fields[field] else { continue }
+            let name = field == .heartbeatTimeoutMs ? "heartbeatTimeoutMs" : "scheduleTimeoutMs"
+            guard isExternal else {
+                self.report(pointer, name, "applies only to tasks on an external executor (SPEC §6)")
+                continue
+            }
+            let int = self.integer(value, pointer, name, min: range.lowerBound, max: range.upperBound)
+            if field == .heartbeatTimeoutMs { heartbeatTimeoutMs = int } else { scheduleTimeoutMs = int }
+        }
         guard let params, !actionName.isEmpty else { return nil }
         return .task(
-            TaskSpec(action: actionName, params: params, executor: executor, retry: retry, timeoutMs: timeoutMs)
+            TaskSpec(
+                action: actionName,
+                params: params,
+                executor: executor,
+                retry: retry,
+                timeoutMs: timeoutMs,
+                heartbeatTimeoutMs: heartbeatTimeoutMs,
+                scheduleTimeoutMs: scheduleTimeoutMs
+            )
         )
     }
 

@@ -46,8 +46,10 @@ public struct GraphLimits: Sendable, Equatable {
 public struct JobDecoder: Sendable {
     /// The actions `task` nodes may name.
     public let actions: ActionRegistry
-    /// The configured executor names; `immediate` is always accepted too.
+    /// The configured in-process executor names; `immediate` is always accepted too.
     public let executors: Set<String>
+    /// The external executors (SPEC §6): their tasks name worker actions, not registered ones.
+    public let externalExecutors: Set<String>
     /// The node and depth limits.
     public let limits: GraphLimits
     /// The top-level job fields defined outside TaskGraph (the server's `webhook`), decoded in order.
@@ -63,6 +65,23 @@ public struct JobDecoder: Sendable {
     static let maxJobTimeoutMs = 2_678_400_000
     /// The longest task timeout: 24 hours.
     static let maxTaskTimeoutMs = 86_400_000
+    /// The range of a worker task's `heartbeatTimeoutMs` (1 s to 1 hour).
+    public static let heartbeatTimeoutRange = 1000...3_600_000
+    /// The default `heartbeatTimeoutMs`: one minute.
+    public static let defaultHeartbeatTimeoutMs = 60_000
+
+    /// Whether `name` may name a worker action: 1…100 characters of `[A-Za-z0-9_.:-]`.
+    public static func isWorkerActionName(_ name: some StringProtocol) -> Bool {
+        let utf8 = name.utf8
+        guard !utf8.isEmpty, utf8.count <= 100 else { return false }
+        return utf8.allSatisfy { byte in
+            (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+                || (byte.lowercasedASCII >= UInt8(ascii: "a") && byte.lowercasedASCII <= UInt8(ascii: "z"))
+                || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".")
+                || byte == UInt8(ascii: ":") || byte == UInt8(ascii: "-")
+        }
+    }
+
     /// The largest integer openapi.yaml allows where it sets no smaller bound (2^53 - 1, exact in JSON).
     static let maxSafeInteger = 9_007_199_254_740_991
 
@@ -74,6 +93,7 @@ public struct JobDecoder: Sendable {
     public init(
         actions: ActionRegistry,
         executors: Set<String>,
+        externalExecutors: Set<String> = [],
         limits: GraphLimits = .init(),
         fields: [any JobField] = []
     ) {
@@ -88,6 +108,7 @@ public struct JobDecoder: Sendable {
         )
         self.actions = actions
         self.executors = executors
+        self.externalExecutors = externalExecutors
         self.limits = limits
         self.fields = fields
         self.knownJobFields = DecodeState.jobFields + names

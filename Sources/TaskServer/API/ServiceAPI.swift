@@ -25,14 +25,25 @@ struct ServiceAPI: Sendable {
     }
 
     @Sendable func executors(_ request: Request) throws -> Future<Response> {
-        let items: [JSONValue] = self.app.executors.map { entry in
-            [
-                "name": .string(entry.name), "size": .int(entry.statistics.size),
+        var items: [(name: String, item: JSONValue)] = self.app.executors.map { entry in
+            let kind = entry.name == Engine.immediateExecutor ? "inline" : "pool"
+            let item: JSONValue = [
+                "name": .string(entry.name), "kind": .string(kind), "size": .int(entry.statistics.size),
                 "running": .int(entry.statistics.running),
                 "queued": .int(entry.statistics.queued), "completed": .int(entry.statistics.completed),
             ]
+            return (entry.name, item)
         }
-        return Future(value: .json(["items": .array(items)]))
+        for name in self.app.workers.names {
+            guard let statistics = self.app.workers.statistics(name) else { continue }
+            let item: JSONValue = [
+                "name": .string(name), "kind": "external", "queued": .int(statistics.queued),
+                "leased": .int(statistics.leased), "workers": .int(statistics.workers),
+            ]
+            items.append((name, item))
+        }
+        items.sort { $0.name < $1.name }
+        return Future(value: .json(["items": .array(items.map(\.item))]))
     }
 
     @Sendable func metrics(_ request: Request) throws -> Future<Response> {

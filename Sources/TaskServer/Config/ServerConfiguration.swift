@@ -6,6 +6,9 @@ public struct ServerConfiguration: Sendable {
     public var port: Int = 8080
     /// Worker pools by name and size (default `default=8`).
     public var executors: [String: Int] = ["default": 8]
+    /// External worker pools (`--executor NAME=external`, SPEC §6): their workers are other
+    /// processes that claim tasks over HTTP.
+    public var externalExecutors: Set<String> = []
     /// API keys; when any is set, `/v1/*` requires `Authorization: Bearer KEY`.
     public var apiKeys: [String] = []
     /// Largest request body (default 1 MiB).
@@ -80,7 +83,20 @@ public struct ServerConfiguration: Sendable {
             throw ConfigurationError("--port must be from 0 to 65535, got \(self.port)")
         }
         guard !self.host.isEmpty else { throw ConfigurationError("--host must not be empty") }
-        for (name, size) in self.executors {
+        for name in self.externalExecutors {
+            guard self.executors[name] == nil else {
+                throw ConfigurationError("--executor \(name): configured both in-process and external")
+            }
+            guard name != "default" else {
+                throw ConfigurationError(
+                    "--executor default=external: the default pool runs built-ins; name the external pool"
+                )
+            }
+        }
+        for (name, size) in self.executors.merging(
+            self.externalExecutors.map { ($0, 1) },
+            uniquingKeysWith: { a, _ in a }
+        ) {
             guard !name.isEmpty,
                 name.utf8.allSatisfy({
                     $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || (0x30...0x39).contains($0)

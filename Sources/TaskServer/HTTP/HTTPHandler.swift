@@ -42,6 +42,8 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var requestStart: UInt64 = 0
     /// Whether this connection's request counts in `activity.inFlight`.
     private var isInFlight = false
+    /// Cancelled when the connection goes away (`Request.connectionClosed`): one per connection.
+    private let closed = CancellationTokenSource()
 
     init(
         router: Router,
@@ -70,6 +72,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        self.closed.cancel()
         self.watchdog?.cancel()
         self.watchdog = nil
         self.endRequest()
@@ -169,12 +172,15 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             queryValues: query,
             headers: head.headers,
             body: body,
-            requestID: requestID
+            requestID: requestID,
+            connectionClosed: self.closed.token
         )
         let future: Future<Response>
         switch self.router.match(head.method, segments) {
         case .notFound:
-            future = Future(value: HTTPProblem.notFound("route.notFound", "no route for \(request.path)").response)
+            // Never echo a lease id (a capability) back, even in a mistyped path.
+            let path = request.path.hasPrefix("/v1/leases/") ? "/v1/leases/…" : request.path
+            future = Future(value: HTTPProblem.notFound("route.notFound", "no route for \(path)").response)
         case .methodNotAllowed(let allowed, let template):
             request.route = template
             var headers = HTTPHeaders()
@@ -203,7 +209,11 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         if self.logger.logLevel <= .debug {
             var logger = self.logger
             logger[metadataKey: "http.request.id"] = .string(requestID)
-            let target = head.uri.utf8.count <= 200 ? head.uri : String(head.uri.prefix(200))
+            // A lease id is a capability (SPEC §6): targets under /v1/leases/ are logged as their route.
+            let target =
+                head.uri.hasPrefix("/v1/leases/")
+                ? (request.route ?? "/v1/leases/…")
+                : head.uri.utf8.count <= 200 ? head.uri : String(head.uri.prefix(200))
             logger.debug(
                 "request received",
                 metadata: ["http.method": "\(head.method.rawValue)", "http.target": "\(target)"]

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import TaskCore
 import TaskGraph
 
 /// An HTTP request as the router's handlers see it: head, whole body, path parameters.
@@ -23,6 +24,9 @@ public struct Request: Sendable {
     public var route: String?
     /// The request's id (echoed as `X-Request-Id`, logged with every line of the request).
     public var requestID: String
+    /// Cancelled when the client's connection closes: a long wait on the client's behalf (a
+    /// worker's claim) is withdrawn then, rather than handed work nobody will read.
+    public var connectionClosed: CancellationToken = .none
 
     /// The named path parameter (always present on a matched route).
     public func parameter(_ name: String) -> String { self.parameters[name] ?? "" }

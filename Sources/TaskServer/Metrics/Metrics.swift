@@ -33,6 +33,23 @@ final class Metrics: JobObserver {
         var latencies: [LatencyKey: DurationHistogram] = [:]
         var webhookAttempts: [String: Counter] = [:]
         var executors: [String: ExecutorMetrics] = [:]
+        var pools: [String: PoolMetrics] = [:]
+        /// Action label values seen: worker actions are named by clients (SPEC §6), so past
+        /// `maxActionLabels` distinct names they are counted as `other`.
+        var actionLabels: Set<String> = []
+    }
+
+    /// The most distinct `action` label values (built-ins included).
+    static let maxActionLabels = 200
+
+    private struct PoolMetrics {
+        let queued: Gauge
+        let leased: Gauge
+        let waitingClaims: Gauge
+        let claimed: Counter
+        let expired: Counter
+        var lastClaimed = 0
+        var lastExpired = 0
     }
 
     private struct TaskKey: Hashable {
@@ -180,8 +197,17 @@ final class Metrics: JobObserver {
         self.storeCommits.recordNanoseconds(Int64(clamping: nanoseconds))
     }
 
+    /// `action` as a label value: itself, or `other` once `maxActionLabels` names are in use.
+    private static func actionLabel(_ action: String, in dynamic: inout Dynamic) -> String {
+        if dynamic.actionLabels.contains(action) { return action }
+        guard dynamic.actionLabels.count < Self.maxActionLabels else { return "other" }
+        dynamic.actionLabels.insert(action)
+        return action
+    }
+
     private func taskCounter(state: String, action: String, executor: String) -> Counter {
         self.dynamic.withLock { dynamic in
+            let action = Self.actionLabel(action, in: &dynamic)
             let key = TaskKey(state: state, action: action, executor: executor)
             if let counter = dynamic.tasksFinished[key] { return counter }
             let made = self.registry.makeCounter(
@@ -199,6 +225,7 @@ final class Metrics: JobObserver {
 
     private func retryCounter(action: String, executor: String) -> Counter {
         self.dynamic.withLock { dynamic in
+            let action = Self.actionLabel(action, in: &dynamic)
             let key = TaskKey(state: "", action: action, executor: executor)
             if let counter = dynamic.taskRetries[key] { return counter }
             let made = self.registry.makeCounter(
@@ -263,10 +290,70 @@ final class Metrics: JobObserver {
                 dynamic.executors[entry.name] = metrics
             }
         }
+        for name in app.workers.names {
+            guard let statistics = app.workers.statistics(name) else { continue }
+            self.dynamic.withLock { dynamic in
+                var metrics = dynamic.pools[name] ?? self.makePoolMetrics(name)
+                metrics.queued.set(Int64(statistics.queued))
+                metrics.leased.set(Int64(statistics.leased))
+                metrics.waitingClaims.set(Int64(statistics.waitingClaims))
+                if statistics.claimed > metrics.lastClaimed {
+                    metrics.claimed.increment(by: Int64(statistics.claimed - metrics.lastClaimed))
+                    metrics.lastClaimed = statistics.claimed
+                }
+                if statistics.expired > metrics.lastExpired {
+                    metrics.expired.increment(by: Int64(statistics.expired - metrics.lastExpired))
+                    metrics.lastExpired = statistics.expired
+                }
+                dynamic.pools[name] = metrics
+            }
+        }
         var buffer: [UInt8] = []
         buffer.reserveCapacity(8192)
         self.registry.emit(into: &buffer)
         return buffer
+    }
+
+    private func makePoolMetrics(_ name: String) -> PoolMetrics {
+        let labels = [("executor", name)]
+        return PoolMetrics(
+            queued: self.registry.makeGauge(
+                descriptor: Self.name(
+                    "worker_tasks_queued",
+                    unit: "",
+                    "Worker tasks waiting in each external pool's queue for a claim."
+                ),
+                labels: labels
+            ),
+            leased: self.registry.makeGauge(
+                descriptor: Self.name(
+                    "worker_leases",
+                    unit: "",
+                    "Live leases (claimed attempts) of each external pool."
+                ),
+                labels: labels
+            ),
+            waitingClaims: self.registry.makeGauge(
+                descriptor: Self.name(
+                    "worker_claims_waiting",
+                    unit: "",
+                    "Claims long-polling each external pool for work (at most 1000 each)."
+                ),
+                labels: labels
+            ),
+            claimed: self.registry.makeCounter(
+                descriptor: Self.name("worker_tasks_claimed", unit: "total", "Attempts handed to workers, per pool."),
+                labels: labels
+            ),
+            expired: self.registry.makeCounter(
+                descriptor: Self.name(
+                    "worker_lease_expiries",
+                    unit: "total",
+                    "Leases that expired without a heartbeat (task.heartbeatTimeout), per pool."
+                ),
+                labels: labels
+            )
+        )
     }
 
     private func makeExecutorMetrics(_ name: String) -> ExecutorMetrics {

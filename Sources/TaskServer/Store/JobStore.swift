@@ -8,7 +8,7 @@ import TaskGraph
 /// records each job before `insert` completes — so a `201` is only sent for a durable job — and
 /// journals every event as the job runs. Reads that may touch the disk return futures: the API
 /// calls them on event loops, which never wait for a disk.
-public protocol JobStore: Sendable {
+public protocol JobStore: LeaseJournal {
     /// Records a new job (`document` is the request body as submitted, kept to rebuild the job after
     /// a restart). With an idempotency key already seen, it returns the earlier job (`.existing`)
     /// when the body hash matches and `.mismatch` when it does not.

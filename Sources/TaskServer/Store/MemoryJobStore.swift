@@ -195,6 +195,10 @@ public final class MemoryJobStore: JobStore, JobObserver {
 
     public func flush() -> Future<Void> { Future(value: ()) }
     public func noteCancelRequested(_ run: JobRun) {}
+    // Leases live in the worker hub's memory only, like everything else here.
+    public func recordLeases(_ leases: [StoredLease]) -> Future<Void> { Future(value: ()) }
+    public func removeLeases(_ hashes: [String]) {}
+    public func storedLeases() throws -> [StoredLease] { [] }
     public func recoverUnfinished() -> [JobRun] { [] }
     @discardableResult
     public func close() -> Future<Void> { Future(value: ()) }

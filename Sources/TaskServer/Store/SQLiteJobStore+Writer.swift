@@ -28,6 +28,8 @@ extension SQLiteJobStore {
         case expire(before: Timestamp)
         case addDeliveries([Delivery])
         case updateDelivery(Delivery)
+        case addLeases([StoredLease], Promise<Void>)
+        case removeLeases([String])
     }
 
     // MARK: - JobObserver (the journal)
@@ -121,6 +123,15 @@ extension SQLiteJobStore {
                             .int(delivery.nextAttemptAt.milliseconds),
                             .text(delivery.id)
                         ).run()
+                    case .addLeases(let leases, let promise):
+                        try self.writeLeases(leases)
+                        completions.append { promise.succeed(()) }
+                    case .removeLeases(let hashes):
+                        let statement = try self.writer.prepared("DELETE FROM leases WHERE lease_hash = ?")
+                        for hash in hashes {
+                            try statement.bind(.text(hash)).run()
+                            statement.reset()
+                        }
                     case .cancelRequested(let id):
                         try self.writer.prepared("UPDATE jobs SET cancel_requested = 1 WHERE id = ?").bind(.text(id))
                             .run()
@@ -150,7 +161,8 @@ extension SQLiteJobStore {
                     completions.append { promise.fail(problem) }
                 case .delete(_, let promise): completions.append { promise.fail(problem) }
                 case .flush(let promise): completions.append { promise.fail(problem) }
-                case .events, .cancelRequested, .expire, .addDeliveries, .updateDelivery: break
+                case .addLeases(_, let promise): completions.append { promise.fail(problem) }
+                case .events, .cancelRequested, .expire, .addDeliveries, .updateDelivery, .removeLeases: break
                 }
             }
         }
@@ -329,6 +341,28 @@ extension SQLiteJobStore {
         ).run()
     }
 
+    func writeLeases(_ leases: [StoredLease]) throws {
+        let statement = try self.writer.prepared(
+            """
+            INSERT OR REPLACE INTO leases (lease_hash, job_id, task_id, executor, worker_id, attempt, heartbeat_timeout_ms, claimed_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            """
+        )
+        for lease in leases {
+            try statement.bind(
+                .text(lease.hash),
+                .text(lease.jobID),
+                .text(lease.taskID),
+                .text(lease.executor),
+                .text(lease.workerId),
+                .int(Int64(lease.attempt)),
+                .int(Int64(lease.heartbeatTimeoutMs)),
+                .int(lease.claimedAt.milliseconds)
+            ).run()
+            statement.reset()
+        }
+    }
+
     func writeDelete(_ id: String) throws -> DeleteResult {
         let db = self.writer
         let row = try db.prepared("SELECT state FROM jobs WHERE id = ?").bind(.text(id))
@@ -347,6 +381,7 @@ extension SQLiteJobStore {
         let db = self.writer
         try db.prepared("DELETE FROM events WHERE job_id = ?").bind(.text(id)).run()
         try db.prepared("DELETE FROM deliveries WHERE job_id = ?").bind(.text(id)).run()
+        try db.prepared("DELETE FROM leases WHERE job_id = ?").bind(.text(id)).run()
         try db.prepared("DELETE FROM nodes WHERE job_id = ?").bind(.text(id)).run()
         try db.prepared("DELETE FROM labels WHERE position IN (SELECT position FROM jobs WHERE id = ?)").bind(.text(id))
             .run()

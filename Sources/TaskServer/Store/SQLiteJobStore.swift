@@ -191,6 +191,43 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
 
     public var count: Int { self.cache.withLock { $0.count } }
 
+    // MARK: - LeaseJournal
+
+    public func recordLeases(_ leases: [StoredLease]) -> Future<Void> {
+        if leases.isEmpty { return Future(value: ()) }
+        let promise = Promise<Void>()
+        self.enqueue(.addLeases(leases, promise))
+        return promise.future
+    }
+
+    public func removeLeases(_ hashes: [String]) {
+        if !hashes.isEmpty { self.enqueue(.removeLeases(hashes)) }
+    }
+
+    public func storedLeases() throws -> [StoredLease] {
+        let db = try SQLiteConnection(path: self.path)
+        let statement = try db.prepared(
+            "SELECT lease_hash, job_id, task_id, executor, worker_id, attempt, heartbeat_timeout_ms, claimed_at FROM leases"
+        )
+        var leases: [StoredLease] = []
+        while try statement.step() {
+            leases.append(
+                StoredLease(
+                    hash: statement.text(0),
+                    jobID: statement.text(1),
+                    taskID: statement.text(2),
+                    executor: statement.text(3),
+                    workerId: statement.text(4),
+                    attempt: Int(statement.int(5)),
+                    heartbeatTimeoutMs: Int(statement.int(6)),
+                    claimedAt: Timestamp(milliseconds: statement.int(7))
+                )
+            )
+        }
+        statement.reset()
+        return leases
+    }
+
     public func recoverUnfinished() throws -> [JobRun] {
         // A connection of its own: the writer's belongs to the writer thread, which may already be
         // running retention (`writeExpire`) on it — its prepared-statement cache is not shareable.

@@ -78,6 +78,21 @@ enum SQLiteSchema {
         CREATE INDEX deliveries_by_job ON deliveries(job_id, seq);
         CREATE INDEX deliveries_pending ON deliveries(state) WHERE state = 'pending';
         """,
+        // 3: live leases of external worker pools (SPEC §6), so a worker can heartbeat and
+        // complete its lease after a restart. The lease id is a capability: only its hash is kept.
+        """
+        CREATE TABLE leases (
+            lease_hash TEXT PRIMARY KEY,           -- HMAC-SHA256 of the lease id, hexadecimal
+            job_id TEXT NOT NULL,
+            task_id TEXT NOT NULL,
+            executor TEXT NOT NULL,
+            worker_id TEXT NOT NULL,
+            attempt INTEGER NOT NULL,
+            heartbeat_timeout_ms INTEGER NOT NULL,
+            claimed_at INTEGER NOT NULL            -- Unix milliseconds
+        ) WITHOUT ROWID;
+        CREATE INDEX leases_by_job ON leases(job_id);
+        """,
     ]
 
     /// Brings the file up to the latest version.
