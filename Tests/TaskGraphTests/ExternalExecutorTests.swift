@@ -1,0 +1,141 @@
+import Synchronization
+import TaskCore
+import TestSupport
+import Testing
+
+@testable import TaskGraph
+
+/// A pool whose "workers" are the test: it keeps every attempt handed to it.
+final class RecordingPool: ExternalExecutor {
+    let name: String
+    private let tasks = Mutex<[WorkerTask]>([])
+
+    init(name: String) { self.name = name }
+
+    func enqueue(_ task: WorkerTask) { self.tasks.withLock { $0.append(task) } }
+
+    var received: [WorkerTask] { self.tasks.withLock { $0 } }
+
+    /// Waits (bounded) until `count` attempts were handed over.
+    func waitFor(_ count: Int) async throws -> [WorkerTask] {
+        for _ in 0..<2000 {
+            let received = self.received
+            if received.count >= count { return received }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        Issue.record("the pool received \(self.received.count) attempts, not \(count)")
+        return self.received
+    }
+}
+
+/// How the engine hands tasks on external executors to their pool (SPEC §6): the node waits as
+/// `pending`, turns `running` on its first claim, and ends with whatever ends its attempt.
+@Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
+struct ExternalExecutorTests {
+    static func engine(_ pool: RecordingPool) -> Engine {
+        Engine(configuration: EngineConfiguration(executors: ["default": 2], externalExecutors: [pool]))
+    }
+
+    @Test func aWorkerTaskWaitsPendingThenRunsWhenClaimed() async throws {
+        let pool = RecordingPool(name: "gpu")
+        let engine = Self.engine(pool)
+        let run = try startJob(
+            #"{"input": {"n": 2}, "graph": {"type": "series", "steps": [{"type": "task", "id": "w", "executor": "gpu", "action": "train", "params": {"n": "${input.n}"}, "heartbeatTimeoutMs": 5000}, {"type": "task", "id": "v", "action": "value"}]}}"#,
+            engine: engine
+        )
+        let task = try #require(try await pool.waitFor(1).first)
+        #expect(task.jobID == run.id)
+        #expect(task.taskID == "w")
+        #expect(task.action == "train")
+        #expect(task.params == ["n": 2])
+        #expect(task.input == ["n": 2])
+        #expect(task.attempt == 1)
+        #expect(task.heartbeatTimeoutMs == 5000)
+        #expect(run.node("w")?.state == .pending)
+        #expect(run.snapshot.progress.pending == 2)
+        #expect(!run.events(after: 0).contains { $0.type == .taskStarted && $0.taskId == "w" })
+
+        #expect(task.markClaimed(by: "host-1"))
+        #expect(run.node("w")?.state == .running)
+        #expect(run.node("w")?.workerId == "host-1")
+        #expect(
+            run.events(after: 0).last
+                == JobEvent(
+                    seq: run.events(after: 0).last!.seq,
+                    type: .taskStarted,
+                    time: run.events(after: 0).last!.time,
+                    taskId: "w",
+                    data: ["workerId": "host-1"]
+                )
+        )
+        task.setProgress(["epoch": 3])
+        #expect(run.node("w")?.json["progress"] == ["epoch": 3])
+
+        #expect(task.finish(.success("model")))
+        #expect(!task.finish(.success("late")), "the first outcome wins")
+        try await run.waitForTerminal(timeout: .seconds(10)).value
+        #expect(run.snapshot.result == "model")
+        checkInvariants(run)
+    }
+
+    @Test func cancellingAQueuedTaskCancelsItsAttemptAndTheNode() async throws {
+        let pool = RecordingPool(name: "gpu")
+        let run = try startJob(
+            #"{"graph": {"type": "task", "id": "w", "executor": "gpu", "action": "train"}}"#,
+            engine: Self.engine(pool)
+        )
+        let task = try #require(try await pool.waitFor(1).first)
+        guard case .done = run.cancel(node: "w") else {
+            Issue.record("cancel(node:) did not take")
+            return
+        }
+        try await run.waitForTerminal(timeout: .seconds(10)).value
+        #expect(task.future.outcome?.isCancelled == true)
+        #expect(task.isCancelled)
+        #expect(run.node("w")?.state == .cancelled)
+        #expect(!task.markClaimed(by: "late"), "a claim after the end changes nothing")
+        checkInvariants(run)
+    }
+
+    @Test func aNonRetryableFailureIsNotRetriedAndARetryableOneIs() async throws {
+        let pool = RecordingPool(name: "gpu")
+        let engine = Self.engine(pool)
+        let job =
+            #"{"graph": {"type": "task", "id": "w", "executor": "gpu", "action": "train", "retry": {"maxAttempts": 3}}}"#
+        let final = try startJob(job, id: "final", engine: engine)
+        let first = try #require(try await pool.waitFor(1).first)
+        first.markClaimed(by: "a")
+        first.finish(.failure(TaskError(code: "data.bad", message: "no")), retryable: false)
+        try await final.waitForTerminal(timeout: .seconds(10)).value
+        #expect(final.snapshot.error == TaskError(code: "data.bad", message: "no", taskId: "w"))
+        #expect(final.node("w")?.attempts == 1)
+
+        let retried = try startJob(job, id: "retried", engine: engine)
+        let attempt1 = try await pool.waitFor(2)[1]
+        attempt1.markClaimed(by: "a")
+        attempt1.finish(.failure(TaskError(code: "net.flaky", message: "again")))
+        let attempt2 = try await pool.waitFor(3)[2]
+        #expect(attempt2.attempt == 2)
+        #expect(retried.node("w")?.state == .running, "a retry waits as running: the task has started")
+        attempt2.markClaimed(by: "b")
+        #expect(retried.node("w")?.workerId == "b")
+        attempt2.finish(.success(1))
+        try await retried.waitForTerminal(timeout: .seconds(10)).value
+        #expect(retried.snapshot.state == .succeeded)
+        checkInvariants(retried)
+    }
+
+    @Test func aJobCancelledWhileItsWorkerTaskIsQueuedEndsAtOnce() async throws {
+        let pool = RecordingPool(name: "gpu")
+        let run = try startJob(
+            #"{"graph": {"type": "parallel", "branches": [{"type": "task", "id": "w", "executor": "gpu", "action": "train"}, {"type": "task", "id": "d", "action": "delay", "params": {"ms": 60000}}]}}"#,
+            engine: Self.engine(pool)
+        )
+        _ = try await pool.waitFor(1)
+        run.cancel()
+        try await run.waitForTerminal(timeout: .seconds(10)).value
+        #expect(run.snapshot.state == .cancelled)
+        #expect(run.node("w")?.state == .cancelled, "a queued task is cancelled, not skipped")
+        checkInvariants(run)
+    }
+}
