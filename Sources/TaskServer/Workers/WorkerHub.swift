@@ -446,11 +446,12 @@ public final class WorkerHub: Sendable {
         guard case .live = found else { return found == .unknown ? .notFound : .gone(pool: nil, workerId: nil) }
         let ended: (Lease, String?)? = self.state.withLock { state in self.endLease(key, cancelled: false, in: &state) }
         guard let (lease, storedHash) = ended else { return .gone(pool: nil, workerId: nil) }
-        if let storedHash { self.journal?.removeLeases([storedHash]) }
         let pool = self.names[lease.work.pool]
-        guard lease.work.task.finish(outcome, retryable: retryable) else {
-            return .gone(pool: pool, workerId: lease.workerId)
-        }
+        // The outcome first, then the lease row: the journal writes in order, so a crash between
+        // the two leaves the outcome, never a lease-less running task that silently runs again.
+        let finished = lease.work.task.finish(outcome, retryable: retryable)
+        if let storedHash { self.journal?.removeLeases([storedHash]) }
+        guard finished else { return .gone(pool: pool, workerId: lease.workerId) }
         return .done(lease.work.task, pool: pool, workerId: lease.workerId)
     }
 
@@ -488,7 +489,7 @@ public final class WorkerHub: Sendable {
             return self.endLease(key, cancelled: false, in: &state)
         }
         guard let (lease, storedHash) = expired else { return }
-        if let storedHash { self.journal?.removeLeases([storedHash]) }
+        defer { if let storedHash { self.journal?.removeLeases([storedHash]) } }
         let milliseconds = lease.heartbeat / 1_000_000
         lease.work.task.finish(
             .failure(
@@ -505,8 +506,8 @@ public final class WorkerHub: Sendable {
     private func end(_ key: String, with error: TaskError) {
         let ended = self.state.withLock { state in self.endLease(key, cancelled: false, in: &state) }
         guard let (lease, storedHash) = ended else { return }
-        if let storedHash { self.journal?.removeLeases([storedHash]) }
         lease.work.task.finish(.failure(error))
+        if let storedHash { self.journal?.removeLeases([storedHash]) }
     }
 
     private func scheduleTimedOut(_ work: Work, after milliseconds: Int) {
