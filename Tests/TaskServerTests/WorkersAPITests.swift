@@ -156,22 +156,24 @@ struct WorkersAPITests {
 
     @Test func anExpiredLeaseFailsTheAttemptAndTheRetryGoesToAnotherWorker() async throws {
         try await withServer(Self.external) { server in
+            // Long enough for the steady worker to complete in time on a loaded machine.
+            let timeout = TestTiming.ms(1500)
             let id = try await server.submitID(
-                Self.job("t", #", "heartbeatTimeoutMs": 1000, "retry": {"maxAttempts": 2}"#)
+                Self.job("t", #", "heartbeatTimeoutMs": \#(timeout), "retry": {"maxAttempts": 2}"#)
             )
             let first = try await Self.claim(server, worker: "vanishing", waitMs: 5000)
             let lost = try #require(first.first?["leaseId"]?.stringValue)
             // The worker vanishes: no heartbeat. The next worker gets attempt 2 after the timeout.
-            let second = try await Self.claim(server, worker: "steady", waitMs: 10_000)
+            let second = try await Self.claim(server, worker: "steady", waitMs: 10_000 + timeout)
             #expect(second.first?["attempt"] == 2)
-            let events = try await server.get("/v1/jobs/\(id)/events").json["items"]?.arrayValue ?? []
-            let retrying = events.first { $0["type"] == "task.retrying" }
-            #expect(retrying?["data"]?["error"]?["code"] == "task.heartbeatTimeout")
-            expectProblem(try await server.post("/v1/leases/\(lost)/complete", json: ["result": 1]), 409, "lease.gone")
             let lease = try #require(second.first?["leaseId"]?.stringValue)
             #expect(try await server.post("/v1/leases/\(lease)/complete", json: ["result": 2]).status == 200)
             let job = try await server.finished(id)
             #expect(job["result"] == 2)
+            let events = try await server.get("/v1/jobs/\(id)/events").json["items"]?.arrayValue ?? []
+            let retrying = events.first { $0["type"] == "task.retrying" }
+            #expect(retrying?["data"]?["error"]?["code"] == "task.heartbeatTimeout")
+            expectProblem(try await server.post("/v1/leases/\(lost)/complete", json: ["result": 1]), 409, "lease.gone")
         }
     }
 
@@ -188,10 +190,12 @@ struct WorkersAPITests {
 
     @Test func heartbeatsKeepALeaseAlive() async throws {
         try await withServer(Self.external) { server in
-            let id = try await server.submitID(Self.job("t", #", "heartbeatTimeoutMs": 1000"#))
+            let timeout = TestTiming.ms(2000)
+            let id = try await server.submitID(Self.job("t", #", "heartbeatTimeoutMs": \#(timeout)"#))
             let lease = try #require(try await Self.claim(server, waitMs: 5000).first?["leaseId"]?.stringValue)
-            for _ in 0..<4 {
-                try await Task.sleep(for: .milliseconds(400))
+            // Seven heartbeats a fifth of the timeout apart: the lease outlives its timeout by far.
+            for _ in 0..<7 {
+                try await Task.sleep(for: .milliseconds(timeout / 5))
                 #expect(try await server.post("/v1/leases/\(lease)/heartbeat").status == 200)
             }
             #expect(try await server.get("/v1/jobs/\(id)").json["state"] == "running")
