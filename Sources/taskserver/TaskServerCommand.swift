@@ -17,10 +17,14 @@ struct TaskServerCommand: AsyncParsableCommand {
             From a terminal: taskserver submit job.json --watch | status ID | events ID --follow | cancel ID
             (server from TASKSERVER_URL, API key from TASKSERVER_API_KEY).
 
+            Run the tasks of an external executor with any command: taskserver worker --executor images -- ./resize.sh
+
             Every flag of `serve` can also be set through the environment variable shown in its help.
             """,
         version: TaskServerVersion.current,
-        subcommands: [Serve.self, Submit.self, Status.self, Cancel.self, Events.self, Healthcheck.self, Version.self],
+        subcommands: [
+            Serve.self, Submit.self, Status.self, Cancel.self, Events.self, Worker.self, Healthcheck.self, Version.self,
+        ],
         defaultSubcommand: Serve.self
     )
 }

@@ -1,0 +1,198 @@
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+import TaskCore
+
+/// Heartbeats and completions of the leases a worker holds.
+extension WorkerRuntime {
+    // MARK: - Heartbeats
+
+    func heartbeatLoop() {
+        var backoff = Backoff()
+        while true {
+            let now = ContinuousClock.now
+            let (dueLeases, next) = self.state.withLock { $0.dueHeartbeats(now: now, limit: Self.batchLimit) }
+            guard !dueLeases.isEmpty else {
+                let wait = next.map { max($0 - now, .milliseconds(10)) } ?? .seconds(5)
+                _ = self.heartbeaterWake.wait(timeout: dispatchTime(after: wait))
+                continue
+            }
+            let due = dueLeases.map(\.number)
+            let body = ["items": dueLeases.map { ["leaseId": $0.leaseId] }]
+            let response: TaskServerClient.Response
+            do {
+                response = try self.client.send(
+                    "POST",
+                    "/v1/leases/heartbeat",
+                    body: try JSONSerialization.data(withJSONObject: body)
+                )
+            } catch {
+                self.serverUnreachable(error)
+                self.postponeHeartbeats(due, by: backoff.next())
+                continue
+            }
+            switch response.status {
+            case 200:
+                self.serverReachable()
+                backoff.reset()
+                let items = response.json?["items"] as? [[String: Any]] ?? []
+                for (index, number) in due.enumerated() {
+                    let item = index < items.count ? items[index] : [:]
+                    switch item["status"] as? Int {
+                    case 200:
+                        if item["cancelRequested"] as? Bool == true {
+                            self.stopLease(number, .cancelled)
+                        } else {
+                            self.state.withLock { $0.heartbeatAnswered(number, at: now) }
+                        }
+                    case 404, 409:
+                        self.stopLease(number, .leaseGone)
+                    default:
+                        self.postponeHeartbeats([number], by: backoff.next())
+                    }
+                }
+            case 429, 500...:
+                self.serverUnreachable(ClientError(problem: response))
+                self.postponeHeartbeats(due, by: backoff.next(retryAfter: response.retryAfter))
+            default:
+                self.fail("the server refused a heartbeat: \(ClientError(problem: response))")
+                self.postponeHeartbeats(due, by: .seconds(5))
+            }
+        }
+    }
+
+    private func postponeHeartbeats(_ numbers: [Int], by delay: Duration) {
+        let at = ContinuousClock.now + delay
+        self.state.withLock { $0.postponeHeartbeats(numbers, to: at) }
+    }
+
+    private func stopLease(_ number: Int, _ reason: StopReason) {
+        if let dropped = self.state.withLock({ $0.stop(number, reason) }) {
+            self.logEnd(dropped, stoppedFor: reason)
+            self.coordinatorWake.signal()
+        }
+    }
+
+    // MARK: - Completions
+
+    func completeLoop() {
+        var backoff = Backoff()
+        while true {
+            let batch = self.state.withLock { state in
+                state.takeBatch(limit: Self.batchLimit, maxBytes: self.settings.maxOutputBytes)
+            }
+            guard !batch.isEmpty else {
+                _ = self.completerWake.wait(timeout: dispatchTime(after: .seconds(5)))
+                continue
+            }
+            var body = Data(#"{"items":["#.utf8)
+            for (index, entry) in batch.enumerated() {
+                if index > 0 { body.append(UInt8(ascii: ",")) }
+                body.append(entry.item)
+            }
+            body.append(contentsOf: Array("]}".utf8))
+            let numbers = batch.map(\.number)
+            let response: TaskServerClient.Response
+            do {
+                response = try self.client.send("POST", "/v1/leases/complete", body: body)
+            } catch {
+                // A server that refuses a body larger than its limit may reset the connection
+                // before its 413 can be read: a completion that keeps failing so while the server
+                // answers other requests is then treated as refused.
+                let failures = self.state.withLock { $0.completionFailed(numbers) }
+                self.serverUnreachable(error)
+                if failures >= Self.connectionFailuresToGiveUp {
+                    if numbers.count > 1 {
+                        self.putBack(numbers, alone: true)
+                        continue
+                    }
+                    if body.count > 64 << 10 {
+                        self.rejected(
+                            numbers[0],
+                            problem: "the server closed the connection on each of \(failures) tries while it answered "
+                                + "other requests; is the completion (\(body.count) bytes) larger than its --max-body-bytes?"
+                        )
+                        continue
+                    }
+                }
+                self.putBack(numbers, alone: false)
+                _ = self.completerWake.wait(timeout: dispatchTime(after: backoff.next()))
+                continue
+            }
+            switch response.status {
+            case 200:
+                self.serverReachable()
+                backoff.reset()
+                self.completed(numbers, answer: response.json?["items"] as? [[String: Any]] ?? [])
+            case 429, 500...:
+                self.serverUnreachable(ClientError(problem: response))
+                self.putBack(numbers, alone: false)
+                _ = self.completerWake.wait(timeout: dispatchTime(after: backoff.next(retryAfter: response.retryAfter)))
+            case 413, 422:
+                if numbers.count > 1 {
+                    // One of them is too large or not acceptable: find out which by sending each alone.
+                    self.putBack(numbers, alone: true)
+                } else {
+                    self.rejected(numbers[0], problem: "\(ClientError(problem: response))")
+                }
+            default:
+                self.fail("the server refused a completion: \(ClientError(problem: response))")
+                self.putBack(numbers, alone: false)
+                _ = self.completerWake.wait(timeout: dispatchTime(after: .seconds(5)))
+            }
+        }
+    }
+
+    /// The server answered a batch: each item has its own status.
+    private func completed(_ numbers: [Int], answer items: [[String: Any]]) {
+        let ended = self.state.withLock { state in numbers.map { state.leases.removeValue(forKey: $0) } }
+        for (index, lease) in ended.enumerated() {
+            guard let lease else { continue }
+            // Items come in request order, each with its lease id.
+            let item =
+                items.first { $0["leaseId"] as? String == lease.task.leaseId }
+                ?? (index < items.count ? items[index] : [:])
+            let status = item["status"] as? Int ?? 0
+            if status == 200 {
+                self.logEnd(lease)
+            } else {
+                self.logEnd(lease, notCompleted: item["code"] as? String ?? "status \(status)")
+            }
+        }
+        self.coordinatorWake.signal()
+    }
+
+    /// The server refused a completion on its own (too large, or not valid): fail the attempt
+    /// instead, once, so that it does not wait for its lease to expire.
+    private func rejected(_ number: Int, problem: String) {
+        let replaced = self.state.withLock { state -> Bool in
+            guard var lease = state.leases[number], lease.outcome != Self.rejectedOutcome else { return false }
+            lease.completion =
+                CompletionItem(
+                    leaseId: lease.task.leaseId,
+                    code: "worker.resultRejected",
+                    message: "the server refused the result of \(self.settings.commandName): \(problem)",
+                    details: [:],
+                    retryable: false
+                ).item
+            lease.outcome = Self.rejectedOutcome
+            state.leases[number] = lease
+            return true
+        }
+        if replaced {
+            self.putBack([number], alone: true)
+        } else {
+            self.completed([number], answer: [["status": 0, "code": "completion refused"]])
+        }
+    }
+
+    private static let rejectedOutcome = "failed (worker.resultRejected)"
+    private static let connectionFailuresToGiveUp = 3
+
+    private func putBack(_ numbers: [Int], alone: Bool) {
+        let dropped = self.state.withLock { $0.putBack(numbers, alone: alone) }
+        for lease in dropped { self.logEnd(lease, stoppedFor: lease.stopReason ?? .shutdown) }
+        if !dropped.isEmpty { self.coordinatorWake.signal() }
+    }
+}
