@@ -57,7 +57,15 @@ let package = Package(
             ],
             // The API contract, served at /openapi.yaml, is compiled into the binary from the
             // repository's own file (Resources/openapi.yaml links to it): no copy to keep in step.
-            resources: [.embedInCode("Resources/openapi.yaml")]
+            // So is the dashboard (SPEC §7): static files of our own, served at /ui/.
+            resources: [
+                .embedInCode("Resources/openapi.yaml"),
+                .embedInCode("Resources/ui/index.html"),
+                .embedInCode("Resources/ui/app.js"),
+                .embedInCode("Resources/ui/graph.js"),
+                .embedInCode("Resources/ui/style.css"),
+                .embedInCode("Resources/ui/favicon.svg"),
+            ]
         ),
         .executableTarget(
             name: "taskserver",

@@ -50,7 +50,8 @@ on_exit() {
 trap on_exit EXIT
 
 stage "dependencies (Debian packages)"
-bash scripts/install-deps.sh jq
+# Chromium drives the dashboard's browser test (scripts/check-ui.sh).
+bash scripts/install-deps.sh jq chromium chromium-driver
 # The Python environment (40-50 s when it is made, on a fresh clone: mostly downloads) is made
 # while Swift builds; the first stage that needs it waits for it.
 venv_log=$(mktemp)
@@ -160,8 +161,14 @@ rm -rf "$log" "$datadir"
 stage "crash test (SIGKILL and restart)"
 "$py" scripts/crash-test.py "$bin"
 
-stage "external workers: SIGKILL a worker mid-task"
+stage "external workers: SIGKILL a worker mid-task (Python worker, then the reference worker)"
 PATH="$(dirname "$py"):$PATH" bash scripts/worker-kill-test.sh "$bin"
+# The reference worker runs the example's handlers through its stdin/stdout contract.
+PATH="$(dirname "$py"):$PATH" WORKER_CMD='"$TASKSERVER_BIN" worker --server "$TASKSERVER_URL" --executor images \
+    --concurrency 1 -- python3 examples/worker.py --stdin' bash scripts/worker-kill-test.sh "$bin"
+
+stage "dashboard in headless Chromium (selenium)"
+bash scripts/check-ui.sh "$bin"
 
 stage "lifecycle"
 "$py" scripts/check-lifecycle.py "$bin"

@@ -27,6 +27,10 @@ public final class Application: Sendable {
     public let dispatcher: WebhookDispatcher
     /// The external worker pools (SPEC §6): queues, waiting claims and leases.
     public let workers: WorkerHub
+    /// Every job's `job.*` events, server-wide (`GET /v1/events`).
+    let serverEvents = ServerEventLog()
+    /// The dashboard's files (`/ui/`).
+    let dashboard: DashboardFiles
     let metrics: Metrics
     /// The registry behind `/metrics` (the executable bootstraps swift-metrics on it).
     public var metricsRegistry: PrometheusCollectorRegistry { self.metrics.registry }
@@ -44,6 +48,10 @@ public final class Application: Sendable {
     public init(configuration: ServerConfiguration, actions: ActionRegistry = .builtins, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
+        self.dashboard =
+            try configuration.uiDirectory.map { directory throws(ConfigurationError) in
+                try DashboardFiles.reading(directory)
+            } ?? .embedded
         self.outbound = CurlClient(
             configuration: CurlClient.Configuration(
                 maxConcurrentTransfers: configuration.outbound.maxConcurrentTransfers,
@@ -67,6 +75,7 @@ public final class Application: Sendable {
         let metrics = Metrics()
         self.metrics = metrics
         self.engine.addObserver(metrics)
+        self.engine.addObserver(self.serverEvents)
         if logger.logLevel <= .debug { self.engine.addObserver(JobLog(logger: logger)) }
         let sqlite: SQLiteJobStore?
         if let path = configuration.dataPath {
@@ -125,6 +134,7 @@ public final class Application: Sendable {
         EventsAPI(app: self).register(in: &router)
         DeliveriesAPI(app: self).register(in: &router)
         WorkersAPI(app: self).register(in: &router)
+        DashboardAPI(files: self.dashboard).register(in: &router)
         ServiceAPI(app: self).register(in: &router)
         if !self.configuration.apiKeys.isEmpty {
             router = Authentication(keys: self.configuration.apiKeys).protect(router)
@@ -177,9 +187,17 @@ public final class Application: Sendable {
         self.activity.isDraining.store(true, ordering: .relaxed)
         // Waiting claims are answered with nothing: a draining server hands out no more work.
         self.workers.drain()
+        // Event streams end; their clients reconnect (to another server, or this one restarted).
+        self.activity.streams.finishAll()
     }
 
     public var isDraining: Bool { self.activity.isDraining.load(ordering: .relaxed) }
+
+    /// Open and refused connections, and open event streams.
+    var connectionStatistics: (open: Int, refused: Int, streams: Int) {
+        let server = self.server.withLock { $0 }
+        return (server?.connectionCount ?? 0, server?.refusedConnections ?? 0, self.activity.streams.count)
+    }
 
     /// Requests received in full and not answered yet (0 before `start`).
     public var requestsInFlight: Int { self.server.withLock { $0 }?.requestsInFlight ?? 0 }

@@ -37,6 +37,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Largest request body in bytes (env TASKSERVER_MAX_BODY_BYTES; default 1048576).")
     var maxBodyBytes: Int?
 
+    @Option(
+        help:
+            "Most open connections; event streams and long-polls hold one each. Over it, new clients get 503 with Retry-After (env TASKSERVER_MAX_CONNECTIONS; default 4096)."
+    )
+    var maxConnections: Int?
+
     @Option(help: "Most nodes per job (env TASKSERVER_MAX_NODES; default 10000).")
     var maxNodes: Int?
 
@@ -193,6 +199,7 @@ struct Serve: AsyncParsableCommand {
             configuration.executors = executors
             configuration.externalExecutors = external
         }
+        configuration.uiDirectory = environment["TASKSERVER_UI_DIR"].flatMap { $0.isEmpty ? nil : $0 }
         configuration.apiKeys = self.apiKeys
         if configuration.apiKeys.isEmpty, let keys = environment["TASKSERVER_API_KEYS"] {
             configuration.apiKeys = keys.split(separator: ",").map(String.init)
@@ -201,6 +208,11 @@ struct Serve: AsyncParsableCommand {
             ?? environment["TASKSERVER_MAX_BODY_BYTES"].map({ try Self.integer($0, "TASKSERVER_MAX_BODY_BYTES") })
         {
             configuration.maxBodyBytes = value
+        }
+        if let value = try self.maxConnections
+            ?? environment["TASKSERVER_MAX_CONNECTIONS"].map({ try Self.integer($0, "TASKSERVER_MAX_CONNECTIONS") })
+        {
+            configuration.maxConnections = value
         }
         if let value = try self.maxNodes
             ?? environment["TASKSERVER_MAX_NODES"].map({ try Self.integer($0, "TASKSERVER_MAX_NODES") })

@@ -171,6 +171,23 @@ struct HTTPLayerTests {
         }
     }
 
+    @Test func aWholeBodyOverTheLimitStillGetsIts413NotAReset() async throws {
+        try await withServer({ $0.maxBodyBytes = 4096 }) { server in
+            // The client sends all 200 KB before reading: the server answers after 4 KB and must
+            // drain the rest, or closing with unread bytes resets the connection under the answer.
+            let body = String(repeating: "x", count: 200_000)
+            let text =
+                "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n"
+                + body
+            let response = try await server.raw { connection -> HTTPResponse? in
+                try connection.send(text)
+                return try connection.readResponse()
+            }
+            expectProblem(try #require(response), 413, "body.tooLarge")
+            #expect(try await server.isHealthy())
+        }
+    }
+
     @Test func aChunkedBodyOverTheLimitIs413WhileItStreams() async throws {
         try await withServer({ $0.maxBodyBytes = 4096 }) { server in
             let chunk = String(repeating: "x", count: 3000)
@@ -452,7 +469,7 @@ struct HTTPLayerTests {
         }
     }
 
-    @Test func connectionsOverTheCapAreClosedAtOnce() async throws {
+    @Test func aConnectionOverTheCapIsAnswered503WithRetryAfterAndClosed() async throws {
         try await withServer({ $0.maxConnections = 4 }) { server in
             let port = server.port
             let result = try await Blocking.run {
@@ -464,12 +481,18 @@ struct HTTPLayerTests {
                 }
                 let extra = try SocketConnection(port: port, receiveTimeoutSeconds: 10)
                 try? extra.send(HTTPRequestBytes.make("GET", "/healthz"))
-                let refused = (try? extra.readResponse()) == nil
+                // Not a reset: a 503 the client can act on, then the connection ends.
+                let refused = try extra.readResponse()
+                let closed = extra.waitForClose()
                 extra.close()
                 for connection in held { connection.close() }
-                return refused
+                return (refused, closed)
             }
-            #expect(result)
+            let refused = try #require(result.0)
+            expectProblem(refused, 503, "server.busy")
+            #expect(refused.header("retry-after") == "1")
+            #expect(result.1, "the refused connection is closed")
+            #expect(server.app.connectionStatistics.refused == 1)
             // Once they are gone, new connections are served again (the server notices the closes
             // asynchronously, so allow a few attempts).
             var healthy = false

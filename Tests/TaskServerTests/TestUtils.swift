@@ -401,6 +401,44 @@ final class SocketConnection: @unchecked Sendable {
         return response
     }
 
+    /// Reads until `text` has arrived; returns everything read so far (and keeps it). Throws on a
+    /// timeout, or when the connection ends first.
+    func read(until text: String) throws -> String {
+        let needle = Array(text.utf8)
+        while Self.find(needle, in: self.buffer) == nil {
+            guard try self.fill() else {
+                throw SocketError.malformed(
+                    "end of file before \(text): \(String(decoding: self.buffer, as: UTF8.self))"
+                )
+            }
+        }
+        return String(decoding: self.buffer, as: UTF8.self)
+    }
+
+    /// Reads until `text` has arrived and, after it, `terminator`; returns everything read so far.
+    func read(until text: String, then terminator: String) throws -> String {
+        let needle = Array(text.utf8)
+        let end = Array(terminator.utf8)
+        while true {
+            if let start = Self.find(needle, in: self.buffer),
+                Self.find(end, in: Array(self.buffer[(start + needle.count)...])) != nil
+            {
+                return String(decoding: self.buffer, as: UTF8.self)
+            }
+            guard try self.fill() else {
+                throw SocketError.malformed(
+                    "end of file before \(text): \(String(decoding: self.buffer, as: UTF8.self))"
+                )
+            }
+        }
+    }
+
+    /// Reads until the server closes the connection; returns everything read (kept too).
+    func readToEnd() throws -> String {
+        while try self.fill() {}
+        return String(decoding: self.buffer, as: UTF8.self)
+    }
+
     /// Whether the server closes the connection (end-of-file or reset) within the receive timeout,
     /// discarding whatever else it sends.
     func waitForClose() -> Bool {

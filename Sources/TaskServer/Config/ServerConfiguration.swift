@@ -17,6 +17,11 @@ public struct ServerConfiguration: Sendable {
     public var maxNodes: Int = 10_000
     /// Deepest graph nesting (default 100).
     public var maxDepth: Int = 100
+    /// Serve the dashboard's files from this directory instead of the copies compiled in (for
+    /// working on the dashboard; read at start-up). Env `TASKSERVER_UI_DIR`.
+    public var uiDirectory: String?
+    /// How often an idle event stream (SSE) gets a keep-alive comment (default 15 s).
+    public var streamKeepAlive: Duration = .seconds(15)
     /// Longest long-poll (`waitMs`, default and cap 60,000).
     public var maxWaitMs: Int = 60_000
     /// Largest page of `GET /v1/jobs` (default 1,000).
@@ -111,6 +116,9 @@ public struct ServerConfiguration: Sendable {
             guard (1...4096).contains(size) else {
                 throw ConfigurationError("--executor \(name)=\(size): the size must be from 1 to 4096")
             }
+        }
+        guard (1...1_048_576).contains(self.maxConnections) else {
+            throw ConfigurationError("--max-connections must be from 1 to 1048576, got \(self.maxConnections)")
         }
         guard (1024...(1 << 30)).contains(self.maxBodyBytes) else {
             throw ConfigurationError("--max-body-bytes must be from 1024 to 1073741824")

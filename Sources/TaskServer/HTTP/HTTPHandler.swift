@@ -277,7 +277,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         self.endRequest()
         guard context.channel.isActive,
             let keepAlive = self.machine.answerReady(
-                keepAliveRequested: head.isKeepAlive,
+                keepAliveRequested: head.isKeepAlive && response.stream == nil,
                 isDraining: self.activity.isDraining.load(ordering: .relaxed),
                 now: context.eventLoop.now
             )
@@ -307,11 +307,32 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     ) {
         var headers = response.headers
         // Handlers never set these two (a response's length and id are the server's business).
-        headers.add(name: "content-length", value: String(response.body.count))
+        if response.stream == nil { headers.add(name: "content-length", value: String(response.body.count)) }
         headers.add(name: "x-request-id", value: requestID)
         if !keepAlive { headers.replaceOrAdd(name: "connection", value: "close") }
         let version = head?.version ?? .http1_1
         let responseHead = HTTPResponseHead(version: version, status: response.status, headers: headers)
+        if let stream = response.stream {
+            // No length: HTTP/1.1 frames the body in chunks; the producer writes them from now on.
+            context.writeAndFlush(self.wrapOutboundOut(.head(responseHead)), promise: nil)
+            let writer = StreamWriter(
+                channel: context.channel,
+                closed: self.closed.token,
+                registry: self.activity.streams
+            )
+            if head?.method == .HEAD {
+                writer.finish()
+                return
+            }
+            self.activity.streams.add(writer)
+            // Draining already: the stream ends at once (the client reconnects elsewhere or later).
+            if self.activity.isDraining.load(ordering: .relaxed) {
+                writer.finish()
+                return
+            }
+            stream.start(writer)
+            return
+        }
         context.write(self.wrapOutboundOut(.head(responseHead)), promise: nil)
         if head?.method != .HEAD, !response.body.isEmpty {
             var buffer = context.channel.allocator.buffer(capacity: response.body.count)
@@ -321,8 +342,15 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         if keepAlive {
             context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil)
         } else {
+            // A lingering close: shut the sending side once the answer is out, read and drop what
+            // the client still sends (the rest of a refused body) until it closes, for at most 2 s.
+            // Closing outright with unread bytes makes the kernel send a reset, which can destroy
+            // the answer (a 413) before the client reads it.
             let channel = context.channel
-            context.writeAndFlush(self.wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+            context.writeAndFlush(self.wrapOutboundOut(.end(nil))).whenComplete { _ in
+                channel.close(mode: .output).whenFailure { _ in channel.close(promise: nil) }
+                channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
+            }
         }
     }
 

@@ -16,6 +16,7 @@ public final class HTTPServer: Sendable {
     let ownsGroup: Bool
     private let channel = Mutex<(any Channel)?>(nil)
     private let connections = Atomic<Int>(0)
+    private let refused = Atomic<Int>(0)
     private let requestIDs = RequestIDGenerator()
     private let activity: ServerActivity
     private let onResponse: @Sendable (Request?, Response, UInt64) -> Void
@@ -48,6 +49,8 @@ public final class HTTPServer: Sendable {
 
     /// The number of open connections.
     public var connectionCount: Int { self.connections.load(ordering: .relaxed) }
+    /// Connections refused since start because `maxConnections` were open.
+    public var refusedConnections: Int { self.refused.load(ordering: .relaxed) }
 
     /// Binds and starts accepting; returns the bound port (useful with port 0).
     public func start() async throws -> Int {
@@ -71,7 +74,14 @@ public final class HTTPServer: Sendable {
                 let open = server.connections.add(1, ordering: .relaxed).newValue
                 channel.closeFuture.whenComplete { _ in server.connections.subtract(1, ordering: .relaxed) }
                 if open > limits.maxConnections {
-                    return channel.close()
+                    // Over the cap: a 503 with Retry-After rather than a reset, then the door.
+                    server.refused.add(1, ordering: .relaxed)
+                    do {
+                        try channel.pipeline.syncOperations.addHandler(OverCapacityHandler())
+                        return channel.eventLoop.makeSucceededVoidFuture()
+                    } catch {
+                        return channel.close()
+                    }
                 }
                 do {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(
@@ -145,6 +155,60 @@ public final class HTTPServer: Sendable {
 public final class ServerActivity: Sendable {
     let inFlight = Atomic<Int>(0)
     let isDraining = Atomic<Bool>(false)
+    /// Streamed responses open now (server-sent events), ended together when the server drains.
+    public let streams = StreamRegistry()
 
     public init() {}
+}
+
+/// Answers a connection over the cap with `503 Service Unavailable` and `Retry-After`, without
+/// reading its request: the answer goes out at once, the sending side is shut, and whatever the
+/// client sent is read and dropped until it closes (closing with unread bytes would make the
+/// kernel send a reset that can destroy the answer before the client reads it), for at most 2 s.
+final class OverCapacityHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    static let response: [UInt8] = {
+        let body = HTTPProblem(
+            .serviceUnavailable,
+            code: "server.busy",
+            detail: "the server has its maximum number of connections open; retry shortly"
+        ).response.body
+        let head =
+            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/problem+json\r\nretry-after: 1\r\n"
+            + "connection: close\r\ncontent-length: \(body.count)\r\n\r\n"
+        return Array(head.utf8) + body
+    }()
+
+    private var answered = false
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { self.answer(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        self.answer(context: context)
+    }
+
+    private func answer(context: ChannelHandlerContext) {
+        guard !self.answered else { return }
+        self.answered = true
+        let buffer = context.channel.allocator.buffer(bytes: Self.response)
+        let channel = context.channel
+        context.writeAndFlush(self.wrapOutboundOut(buffer)).whenComplete { _ in
+            channel.close(mode: .output, promise: nil)
+        }
+        context.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case ChannelEvent.inputClosed = event { context.close(promise: nil) }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
 }

@@ -37,6 +37,8 @@ public struct Response: Sendable {
     public var status: HTTPResponseStatus
     public var headers: HTTPHeaders
     public var body: [UInt8]
+    /// A body written over time instead of `body` (server-sent events); ends the connection.
+    public var stream: ResponseStream?
 
     public init(status: HTTPResponseStatus, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
         self.status = status
@@ -66,6 +68,19 @@ public struct Response: Sendable {
             headers.add(name: "content-type", value: "application/json")
         }
         return Response(status: status, headers: headers, body: bytes)
+    }
+
+    /// A streamed response: `stream` writes the body once the head is sent.
+    public static func streaming(
+        contentType: String,
+        headers: HTTPHeaders = HTTPHeaders(),
+        _ stream: ResponseStream
+    ) -> Response {
+        var headers = headers
+        headers.replaceOrAdd(name: "content-type", value: contentType)
+        var response = Response(status: .ok, headers: headers)
+        response.stream = stream
+        return response
     }
 
     /// A text response.

@@ -21,6 +21,11 @@ final class Metrics: JobObserver {
     private let jobsFinished: [JobState: Counter]
     private let storeCommits: DurationHistogram
     private let jobsHeld: Gauge
+    private let connectionsOpen: Gauge
+    private let connectionsRefused: Counter
+    private let streamsOpen: Gauge
+    /// Refused connections counted at the last scrape.
+    private let lastRefused = Mutex(0)
     private let outboundActive: Gauge
     private let outboundQueued: Gauge
 
@@ -115,6 +120,19 @@ final class Metrics: JobObserver {
             buckets: Self.commitBuckets
         )
         self.jobsHeld = registry.makeGauge(descriptor: Self.name("jobs", unit: "", "Jobs held by the store."))
+        self.connectionsOpen = registry.makeGauge(
+            descriptor: Self.name("http_connections", unit: "", "Open HTTP connections (capped by --max-connections).")
+        )
+        self.connectionsRefused = registry.makeCounter(
+            descriptor: Self.name(
+                "http_connections_refused",
+                unit: "total",
+                "Connections answered 503 server.busy because --max-connections were open."
+            )
+        )
+        self.streamsOpen = registry.makeGauge(
+            descriptor: Self.name("event_streams", unit: "", "Open server-sent event streams.")
+        )
         let transfers = Self.name(
             "outbound_transfers",
             unit: "",
@@ -273,6 +291,14 @@ final class Metrics: JobObserver {
     /// Samples the gauges, then renders every metric in the Prometheus text format.
     func render(app: Application) -> [UInt8] {
         self.jobsHeld.set(Int64(app.store.count))
+        let connections = app.connectionStatistics
+        self.connectionsOpen.set(Int64(connections.open))
+        self.streamsOpen.set(Int64(connections.streams))
+        let newlyRefused = self.lastRefused.withLock { last in
+            defer { last = max(last, connections.refused) }
+            return max(0, connections.refused - last)
+        }
+        if newlyRefused > 0 { self.connectionsRefused.increment(by: Int64(newlyRefused)) }
         let outbound = app.outbound.statistics
         self.outboundActive.set(Int64(outbound.active))
         self.outboundQueued.set(Int64(outbound.queued))
