@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 import TestSupport
 import Testing
@@ -745,6 +746,38 @@ struct JobsAPITests {
         }
     }
 
+    @Test func theSVGDrawingNestsSeriesAndParallelAndCollapsesBigMaps() async throws {
+        try await withServer { server in
+            let job = jsonValue(
+                #"""
+                {"graph": {"type": "series", "id": "main", "steps": [
+                  {"type": "task", "id": "a", "action": "value"},
+                  {"type": "parallel", "id": "fan", "branches": [
+                    {"type": "task", "id": "x", "action": "value"}, {"type": "task", "id": "y", "action": "delay", "params": {"ms": 1}}]},
+                  {"type": "map", "id": "many", "items": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22],
+                   "template": {"type": "task", "id": "m", "action": "value"}}]}}
+                """#
+            )
+            let id = try await server.submitID(job, waitMs: 5000)
+            let response = try await server.get("/v1/jobs/\(id)/graph?format=svg")
+            #expect(response.status == 200)
+            #expect(response.contentType == "image/svg+xml; charset=utf-8")
+            #expect(response.header("content-security-policy") == "default-src 'none'; style-src 'unsafe-inline'")
+            let svg = response.text
+            #expect(svg.hasPrefix("<svg xmlns=\"http://www.w3.org/2000/svg\""))
+            #expect(svg.hasSuffix("</svg>\n"))
+            #expect(svg.contains("main · series"))
+            #expect(svg.contains(">a</text>"))
+            // Ids are tame today; names are escaped anyway, in case they ever are not.
+            #expect(GraphSVG.escape("<img src=x onerror='a&b'>\u{1}") == "&lt;img src=x onerror=&#39;a&amp;b&#39;&gt;")
+            #expect(svg.contains("fan · parallel"))
+            #expect(svg.contains("y</text>"))
+            #expect(svg.contains("22 instances"), "a map of more than 20 instances is one box")
+            #expect(!svg.contains(">m[3]<"))
+            #expect(svg.components(separatedBy: "marker-end").count - 1 == 2, "an arrow between each step")
+        }
+    }
+
     @Test func anUnknownDrawingFormatIs400AndAnUnknownJob404() async throws {
         try await withServer { server in
             let id = try await server.submitID(Jobs.value(1))
@@ -752,7 +785,7 @@ struct JobsAPITests {
                 try await server.get("/v1/jobs/\(id)/graph?format=png"),
                 400,
                 "query.invalid",
-                detail: "format must be mermaid or dot"
+                detail: "format must be mermaid, dot or svg"
             )
             expectProblem(try await server.get("/v1/jobs/nope/graph"), 404, "job.notFound", detail: "no job nope")
         }

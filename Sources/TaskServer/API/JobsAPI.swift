@@ -150,11 +150,23 @@ struct JobsAPI: Sendable {
 
     @Sendable func graph(_ request: Request) throws -> Future<Response> {
         let format = request.query["format"] ?? "mermaid"
-        guard format == "mermaid" || format == "dot" else {
-            throw HTTPProblem.badQuery("format must be mermaid or dot")
+        guard format == "mermaid" || format == "dot" || format == "svg" else {
+            throw HTTPProblem.badQuery("format must be mermaid, dot or svg")
         }
         return self.app.withRun(request) { run in
-            format == "dot" ? .text(GraphPicture.dot(run.nodes, name: run.id)) : .text(GraphPicture.mermaid(run.nodes))
+            switch format {
+            case "dot": return .text(GraphPicture.dot(run.nodes, name: run.id))
+            case "svg":
+                var response = Response.text(GraphSVG(run.nodes).render(), contentType: "image/svg+xml; charset=utf-8")
+                // Opened on its own, an SVG is a document: it may run no script, whatever it says.
+                response.headers.add(
+                    name: "content-security-policy",
+                    value: "default-src 'none'; style-src 'unsafe-inline'"
+                )
+                response.headers.add(name: "x-content-type-options", value: "nosniff")
+                return response
+            default: return .text(GraphPicture.mermaid(run.nodes))
+            }
         }
     }
 }
