@@ -42,10 +42,12 @@ struct WorkersAPITests {
 
     @Test func aClaimedTaskIsHeartbeatedAndCompletedAndTheJobGoesOn() async throws {
         try await withServer(Self.external) { server in
+            // Long enough for the whole test, even under ThreadSanitizer.
+            let timeout = TestTiming.ms(10_000)
             let job = jsonValue(
                 #"""
                 {"input": {"w": 3}, "graph": {"type": "series", "steps": [
-                  {"type": "task", "id": "thumb", "executor": "images", "action": "resize", "params": {"width": "${input.w}"}, "heartbeatTimeoutMs": 5000},
+                  {"type": "task", "id": "thumb", "executor": "images", "action": "resize", "params": {"width": "${input.w}"}, "heartbeatTimeoutMs": \#(timeout)},
                   {"type": "task", "id": "after", "action": "value", "params": {"value": "${tasks.thumb.result.url}"}}]}}
                 """#
             )
@@ -61,7 +63,7 @@ struct WorkersAPITests {
             expectJSON(
                 item.withLease,
                 jsonValue(
-                    #"{"leaseId": "<lease>", "jobId": "\#(id)", "taskId": "thumb", "action": "resize", "params": {"width": 3}, "input": {"w": 3}, "attempt": 1, "heartbeatTimeoutMs": 5000}"#
+                    #"{"leaseId": "<lease>", "jobId": "\#(id)", "taskId": "thumb", "action": "resize", "params": {"width": 3}, "input": {"w": 3}, "attempt": 1, "heartbeatTimeoutMs": \#(timeout)}"#
                 )
             )
 
