@@ -28,7 +28,7 @@ public final class Application: Sendable {
     /// The external worker pools (SPEC §6): queues, waiting claims and leases.
     public let workers: WorkerHub
     /// Every job's `job.*` events, server-wide (`GET /v1/events`).
-    let serverEvents = ServerEventLog()
+    let serverEvents: ServerEventLog
     /// The dashboard's files (`/ui/`).
     let dashboard: DashboardFiles
     let metrics: Metrics
@@ -63,15 +63,20 @@ public final class Application: Sendable {
         if actions["http"] == nil { actions.register(HTTPAction(client: self.outbound)) }
         let workers = WorkerHub(pools: configuration.externalExecutors)
         self.workers = workers
-        self.engine = Engine(
-            configuration: EngineConfiguration(
-                executors: configuration.executors,
-                actions: actions,
-                limits: GraphLimits(maxNodes: configuration.maxNodes, maxDepth: configuration.maxDepth),
-                jobFields: [WebhookField()],
-                externalExecutors: workers.executors
-            )
+        let serverEvents = ServerEventLog()
+        self.serverEvents = serverEvents
+        var engineConfiguration = EngineConfiguration(
+            executors: configuration.executors,
+            actions: actions,
+            limits: GraphLimits(maxNodes: configuration.maxNodes, maxDepth: configuration.maxDepth),
+            jobFields: [WebhookField()],
+            externalExecutors: workers.executors
         )
+        // With a durable store, event readers (long-polls, streams) see an event once it is
+        // committed: a crash never takes back an event a client has seen.
+        engineConfiguration.eventsAwaitDurability = configuration.dataPath != nil
+        engineConfiguration.eventsBecameDurable = { _ in serverEvents.wake() }
+        self.engine = Engine(configuration: engineConfiguration)
         let metrics = Metrics()
         self.metrics = metrics
         self.engine.addObserver(metrics)

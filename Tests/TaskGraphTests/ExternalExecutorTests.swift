@@ -139,3 +139,33 @@ struct ExternalExecutorTests {
         checkInvariants(run)
     }
 }
+
+/// With a durable store, readers see an event only once the store committed it (SPEC §7: events
+/// are delivered after their commit, so a crash never takes back one a client saw).
+@Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
+struct DurableEventsTests {
+    @Test func eventsBecomeVisibleWhenMarkedDurable() async throws {
+        var configuration = EngineConfiguration(executors: ["default": 2])
+        configuration.eventsAwaitDurability = true
+        let woken = Mutex(0)
+        configuration.eventsBecameDurable = { _ in woken.withLock { $0 += 1 } }
+        let engine = Engine(configuration: configuration)
+        let run = try startJob(#"{"graph": {"type": "task", "id": "v", "action": "value"}}"#, engine: engine)
+        try await run.waitForTerminal(timeout: .seconds(10)).value
+        #expect(run.snapshot.state == .succeeded, "the job itself runs on")
+        #expect(run.events(after: 0).isEmpty, "nothing is visible before the commit")
+        #expect(!run.isTerminalAndVisible)
+        let waiting = run.waitForEvents(after: 0, timeout: .seconds(30))
+        #expect(waiting.outcome == nil)
+        run.markDurable(through: 2)
+        #expect(waiting.outcome != nil, "a waiter wakes when events become visible")
+        #expect(run.events(after: 0).map(\.seq) == [1, 2])
+        #expect(run.lastVisibleSeq == 2)
+        run.markDurable(through: 1)
+        #expect(run.lastVisibleSeq == 2, "the mark never goes back")
+        run.markDurable(through: 5)
+        #expect(run.events(after: 0).map(\.seq) == [1, 2, 3, 4, 5])
+        #expect(run.isTerminalAndVisible)
+        #expect(woken.withLock { $0 } == 2)
+    }
+}

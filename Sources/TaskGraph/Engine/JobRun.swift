@@ -45,6 +45,11 @@ public final class JobRun: Sendable {
         var dispatchedCount = 0
         var isDispatching = false
         var eventWaiters: [Promise<Void>] = []
+        /// The seq of the latest event readers may see: with a durable store (`Engine.eventsAwaitDurability`)
+        /// the latest one the store committed (`markDurable`), so no reader ever sees an event a
+        /// crash could take back; otherwise unused (every event is visible when appended).
+        var durableSeq = 0
+        var gated = false
         var terminalWaiters: [Promise<Void>] = []
         var awaits: [Int: Promise<JSONValue>] = [:]
         /// The token source of each running node, by record index (nil when not running).
@@ -53,6 +58,12 @@ public final class JobRun: Sendable {
         var cancelRequested = false
         var timedOut = false
         var timer: TimerQueue.ID?
+
+        /// How many of `events` readers may see.
+        var visibleCount: Int {
+            guard self.gated, let first = self.events.first else { return self.events.count }
+            return max(0, min(self.events.count, self.durableSeq - first.seq + 1))
+        }
 
         /// The record index of node `id`.
         mutating func lookup(_ id: String) -> Int? {
@@ -85,8 +96,10 @@ public final class JobRun: Sendable {
         self.observers = engine.observers
         self.restored = restored?.nodes ?? [:]
         var state = State(createdAt: createdAt)
+        state.gated = engine.eventsAwaitDurability
         if let restored {
             state.events = restored.events
+            state.durableSeq = restored.events.last?.seq ?? 0
             state.dispatchedCount = restored.events.count
             state.startedAt = restored.startedAt
             state.cancelRequested = restored.cancelRequested
@@ -154,23 +167,35 @@ public final class JobRun: Sendable {
     /// Whether a cancellation of the whole job has been requested.
     public var isCancelRequested: Bool { self.state.withLock { $0.cancelRequested } }
 
-    /// The events with `seq > after`, at most `limit` of them.
+    /// The events with `seq > after`, at most `limit` of them — only those committed, with a
+    /// durable store (see `State.durableSeq`).
     public func events(after: Int, limit: Int = .max) -> [JobEvent] {
         self.state.withLock { state in
             guard let first = state.events.first else { return [] }
             let start = max(0, after - first.seq + 1)
-            guard start < state.events.count else { return [] }
-            let end = min(state.events.count, start + max(0, limit))
+            let visible = state.visibleCount
+            guard start < visible else { return [] }
+            let end = min(visible, start + max(0, limit))
             return Array(state.events[start..<end])
         }
     }
 
-    /// A future that completes when an event with `seq > after` exists, or after `timeout`
+    /// The seq of the latest event readers may see (0 before any).
+    public var lastVisibleSeq: Int {
+        self.state.withLock { state in state.visibleCount > 0 ? state.events[state.visibleCount - 1].seq : 0 }
+    }
+
+    /// Whether the job ended and readers can see its every event (its terminal event included).
+    public var isTerminalAndVisible: Bool {
+        self.state.withLock { $0.jobState.isTerminal && $0.visibleCount == $0.events.count }
+    }
+
+    /// A future that completes when an event with `seq > after` is visible, or after `timeout`
     /// (whichever first). It holds no thread while it waits.
     public func waitForEvents(after: Int, timeout: Duration) -> Future<Void> {
         let promise = Promise<Void>()
         let ready = self.state.withLock { state in
-            if let last = state.events.last, last.seq > after { return true }
+            if state.visibleCount > 0, state.events[state.visibleCount - 1].seq > after { return true }
             state.eventWaiters.append(promise)
             return false
         }
@@ -318,9 +343,23 @@ public final class JobRun: Sendable {
     ) -> [Promise<Void>] {
         let seq = (state.events.last?.seq ?? 0) + 1
         state.events.append(JobEvent(seq: seq, type: type, time: time, taskId: taskId, data: data))
-        if state.eventWaiters.isEmpty { return [] }
+        // Readers of a durable store's job wait for the commit (`markDurable`).
+        if state.eventWaiters.isEmpty || state.gated { return [] }
         defer { state.eventWaiters = [] }
         return state.eventWaiters
+    }
+
+    /// The store committed the events up to `seq`: readers may now see them (wakes the waiters).
+    public func markDurable(through seq: Int) {
+        let waiters: [Promise<Void>]? = self.state.withLock { state in
+            guard seq > state.durableSeq else { return nil }
+            state.durableSeq = seq
+            defer { state.eventWaiters = [] }
+            return state.eventWaiters
+        }
+        guard let waiters else { return }
+        for waiter in waiters { waiter.trySucceed(()) }
+        self.engine.eventsBecameDurable?(self)
     }
 
     /// Tells observers, then waiters, about new events. One thread at a time delivers to the

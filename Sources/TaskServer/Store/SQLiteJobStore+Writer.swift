@@ -112,6 +112,8 @@ extension SQLiteJobStore {
                         completions.append { promise.succeed(result) }
                     case .events(let run, let events):
                         try self.writeEvents(run, events, planned: &planned)
+                        // Readers see the events once they are committed (JobRun.markDurable).
+                        if let last = events.last?.seq { completions.append { run.markDurable(through: last) } }
                     case .addDeliveries(let deliveries):
                         for delivery in deliveries { try self.writeDelivery(delivery) }
                     case .updateDelivery(let delivery):

@@ -11,10 +11,19 @@ import TaskGraph
 public final class ServerEventLog: JobObserver {
     public static let capacity = 10_000
 
-    struct Entry: Sendable {
+    /// One event of the log. Its JSON is made once, by the first reader that sends it, and shared
+    /// by every other: ten server-wide readers cost one encoding per event, not ten.
+    final class Entry: Sendable {
         let position: Int
         let run: JobRun
         let event: JobEvent
+        let encoded = Mutex<[UInt8]?>(nil)
+
+        init(position: Int, run: JobRun, event: JobEvent) {
+            self.position = position
+            self.run = run
+            self.event = event
+        }
     }
 
     private struct State {
@@ -66,25 +75,52 @@ public final class ServerEventLog: JobObserver {
     /// The position of the latest entry (0 before any).
     var latest: Int { self.state.withLock { $0.next - 1 } }
 
-    /// Entries after `position`, at most `limit`; `gap` when some were already dropped from the window.
+    /// Entries after `position`, at most `limit`; `gap` when some were already dropped from the
+    /// window (continue from `first.position - 1`, i.e. `oldestHeld - 1`).
     func entries(after position: Int, limit: Int) -> (entries: [Entry], gap: Bool) {
-        self.state.withLock { state in
-            guard let first = state.entries.first else { return ([], position < state.next - 1) }
-            let gap = position < first.position - 1
-            let start = max(0, position - first.position + 1)
-            guard start < state.entries.count else { return ([], gap) }
-            let end = min(state.entries.count, start + limit)
-            let from = state.entries.index(state.entries.startIndex, offsetBy: start)
-            let to = state.entries.index(state.entries.startIndex, offsetBy: end)
-            return (Array(state.entries[from..<to]), gap)
-        }
+        self.state.withLock { state in self.entries(after: position, limit: limit, in: state) }
     }
 
-    /// Completes when an entry after `position` exists, or after `timeout`.
+    /// The position before the oldest entry held (where a reader that fell out of the window resumes).
+    var beforeOldest: Int { self.state.withLock { ($0.entries.first?.position ?? $0.next) - 1 } }
+
+    private func entries(after position: Int, limit: Int, in state: State) -> (entries: [Entry], gap: Bool) {
+        guard let first = state.entries.first else { return ([], position < state.next - 1) }
+        let gap = position < first.position - 1
+        let start = max(0, position - first.position + 1)
+        guard start < state.entries.count else { return ([], gap) }
+        var end = min(state.entries.count, start + limit)
+        // Only events their store committed, in order: the log stops at the first one that is
+        // not yet (`JobRun.markDurable` wakes the readers when it is).
+        for offset in start..<end {
+            let entry = state.entries[state.entries.index(state.entries.startIndex, offsetBy: offset)]
+            if entry.event.seq > entry.run.lastVisibleSeq {
+                end = offset
+                break
+            }
+        }
+        guard start < end else { return ([], gap) }
+        let from = state.entries.index(state.entries.startIndex, offsetBy: start)
+        let to = state.entries.index(state.entries.startIndex, offsetBy: end)
+        return (Array(state.entries[from..<to]), gap)
+    }
+
+    /// Wakes the waiting readers (a run's events became visible).
+    func wake() {
+        let waiters: [Promise<Void>] = self.state.withLock { state in
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.trySucceed(()) }
+    }
+
+    /// Completes when a visible entry after `position` exists (or a reader fell out of the window),
+    /// or after `timeout`; a wake-up may also come early, for another job's events.
     func waitForEntries(after position: Int, timeout: Duration) -> Future<Void> {
         let promise = Promise<Void>()
         let ready = self.state.withLock { state -> Bool in
-            if state.next - 1 > position { return true }
+            let (entries, gap) = self.entries(after: position, limit: 1, in: state)
+            if gap || !entries.isEmpty { return true }
             state.waiters.append(promise)
             return false
         }
@@ -97,6 +133,13 @@ public final class ServerEventLog: JobObserver {
     /// An entry as its JSON: the event, its job's id and cursor, and the job as it is now (as list
     /// views show it: without input and result).
     func json(_ entry: Entry) -> [UInt8] {
+        if let encoded = entry.encoded.withLock({ $0 }) { return encoded }
+        let bytes = self.encode(entry)
+        entry.encoded.withLock { $0 = bytes }
+        return bytes
+    }
+
+    private func encode(_ entry: Entry) -> [UInt8] {
         var json = JSONWriter(capacity: 512)
         json.beginObject()
         json.key("cursor")
@@ -128,32 +171,21 @@ struct ServerEventStream: Sendable {
     let writer: StreamWriter
     let keepAlive: Duration
 
-    func pump(after position: Int) {
+    /// Sends what is visible after `position`; with nothing to send, waits for more, and writes a
+    /// keep-alive comment once the stream has been idle for `keepAlive` (`idleSince`).
+    func pump(after position: Int, idleSince: UInt64 = monotonicNanoseconds()) {
         if self.writer.isFinished { return }
         let (entries, gap) = self.log.entries(after: position, limit: JobEventStream.chunkEvents)
         var bytes: [UInt8] = []
+        var next = position
         if gap {
+            next = self.log.beforeOldest
             ServerSentEvents.append(
-                id: self.log.cursor(max(0, (entries.first?.position ?? 1) - 1)),
+                id: self.log.cursor(max(0, next)),
                 event: "stream.reset",
                 data: Array(#"{"reason":"events after this cursor are no longer held; reload and continue"}"#.utf8),
                 to: &bytes
             )
-        }
-        guard let last = entries.last else {
-            if !bytes.isEmpty {
-                self.send(bytes, then: self.log.latest)
-                return
-            }
-            self.log.waitForEntries(after: position, timeout: self.keepAlive).whenComplete { _ in
-                if self.writer.isFinished { return }
-                if self.log.latest > position {
-                    self.pump(after: position)
-                } else {
-                    self.send(ServerSentEvents.keepAlive, then: position)
-                }
-            }
-            return
         }
         for entry in entries {
             ServerSentEvents.append(
@@ -162,8 +194,20 @@ struct ServerEventStream: Sendable {
                 data: self.log.json(entry),
                 to: &bytes
             )
+            next = entry.position
         }
-        self.send(bytes, then: last.position)
+        if !bytes.isEmpty {
+            self.send(bytes, then: next)
+            return
+        }
+        let idle = Duration.nanoseconds(Int64(monotonicNanoseconds() &- idleSince))
+        if idle >= self.keepAlive {
+            self.send(ServerSentEvents.keepAlive, then: position)
+            return
+        }
+        self.log.waitForEntries(after: position, timeout: self.keepAlive - idle).whenComplete { _ in
+            self.pump(after: position, idleSince: idleSince)
+        }
     }
 
     private func send(_ bytes: [UInt8], then position: Int) {

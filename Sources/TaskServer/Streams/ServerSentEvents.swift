@@ -62,7 +62,7 @@ struct JobEventStream: Sendable {
         let events = self.run.events(after: after, limit: Self.chunkEvents)
         guard let last = events.last else {
             // Nothing new. A finished job's stream ends (its terminal event was sent); else wait.
-            if self.run.jobState.isTerminal {
+            if self.run.isTerminalAndVisible {
                 self.writer.finish()
                 return
             }
