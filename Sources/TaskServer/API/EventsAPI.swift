@@ -29,13 +29,9 @@ struct EventsAPI: Sendable {
         return self.app.withRun(request) { run -> Future<Response> in
             if stream {
                 return Future(
-                    value: .streaming(
-                        contentType: ServerSentEvents.contentType,
-                        headers: ServerSentEvents.headers,
-                        ResponseStream { writer in
-                            JobEventStream(run: run, writer: writer, keepAlive: keepAlive).pump(after: after)
-                        }
-                    )
+                    value: ServerSentEvents.response { writer in
+                        JobEventStream(run: run, writer: writer, keepAlive: keepAlive).pump(after: after)
+                    }
                 )
             }
             let respond: @Sendable () -> Response = {
@@ -58,19 +54,15 @@ struct EventsAPI: Sendable {
         let keepAlive = self.app.configuration.streamKeepAlive
         if stream {
             return Future(
-                value: .streaming(
-                    contentType: ServerSentEvents.contentType,
-                    headers: ServerSentEvents.headers,
-                    ResponseStream { writer in
-                        let events = ServerEventStream(log: log, writer: writer, keepAlive: keepAlive)
-                        switch start {
-                        case .now: events.pump(after: log.latest)
-                        case .after(let position): events.pump(after: position)
-                        // Another process's cursor: everything held is newer than it.
-                        case .stale: events.pump(after: -1)
-                        }
+                value: ServerSentEvents.response { writer in
+                    let events = ServerEventStream(log: log, writer: writer, keepAlive: keepAlive)
+                    switch start {
+                    case .now: events.pump(after: log.latest)
+                    case .after(let position): events.pump(after: position)
+                    // Another process's cursor: everything held is newer than it.
+                    case .stale: events.pump(after: -1)
                     }
-                )
+                }
             )
         }
         let position: Int

@@ -20,12 +20,13 @@ enum ServerSentEvents {
         bytes.append(contentsOf: "\n\n".utf8)
     }
 
-    /// The headers of every stream: never cached, never buffered by a proxy that honours it.
-    static var headers: HTTPHeaders {
+    /// A streamed `text/event-stream` response whose body `start` writes: never cached, never
+    /// buffered by a proxy that honours `X-Accel-Buffering`.
+    static func response(_ start: @escaping @Sendable (StreamWriter) -> Void) -> Response {
         var headers = HTTPHeaders()
         headers.add(name: "cache-control", value: "no-store")
         headers.add(name: "x-accel-buffering", value: "no")
-        return headers
+        return .streaming(contentType: Self.contentType, headers: headers, ResponseStream(start))
     }
 
     /// Whether the request asks for a stream: `?stream=true`, or `Accept: text/event-stream`.
