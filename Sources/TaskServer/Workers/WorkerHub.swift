@@ -93,7 +93,6 @@ public final class WorkerHub: Sendable {
         let workerId: String
         let actions: [String]?
         let promise: Promise<[Claimed]>
-        var timer: TimerQueue.ID?
     }
 
     struct WorkerSeen {
@@ -106,6 +105,9 @@ public final class WorkerHub: Sendable {
         /// Live attempts in `queue` (ended ones are dropped when reached).
         var queued = 0
         var waiters = CircularBuffer<Waiter>()
+        /// The waiters' `waitMs` timers by waiter id (an entry exists while its waiter waits; the
+        /// timer is set once scheduled): found without a scan of `waiters`.
+        var waitTimers: [UInt64: TimerQueue.ID?] = [:]
         var leased = 0
         var workers: [String: WorkerSeen] = [:]
         var claimed = 0
@@ -142,7 +144,7 @@ public final class WorkerHub: Sendable {
         enum Placed {
             case queued
             case resumed(workerId: String)
-            case handedOff(Waiter, Claimed, StoredLease?)
+            case handedOff(Waiter, TimerQueue.ID?, Claimed, StoredLease?)
         }
         let placed: Placed = self.state.withLock { state in
             if !state.restored.isEmpty,
@@ -155,8 +157,9 @@ public final class WorkerHub: Sendable {
             }
             if let index = state.pools[pool].waiters.firstIndex(where: { $0.actions?.contains(task.action) ?? true }) {
                 let waiter = state.pools[pool].waiters.remove(at: index)
+                let timer = state.pools[pool].waitTimers.removeValue(forKey: waiter.id) ?? nil
                 let (claimed, stored) = self.lease(work, workerId: waiter.workerId, in: &state)
-                return .handedOff(waiter, claimed, stored)
+                return .handedOff(waiter, timer, claimed, stored)
             }
             state.pools[pool].queue.append(work)
             state.pools[pool].queued += 1
@@ -178,8 +181,8 @@ public final class WorkerHub: Sendable {
             }
         case .resumed(let workerId):
             task.markClaimed(by: workerId)
-        case .handedOff(let waiter, let claimed, let stored):
-            if let timer = waiter.timer { TimerQueue.shared.cancel(timer) }
+        case .handedOff(let waiter, let timer, let claimed, let stored):
+            if let timer { TimerQueue.shared.cancel(timer) }
             self.deliver([claimed], stored: stored.map { [$0] } ?? [], to: waiter.promise)
         }
     }
@@ -311,6 +314,7 @@ public final class WorkerHub: Sendable {
                 state.nextWaiterID += 1
                 let id = state.nextWaiterID
                 state.pools[pool].waiters.append(Waiter(id: id, workerId: workerId, actions: actions, promise: promise))
+                state.pools[pool].waitTimers[id] = .some(nil)
                 return ([], [], id)
             }
             var taken: [Claimed] = []
@@ -328,10 +332,8 @@ public final class WorkerHub: Sendable {
                 self?.expireWaiter(waiterID, pool: pool)
             }
             let answered = self.state.withLock { state -> Bool in
-                guard let index = state.pools[pool].waiters.firstIndex(where: { $0.id == waiterID }) else {
-                    return true
-                }
-                state.pools[pool].waiters[index].timer = timer
+                guard state.pools[pool].waitTimers[waiterID] != nil else { return true }
+                state.pools[pool].waitTimers[waiterID] = timer
                 return false
             }
             if answered {
@@ -349,29 +351,33 @@ public final class WorkerHub: Sendable {
     }
 
     private func expireWaiter(_ id: UInt64, pool: Int) {
-        let waiter: Waiter? = self.state.withLock { state in
-            guard let index = state.pools[pool].waiters.firstIndex(where: { $0.id == id }) else { return nil }
-            return state.pools[pool].waiters.remove(at: index)
+        let found: (Waiter, TimerQueue.ID?)? = self.state.withLock { state in
+            guard let timer = state.pools[pool].waitTimers.removeValue(forKey: id),
+                let index = state.pools[pool].waiters.firstIndex(where: { $0.id == id })
+            else { return nil }
+            return (state.pools[pool].waiters.remove(at: index), timer)
         }
-        if let timer = waiter?.timer { TimerQueue.shared.cancel(timer) }
-        waiter?.promise.succeed([])
+        guard let (waiter, timer) = found else { return }
+        if let timer { TimerQueue.shared.cancel(timer) }
+        waiter.promise.succeed([])
     }
 
     /// Answers every waiting claim with nothing, and every later claim at once (SIGTERM).
     public func drain() {
-        let waiters: [Waiter] = self.state.withLock { state in
+        let (waiters, timers): ([Waiter], [TimerQueue.ID]) = self.state.withLock { state in
             state.draining = true
             var all: [Waiter] = []
+            var timers: [TimerQueue.ID] = []
             for pool in state.pools.indices {
                 all += Array(state.pools[pool].waiters)
+                timers += state.pools[pool].waitTimers.values.compactMap { $0 }
                 state.pools[pool].waiters.removeAll()
+                state.pools[pool].waitTimers.removeAll()
             }
-            return all
+            return (all, timers)
         }
-        for waiter in waiters {
-            if let timer = waiter.timer { TimerQueue.shared.cancel(timer) }
-            waiter.promise.succeed([])
-        }
+        for timer in timers { TimerQueue.shared.cancel(timer) }
+        for waiter in waiters { waiter.promise.succeed([]) }
     }
 
     // MARK: - Leases
