@@ -151,8 +151,9 @@ struct DurableEventsTests {
         configuration.eventsBecameDurable = { _ in woken.withLock { $0 += 1 } }
         let engine = Engine(configuration: configuration)
         let run = try startJob(#"{"graph": {"type": "task", "id": "v", "action": "value"}}"#, engine: engine)
-        try await run.waitForTerminal(timeout: .seconds(10)).value
-        #expect(run.snapshot.state == .succeeded, "the job itself runs on")
+        #expect(run.snapshot.state == .succeeded, "the job itself runs on (inline here)")
+        let terminal = run.waitForTerminal(timeout: .seconds(30))
+        #expect(terminal.outcome == nil, "whoever waits for the end waits for its commit")
         #expect(run.events(after: 0).isEmpty, "nothing is visible before the commit")
         #expect(!run.isTerminalAndVisible)
         let waiting = run.waitForEvents(after: 0, timeout: .seconds(30))
@@ -163,9 +164,11 @@ struct DurableEventsTests {
         #expect(run.lastVisibleSeq == 2)
         run.markDurable(through: 1)
         #expect(run.lastVisibleSeq == 2, "the mark never goes back")
+        #expect(terminal.outcome == nil)
         run.markDurable(through: 5)
         #expect(run.events(after: 0).map(\.seq) == [1, 2, 3, 4, 5])
         #expect(run.isTerminalAndVisible)
+        #expect(terminal.outcome != nil, "the terminal event is committed: the waiter wakes")
         #expect(woken.withLock { $0 } == 2)
     }
 }

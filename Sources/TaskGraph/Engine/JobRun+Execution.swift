@@ -121,8 +121,10 @@ extension JobRun {
             state.finishedAt = now
             if let timer = state.timer { TimerQueue.shared.cancel(timer) }
             state.timer = nil
-            var waiters = state.terminalWaiters
-            state.terminalWaiters = []
+            // A durable store's terminal waiters wake once the terminal event is committed
+            // (`markDurable`): whoever waited for the end then reads a history that has it.
+            var waiters = state.gated ? [] : state.terminalWaiters
+            if !state.gated { state.terminalWaiters = [] }
             waiters += Self.appendEvent(type, taskId: nil, data: state.error?.json, time: now, in: &state)
             return waiters
         }

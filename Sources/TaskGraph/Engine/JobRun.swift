@@ -204,11 +204,12 @@ public final class JobRun: Sendable {
         return promise.future
     }
 
-    /// A future that completes when the job is terminal, or after `timeout`.
+    /// A future that completes when the job is terminal — with a durable store, once its terminal
+    /// event is committed, so what the waiter reads next has it — or after `timeout`.
     public func waitForTerminal(timeout: Duration) -> Future<Void> {
         let promise = Promise<Void>()
         let ready = self.state.withLock { state in
-            if state.jobState.isTerminal { return true }
+            if state.jobState.isTerminal, state.visibleCount == state.events.count { return true }
             state.terminalWaiters.append(promise)
             return false
         }
@@ -354,8 +355,13 @@ public final class JobRun: Sendable {
         let waiters: [Promise<Void>]? = self.state.withLock { state in
             guard seq > state.durableSeq else { return nil }
             state.durableSeq = seq
-            defer { state.eventWaiters = [] }
-            return state.eventWaiters
+            var waiters = state.eventWaiters
+            state.eventWaiters = []
+            if state.jobState.isTerminal, state.visibleCount == state.events.count, !state.terminalWaiters.isEmpty {
+                waiters += state.terminalWaiters
+                state.terminalWaiters = []
+            }
+            return waiters
         }
         guard let waiters else { return }
         for waiter in waiters { waiter.trySucceed(()) }
