@@ -30,24 +30,32 @@ wait_id=$(curl -fsS "$url/v1/jobs" -H 'content-type: application/json' \
 # poll of the file itself (WAL: a reader does not disturb the writer).
 on_disk() {
     [ "$(sqlite3 "$db" "SELECT state FROM jobs WHERE id = '$done_id'" 2>/dev/null)" = succeeded ] &&
-        [ "$(sqlite3 "$db" "SELECT count(*) FROM events WHERE job_id = '$wait_id' AND type = 'task.started' AND task_id = 'gate'" 2>/dev/null)" = 1 ]
+        [ "$(sqlite3 "$db" "SELECT count(*) FROM events, json_each(events.events) AS e WHERE events.job = (SELECT position FROM jobs WHERE id = '$wait_id') AND e.value ->> 1 = 'task.started' AND e.value ->> 3 = 'gate'" 2>/dev/null)" = 1 ]
 }
 for _ in $(seq 1 500); do on_disk && break; sleep 0.02; done
 on_disk || { echo "the jobs did not reach the file in 10 s"; cat "$dir/make.log"; exit 1; }
 kill -9 "$pid"
 wait "$pid" 2>/dev/null || true
 
+# Schema 4: a job's rows are keyed by its position; the copies take positions after the originals.
 copy() { # copy ID COUNT PREFIX
     sqlite3 "$db" <<SQL
+CREATE TEMP TABLE source AS SELECT position FROM jobs WHERE id = '$1';
+CREATE TEMP TABLE base AS SELECT max(position) AS top FROM jobs;
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $2)
-INSERT INTO jobs (id, name, document, labels, state, result, error, progress, created_at, started_at, finished_at)
-    SELECT printf('$3%07d', i), name, document, labels, state, result, error, progress, created_at, started_at, finished_at
-    FROM jobs, n WHERE id = '$1';
+INSERT INTO jobs (position, id, state, created_at, started_at, finished_at, cancel_requested, name, labels,
+                  error, progress, result, document, nodes)
+    SELECT base.top + i, printf('$3%07d', i), state, created_at, started_at, finished_at, cancel_requested, name,
+           labels, error, progress, result, document, nodes
+    FROM jobs, n, base WHERE id = '$1';
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $2)
-INSERT INTO nodes SELECT printf('$3%07d', i), node_id, ordinal, type, action, executor, parent, state, attempts, result, error, started_at, finished_at
-    FROM nodes, n WHERE job_id = '$1';
+INSERT INTO labels SELECT key, value, base.top + i FROM labels, n, base WHERE position = (SELECT position FROM source);
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $2)
-INSERT INTO events SELECT printf('$3%07d', i), seq, type, time, task_id, data FROM events, n WHERE job_id = '$1';
+INSERT INTO nodes SELECT base.top + i, node_id, ordinal, type, action, executor, parent, state, attempts, result, error,
+                         started_at, finished_at
+    FROM nodes, n, base WHERE job = (SELECT position FROM source);
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $2)
+INSERT INTO events SELECT base.top + i, seq, events FROM events, n, base WHERE job = (SELECT position FROM source);
 SQL
 }
 copy "$done_id" "$finished" f

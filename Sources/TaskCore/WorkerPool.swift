@@ -157,6 +157,17 @@ public final class WorkerPool: Executor, @unchecked Sendable {
     }
 
     private func threadMain() {
+        #if os(Linux)
+        // Named after the pool (Linux keeps 15 bytes), so `top -H`, perf and the benchmarks that
+        // read /proc/PID/task/*/comm can tell the store's writer from an executor's threads.
+        // (pthread_setname_np is not visible to Swift without _GNU_SOURCE; /proc/thread-self is.)
+        let fd = open("/proc/thread-self/comm", O_WRONLY)
+        if fd >= 0 {
+            let name = Array(self.name.utf8.prefix(15))
+            _ = name.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            close(fd)
+        }
+        #endif
         self.lock.lock()
         while true {
             if let work = self.ready.popFirst() {

@@ -77,6 +77,93 @@ struct SQLiteStoreTests {
         #expect(throws: SQLiteError.self) { try SQLiteJobStore(path: path, engine: engine, logger: logger) }
     }
 
+    /// A file of schema version 3 (one row per event, node rows keyed by the job's text id) is
+    /// upgraded in place: its finished jobs read back exactly as they were, and its unfinished ones
+    /// resume. The version-3 file is made from real data: a server writes a file, and its rows
+    /// are copied into the tables of migrations 1–3 the way the version-3 writer laid them out.
+    @Test func aVersion3FileIsUpgradedInPlace() async throws {
+        let directory = try Self.temporaryDirectory()
+        let current = directory + "/current.sqlite"
+        let old = directory + "/v3.sqlite"
+        var before: [JSONValue] = []
+        let finishedID: String
+        let waitingID: String
+        do {
+            let server = try await Self.server(current)
+            finishedID = try await server.submitID(Self.approval)
+            try await server.waitUntilStarted(finishedID, task: "gate")
+            let completed = try await server.post("/v1/jobs/\(finishedID)/tasks/gate/complete", json: ["result": "yes"])
+            #expect(completed.status == 200)
+            _ = try await server.finished(finishedID)
+            waitingID = try await server.submitID(Self.approval)
+            try await server.waitUntilStarted(waitingID, task: "gate")
+            for path in ["", "/tasks", "/events"] {
+                before.append(try await server.get("/v1/jobs/\(finishedID)\(path)").json)
+            }
+            await server.stop()
+        }
+        let db = try SQLiteConnection(path: old)
+        for migration in SQLiteSchema.migrations[0..<3] { try db.execute(migration) }
+        try db.execute(
+            """
+            PRAGMA user_version = 3;
+            ATTACH '\(current)' AS v4;
+            INSERT INTO jobs (position, id, name, document, labels, state, result, error, progress, idempotency_key,
+                              body_hash, cancel_requested, created_at, started_at, finished_at)
+                SELECT position, id, name, document, coalesce(labels, '{}'), state, result, error, progress,
+                       idempotency_key, body_hash, cancel_requested, created_at, started_at, finished_at
+                FROM v4.jobs;
+            INSERT INTO labels SELECT * FROM v4.labels;
+            INSERT INTO nodes
+                SELECT jobs.id, node_id, ordinal, type, action, executor, parent, nodes.state, attempts, nodes.result,
+                       nodes.error, nodes.started_at, nodes.finished_at
+                FROM v4.nodes JOIN v4.jobs ON jobs.position = nodes.job;
+            INSERT INTO nodes
+                SELECT jobs.id, node.value ->> 'id', node.key, node.value ->> 'type', node.value ->> 'action',
+                       node.value ->> 'executor', node.value ->> 'parent', node.value ->> 'state',
+                       node.value ->> 'attempts', node.value -> 'result', node.value -> 'error',
+                       node.value ->> 'startedAt', node.value ->> 'finishedAt'
+                FROM v4.jobs, json_each(v4.jobs.nodes) AS node WHERE jobs.nodes IS NOT NULL;
+            INSERT INTO events
+                SELECT jobs.id, event.value ->> 0, event.value ->> 1, event.value ->> 2, event.value ->> 3,
+                       event.value -> 4
+                FROM v4.events JOIN v4.jobs ON jobs.position = events.job, json_each(events.events) AS event;
+            DETACH v4;
+            """
+        )
+        #expect(try db.scalar("SELECT count(*) FROM events") ?? 0 >= 12, "one row per event, as version 3 wrote them")
+
+        let server = try await Self.server(old)
+        #expect(try db.scalar("PRAGMA user_version") == Int64(SQLiteSchema.migrations.count))
+        var after: [JSONValue] = []
+        for path in ["", "/tasks", "/events"] {
+            after.append(try await server.get("/v1/jobs/\(finishedID)\(path)").json)
+        }
+        #expect(after == before, "a finished job reads back as it was before the upgrade")
+        let listed = try await server.get("/v1/jobs?label=team:data&state=succeeded").json["items"]?.arrayValue ?? []
+        #expect(listed.map { $0["id"]?.stringValue } == [finishedID])
+        // The waiting job resumes: its first task is not run again, its await takes the result.
+        let completed = try await server.post("/v1/jobs/\(waitingID)/tasks/gate/complete", json: ["result": "later"])
+        #expect(completed.status == 200)
+        let job = try await server.finished(waitingID)
+        #expect(job["state"] == "succeeded")
+        #expect(job["result"] == "later")
+        let tasks = try await server.get("/v1/jobs/\(waitingID)/tasks").json["items"]?.arrayValue ?? []
+        #expect(tasks.first { $0["id"] == "a" }?["attempts"] == 1)
+        let events = try await server.get("/v1/jobs/\(waitingID)/events").json["items"]?.arrayValue ?? []
+        #expect(events.map { $0["seq"]?.intValue ?? 0 } == Array(1...events.count), "seqs continue without gaps")
+        await server.stop()
+        // And the upgraded file reads back after another restart, now from version-4 rows.
+        let again = try await Self.server(old)
+        var third: [JSONValue] = []
+        for path in ["", "/tasks", "/events"] {
+            third.append(try await again.get("/v1/jobs/\(finishedID)\(path)").json)
+        }
+        #expect(third == before)
+        #expect(try await again.get("/v1/jobs/\(waitingID)").json["result"] == "later")
+        await again.stop()
+    }
+
     @Test func aJobIsOnDiskBeforeItsCreatedResponse() async throws {
         let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
         let server = try await Self.server(path)
@@ -178,14 +265,14 @@ struct SQLiteStoreTests {
         // 2 s pass between the crash and the restart — on the stored clock, not the test's: the
         // delay's start, as the file recorded it, moves 2 s into the past.
         let db = try SQLiteConnection(path: image)
-        try db.statement("UPDATE nodes SET started_at = started_at - 2000 WHERE job_id = ? AND node_id = 'wait'").bind(
-            .text(id)
-        ).run()
+        try db.statement(
+            "UPDATE nodes SET started_at = started_at - 2000 WHERE job = (SELECT position FROM jobs WHERE id = ?) AND node_id = 'wait'"
+        ).bind(.text(id)).run()
         // What the delay has left when the restart begins, by the clock the server reads: 4 s after
         // its stored start.
-        let stored = try db.statement("SELECT started_at FROM nodes WHERE job_id = ? AND node_id = 'wait'").bind(
-            .text(id)
-        )
+        let stored = try db.statement(
+            "SELECT started_at FROM nodes WHERE job = (SELECT position FROM jobs WHERE id = ?) AND node_id = 'wait'"
+        ).bind(.text(id))
         #expect(try stored.step())
         let left = Int(stored.int(0) + 4000 - Timestamp.now().milliseconds)
         stored.reset()
@@ -283,14 +370,17 @@ struct SQLiteStoreTests {
         let id = try await server.submitID(Jobs.with(Jobs.value(1), ["labels": ["k": "v"]]), waitMs: 10_000)
         let running = try await server.submitID(Jobs.await())
         expectProblem(try await server.delete("/v1/jobs/\(running)"), 409, "job.notTerminal")
+        try await server.app.store.flush().value
+        let db = try SQLiteConnection(path: path)
+        let position = try #require(try db.scalar("SELECT position FROM jobs WHERE id = '\(id)'"))
+        #expect(try db.scalar("SELECT count(*) FROM events WHERE job = \(position)") ?? 0 > 0)
         #expect(try await server.delete("/v1/jobs/\(id)").status == 204)
         #expect(try await server.get("/v1/jobs/\(id)").status == 404)
         try await server.app.store.flush().value
-        let db = try SQLiteConnection(path: path)
-        for table in ["jobs", "nodes", "events"] {
-            let column = table == "jobs" ? "id" : "job_id"
+        #expect(try db.scalar("SELECT count(*) FROM jobs WHERE id = '\(id)'") == 0)
+        for table in ["nodes", "events"] {
             #expect(
-                try db.scalar("SELECT count(*) FROM \(table) WHERE \(column) = '\(id)'") == 0,
+                try db.scalar("SELECT count(*) FROM \(table) WHERE job = \(position)") == 0,
                 "\(table) keeps rows of a deleted job"
             )
         }

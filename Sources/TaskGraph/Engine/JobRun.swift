@@ -26,6 +26,10 @@ public final class JobRun: Sendable {
     /// The stored node records by id of a job resumed after a restart (empty otherwise); never
     /// changes after `init`, so it is read without the lock.
     let restored: [String: NodeRecord]
+    /// The key a durable store gave the job's record (its row), 0 until it has one. Set by the
+    /// store once, before the job starts, and read by it alone (SQLite: `jobs.position`), so
+    /// the store's journal needs no lookup by id for each batch of events.
+    public let storeKey = Atomic<Int64>(0)
 
     struct State {
         var jobState: JobState = .pending

@@ -1,4 +1,5 @@
 import CSQLite
+import Synchronization
 
 /// A failed SQLite call, with SQLite's own message.
 public struct SQLiteError: Error, Sendable, CustomStringConvertible {
@@ -109,6 +110,38 @@ final class SQLiteConnection: @unchecked Sendable {
     }
 
     var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(self.handle) }
+
+    /// Stops this connection from checkpointing by itself after its commits, and has it report
+    /// the WAL's size in frames to `size` after each commit instead (`sqlite3_wal_hook`, which
+    /// replaces the automatic checkpoint). `size` must outlive the connection.
+    func reportWALSize(to size: WALSize) {
+        sqlite3_wal_hook(
+            self.handle,
+            { context, _, _, frames in
+                Unmanaged<WALSize>.fromOpaque(context!).takeUnretainedValue().frames.store(frames, ordering: .relaxed)
+                return SQLITE_OK
+            },
+            Unmanaged.passUnretained(size).toOpaque()
+        )
+    }
+
+    /// A passive checkpoint (`sqlite3_wal_checkpoint_v2`): copies what it can of the WAL into the
+    /// database file without waiting for, or blocking, readers and the writer. `true` when every
+    /// frame was copied (the next write transaction may then restart the WAL from its start).
+    @discardableResult
+    func checkpoint() throws(SQLiteError) -> Bool {
+        var frames: Int32 = 0
+        var copied: Int32 = 0
+        let status = sqlite3_wal_checkpoint_v2(self.handle, nil, SQLITE_CHECKPOINT_PASSIVE, &frames, &copied)
+        if status == SQLITE_BUSY { return false }
+        guard status == SQLITE_OK else { throw SQLiteError(code: status, message: self.errorMessage) }
+        return frames == copied
+    }
+}
+
+/// The size of a connection's WAL in frames, as of its last commit (`reportWALSize`).
+final class WALSize: Sendable {
+    let frames = Atomic<Int32>(0)
 }
 
 /// A prepared statement. Bind indexes start at 1 and columns at 0, as in SQLite.

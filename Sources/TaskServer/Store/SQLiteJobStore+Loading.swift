@@ -17,62 +17,75 @@ extension SQLiteJobStore {
     /// resume (nodes with a stored outcome keep it).
     func load(_ id: String, _ db: SQLiteConnection) throws -> JobRun? {
         let row = try db.prepared(
-            "SELECT document, state, result, error, created_at, started_at, finished_at, cancel_requested FROM jobs WHERE id = ?"
+            """
+            SELECT position, document, state, result, error, created_at, started_at, finished_at, cancel_requested, nodes
+            FROM jobs WHERE id = ?
+            """
         ).bind(.text(id))
         guard try row.step() else { return nil }
-        let document = try row.withBytes(0) { bytes in try JSONParser.parse(bytes, limits: Self.storedLimits) }
-        let state = JobState(rawValue: row.text(1)) ?? .running
-        let result = try row.optionalText(2).map { try JSONParser.parse($0, limits: Self.storedLimits) }
-        let error = try row.optionalText(3).flatMap {
+        let position = row.int(0)
+        let document = try row.withBytes(1) { bytes in try JSONParser.parse(bytes, limits: Self.storedLimits) }
+        let state = JobState(rawValue: row.text(2)) ?? .running
+        let result = try row.optionalText(3).map { try JSONParser.parse($0, limits: Self.storedLimits) }
+        let error = try row.optionalText(4).flatMap {
             TaskError(json: try JSONParser.parse($0, limits: Self.storedLimits))
         }
-        let createdAt = Timestamp(milliseconds: row.int(4))
-        let startedAt = row.optionalInt(5).map(Timestamp.init(milliseconds:))
-        let finishedAt = row.optionalInt(6).map(Timestamp.init(milliseconds:))
-        let cancelRequested = row.int(7) != 0
+        let createdAt = Timestamp(milliseconds: row.int(5))
+        let startedAt = row.optionalInt(6).map(Timestamp.init(milliseconds:))
+        let finishedAt = row.optionalInt(7).map(Timestamp.init(milliseconds:))
+        let cancelRequested = row.int(8) != 0
+        var records =
+            try row.isNull(9)
+            ? []
+            : row.withBytes(9) { bytes in
+                try StoredRecords.decodeNodes(try JSONParser.parse(bytes, limits: Self.storedLimits))
+            }
         row.reset()
         let spec = try self.engine.decoder.decodeJob(document)
 
+        // Node rows (a job that has not ended, or one stored by schema 3) over the job's own list:
+        // a row is newer than the list.
         let nodes = try db.prepared(
-            "SELECT node_id, type, action, executor, parent, state, attempts, result, error, started_at, finished_at FROM nodes WHERE job_id = ? ORDER BY ordinal"
-        ).bind(.text(id))
-        var records: [NodeRecord] = []
+            """
+            SELECT node_id, type, action, executor, parent, state, attempts, result, error, started_at, finished_at
+            FROM nodes WHERE job = ? ORDER BY ordinal
+            """
+        ).bind(.int(position))
+        var listed: [String: Int]?
         while try nodes.step() {
-            records.append(
-                NodeRecord(
-                    id: nodes.text(0),
-                    type: nodes.text(1),
-                    action: nodes.optionalText(2),
-                    executor: nodes.optionalText(3),
-                    state: NodeState(rawValue: nodes.text(5)) ?? .pending,
-                    attempts: Int(nodes.int(6)),
-                    result: try nodes.optionalText(7).map { try JSONParser.parse($0, limits: Self.storedLimits) },
-                    error: try nodes.optionalText(8).flatMap {
-                        TaskError(json: try JSONParser.parse($0, limits: Self.storedLimits))
-                    },
-                    startedAt: nodes.optionalInt(9).map(Timestamp.init(milliseconds:)),
-                    finishedAt: nodes.optionalInt(10).map(Timestamp.init(milliseconds:)),
-                    parent: nodes.optionalText(4)
-                )
+            let record = NodeRecord(
+                id: nodes.text(0),
+                type: nodes.text(1),
+                action: nodes.optionalText(2),
+                executor: nodes.optionalText(3),
+                state: NodeState(rawValue: nodes.text(5)) ?? .pending,
+                attempts: Int(nodes.int(6)),
+                result: try nodes.optionalText(7).map { try JSONParser.parse($0, limits: Self.storedLimits) },
+                error: try nodes.optionalText(8).flatMap {
+                    TaskError(json: try JSONParser.parse($0, limits: Self.storedLimits))
+                },
+                startedAt: nodes.optionalInt(9).map(Timestamp.init(milliseconds:)),
+                finishedAt: nodes.optionalInt(10).map(Timestamp.init(milliseconds:)),
+                parent: nodes.optionalText(4)
             )
+            if listed == nil {
+                listed = Dictionary(records.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { first, _ in first })
+            }
+            if let index = listed?[record.id] {
+                records[index] = record
+            } else {
+                listed?[record.id] = records.count
+                records.append(record)
+            }
         }
         nodes.reset()
 
-        let eventRows = try db.prepared(
-            "SELECT seq, type, time, task_id, data FROM events WHERE job_id = ? ORDER BY seq"
-        ).bind(.text(id))
+        let eventRows = try db.prepared("SELECT events FROM events WHERE job = ? ORDER BY seq").bind(.int(position))
         var events: [JobEvent] = []
         while try eventRows.step() {
-            guard let type = JobEventType(rawValue: eventRows.text(1)) else { continue }
-            events.append(
-                JobEvent(
-                    seq: Int(eventRows.int(0)),
-                    type: type,
-                    time: Timestamp(milliseconds: eventRows.int(2)),
-                    taskId: eventRows.optionalText(3),
-                    data: try eventRows.optionalText(4).map { try JSONParser.parse($0, limits: Self.storedLimits) }
-                )
-            )
+            events += try eventRows.withBytes(0) { bytes in
+                try StoredRecords.decodeEvents(try JSONParser.parse(bytes, limits: Self.storedLimits))
+            }
         }
         eventRows.reset()
 
@@ -88,7 +101,9 @@ extension SQLiteJobStore {
         } else {
             for record in records { restored.nodes[record.id] = record }
         }
-        return self.engine.makeRun(id: id, spec: spec, createdAt: createdAt, restored: restored)
+        let run = self.engine.makeRun(id: id, spec: spec, createdAt: createdAt, restored: restored)
+        run.storeKey.store(position, ordering: .relaxed)
+        return run
     }
 
     static let storedLimits = JSONParser.Limits(maxDepth: 1024, maxBytes: 1 << 30, maxStringBytes: 1 << 30)
@@ -96,7 +111,7 @@ extension SQLiteJobStore {
     /// A list item from a `jobs` row (list views show no input or result).
     static func snapshot(_ row: SQLiteStatement) throws -> JobSnapshot {
         var labels: [String: String] = [:]
-        if case .object(let object) = try JSONParser.parse(row.text(3), limits: storedLimits) {
+        if let text = row.optionalText(3), case .object(let object) = try JSONParser.parse(text, limits: storedLimits) {
             for (key, value) in object { labels[key] = value.stringValue ?? "" }
         }
         var progress = JobProgress()

@@ -61,6 +61,23 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
     let retentionTimer = Mutex<TimerQueue.ID?>(nil)
     /// Set once by `attachWebhooks`, before any job runs.
     let webhooks = Mutex<(planner: WebhookPlanner, dispatcher: WebhookDispatcher)?>(nil)
+    /// The position the last new job was given (`jobs.position`): positions are handed out when
+    /// a batch is planned, so a job's rows can be written without asking SQLite for its rowid.
+    let nextPosition: Atomic<Int64>
+    /// Used by the writer thread only (the lock is never contended).
+    let writerState = Mutex(WriterState())
+    /// Checkpoints (copying the WAL into the database file) run here, on a connection of their
+    /// own, rather than on the writer after a commit: see `checkpointIfDue`.
+    let checkpointPool = WorkerPool(name: "store-checkpoint", size: 1)
+    let checkpointConnection: SQLiteConnection
+    let checkpointRunning = Atomic(false)
+    /// The writer's WAL size, as of its last commit.
+    let walSize = WALSize()
+
+    struct WriterState {
+        /// Positions of jobs deleted by this process: late journal entries of theirs are dropped.
+        var deleted: Set<Int64> = []
+    }
 
     struct Cache {
         var runs: [String: JobRun] = [:]
@@ -68,9 +85,6 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
         var finished: [String] = []
         var finishedHead = 0
         var count = 0
-        /// Jobs just evicted, freed by the completion thread after the next commit: freeing a job
-        /// is many small frees, and the writer thread bounds durable throughput.
-        var evicted: [JobRun] = []
     }
 
     /// Opens (creating the file and its directory if needed) and migrates the store, and starts
@@ -102,7 +116,10 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
         }
         try SQLiteSchema.migrate(writer)
         let count = Int(try writer.scalar("SELECT count(*) FROM jobs") ?? 0)
+        self.nextPosition = Atomic(try writer.scalar("SELECT max(position) FROM jobs") ?? 0)
         self.writer = writer
+        writer.reportWALSize(to: self.walSize)
+        self.checkpointConnection = try SQLiteConnection(path: path)
         self.readers = Mutex(try (0..<2).map { _ in try SQLiteConnection(path: path) })
         self.cache.withLock { $0.count = count }
         engine.addObserver(self)
@@ -262,6 +279,7 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
             self.writerPool.execute {
                 try? self.writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                 self.completionPool.execute {
+                    self.checkpointPool.shutdown()
                     self.writerPool.shutdown()
                     self.readerPool.shutdown()
                     self.completionPool.shutdown()
@@ -293,28 +311,47 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
         }
     }
 
-    /// Puts a finished job in the cache of recent ones (the cached copy wins if there is one).
+    /// Puts a finished job read from the file in the cache of recent ones (the cached copy wins
+    /// if there is one).
     func cacheFinished(_ run: JobRun) -> JobRun {
-        self.cache.withLock { cache in
-            if let cached = cache.runs[run.id], cached !== run { return cached }
+        let (cached, evicted): (JobRun, [JobRun]) = self.cache.withLock { cache in
+            if let cached = cache.runs[run.id], cached !== run { return (cached, []) }
             if cache.runs[run.id] == nil { cache.runs[run.id] = run }
             cache.finished.append(run.id)
-            let excess = cache.finished.count - cache.finishedHead - self.options.cachedFinishedJobs
-            if excess > 0 {
-                for id in cache.finished[cache.finishedHead..<(cache.finishedHead + excess)] {
-                    if let old = cache.runs[id], old.jobState.isTerminal {
-                        cache.runs[id] = nil
-                        cache.evicted.append(old)
-                    }
-                }
-                cache.finishedHead += excess
-                if cache.finishedHead > 4096, cache.finishedHead * 2 > cache.finished.count {
-                    cache.finished.removeFirst(cache.finishedHead)
-                    cache.finishedHead = 0
-                }
-            }
-            return run
+            return (run, self.evictExcess(&cache))
         }
+        withExtendedLifetime(evicted) {}
+        return cached
+    }
+
+    /// Records that `runs`, cached since they were inserted, have ended and their end is on disk:
+    /// they become the most recent finished jobs, and the oldest beyond the cache's size leave it
+    /// (returned, to be freed outside the lock). A job deleted meanwhile is not put back.
+    func noteFinished(_ runs: [JobRun]) -> [JobRun] {
+        if runs.isEmpty { return [] }
+        return self.cache.withLock { cache in
+            for run in runs where cache.runs[run.id] === run { cache.finished.append(run.id) }
+            return self.evictExcess(&cache)
+        }
+    }
+
+    private func evictExcess(_ cache: inout Cache) -> [JobRun] {
+        let excess = cache.finished.count - cache.finishedHead - self.options.cachedFinishedJobs
+        guard excess > 0 else { return [] }
+        var evicted: [JobRun] = []
+        evicted.reserveCapacity(excess)
+        for id in cache.finished[cache.finishedHead..<(cache.finishedHead + excess)] {
+            if let old = cache.runs[id], old.jobState.isTerminal {
+                cache.runs[id] = nil
+                evicted.append(old)
+            }
+        }
+        cache.finishedHead += excess
+        if cache.finishedHead > 4096, cache.finishedHead * 2 > cache.finished.count {
+            cache.finished.removeFirst(cache.finishedHead)
+            cache.finishedHead = 0
+        }
+        return evicted
     }
 
     static func createDirectory(of path: String) throws {

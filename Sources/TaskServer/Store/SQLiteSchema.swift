@@ -93,6 +93,78 @@ enum SQLiteSchema {
         ) WITHOUT ROWID;
         CREATE INDEX leases_by_job ON leases(job_id);
         """,
+        // 4: the journal made cheap per job (issue #16), and shaped for SPEC §9. Every table a job
+        // owns is keyed by the job's integer `position` (not its 26-character id); a commit writes
+        // one `events` row per job (the events committed together, as a JSON array); a finished
+        // job keeps its node records in its own row (`jobs.nodes`), so a short job costs one row
+        // insert and one row update beyond its events; `labels` is NULL for a job without labels;
+        // the idempotency index holds only jobs that have a key. Big columns come last, so list
+        // views read past none of them. Rows of version 3 are carried over as they are (each old
+        // event becomes a one-event row; node rows stay rows).
+        """
+        CREATE TABLE jobs_v4 (
+            position INTEGER PRIMARY KEY,          -- the job's key in every table; list order and cursors
+            id TEXT NOT NULL UNIQUE,
+            state TEXT NOT NULL,
+            created_at INTEGER NOT NULL,           -- Unix milliseconds
+            started_at INTEGER,
+            finished_at INTEGER,
+            cancel_requested INTEGER NOT NULL DEFAULT 0,
+            name TEXT,
+            labels TEXT,                           -- JSON object, for list views; NULL when none
+            idempotency_key TEXT,
+            body_hash INTEGER,
+            error TEXT,
+            progress TEXT,                         -- JSON, written when the job ends
+            result TEXT,
+            document BLOB NOT NULL,                -- the job as submitted, to rebuild it on restart
+            nodes TEXT                             -- a finished job's node records (StoredRecords)
+        );
+        INSERT INTO jobs_v4 (position, id, state, created_at, started_at, finished_at, cancel_requested, name,
+                             labels, idempotency_key, body_hash, error, progress, result, document)
+            SELECT position, id, state, created_at, started_at, finished_at, cancel_requested, name,
+                   NULLIF(labels, '{}'), idempotency_key, body_hash, error, progress, result, document
+            FROM jobs;
+        CREATE TABLE nodes_v4 (
+            job INTEGER NOT NULL,                  -- jobs.position
+            node_id TEXT NOT NULL,
+            ordinal INTEGER NOT NULL,              -- registration order (document order, then expansions)
+            type TEXT NOT NULL,
+            action TEXT,
+            executor TEXT,
+            parent TEXT,
+            state TEXT NOT NULL,
+            attempts INTEGER NOT NULL,
+            result TEXT,
+            error TEXT,
+            started_at INTEGER,
+            finished_at INTEGER,
+            PRIMARY KEY (job, node_id)
+        ) WITHOUT ROWID;
+        INSERT INTO nodes_v4
+            SELECT jobs.position, node_id, ordinal, type, action, executor, parent, nodes.state, attempts,
+                   nodes.result, nodes.error, nodes.started_at, nodes.finished_at
+            FROM nodes JOIN jobs ON jobs.id = nodes.job_id;
+        CREATE TABLE events_v4 (
+            job INTEGER NOT NULL,                  -- jobs.position
+            seq INTEGER NOT NULL,                  -- the seq of the row's first event
+            events TEXT NOT NULL,                  -- JSON array of the events committed together (StoredRecords)
+            PRIMARY KEY (job, seq)
+        ) WITHOUT ROWID;
+        INSERT INTO events_v4
+            SELECT jobs.position, seq,
+                   json_array(json_array(seq, type, time, task_id, json(data)))
+            FROM events JOIN jobs ON jobs.id = events.job_id;
+        DROP TABLE events;
+        DROP TABLE nodes;
+        DROP TABLE jobs;
+        ALTER TABLE jobs_v4 RENAME TO jobs;
+        ALTER TABLE nodes_v4 RENAME TO nodes;
+        ALTER TABLE events_v4 RENAME TO events;
+        CREATE INDEX jobs_by_state ON jobs(state, position);
+        CREATE INDEX jobs_by_finish ON jobs(finished_at) WHERE finished_at IS NOT NULL;
+        CREATE UNIQUE INDEX jobs_by_idempotency_key ON jobs(idempotency_key) WHERE idempotency_key IS NOT NULL;
+        """,
     ]
 
     /// Brings the file up to the latest version.

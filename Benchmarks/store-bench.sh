@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The durable store against the memory store, one-task POSTs, in one run (issue #16):
+# both servers up side by side; ROUNDS rounds, each a wrk run per store at 64 and at 16 connections
+# (the order of the two stores alternates between rounds, so drift favours neither); then the median
+# and range of the durable / memory ratio at each concurrency, the durable p99, and what the
+# store's writer costs per job:
+#   writer_cpu_us_per_job    CPU time of the `store-writer` thread (/proc/PID/task/TID/stat) / jobs
+#   commit_us_per_job        wall time inside transactions, fsync included (store_commit_duration)
+#   jobs_per_commit          jobs / transactions (how much one fsync serves)
+# and at the end the data file's size per job (after a clean stop, so the WAL is checkpointed).
+# Usage: Benchmarks/store-bench.sh [seconds per run, default 8] [rounds, default 3] [sync: full|normal]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-8}
+rounds=${2:-3}
+sync=${3:-full}
+command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
+swift build -c release --product taskserver >/dev/null
+bin=$(swift build -c release --show-bin-path)/taskserver
+. scripts/server.sh
+work=$(mktemp -d)
+memory="" durable=""
+trap 'kill $memory $durable 2>/dev/null || true; rm -rf "$work"' EXIT
+start_server "$work/memory.log" "$bin" serve --memory --log-level notice
+memory=$SERVER_PID memory_url=$SERVER_URL
+start_server "$work/durable.log" "$bin" serve --data "$work/taskserver.sqlite" --sync "$sync" --log-level notice
+durable=$SERVER_PID durable_url=$SERVER_URL
+cat Benchmarks/wrk/post-job.lua Benchmarks/wrk/report.lua >"$work/post.lua"
+
+field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
+# metric NAME — the value of an unlabelled sample of the durable server's /metrics.
+metric() {
+    local page
+    page=$(curl -fsS "$durable_url/metrics")
+    awk -v n="$1" '$1 == n { print $2; exit }' <<<"$page"
+}
+writer_ticks() {
+    local task
+    for task in /proc/"$durable"/task/*; do
+        if [ "$(cat "$task/comm")" = store-writer ]; then
+            awk '{ print $14 + $15 }' "$task/stat"
+            return
+        fi
+    done
+    echo 0
+}
+run() { # run URL CONNECTIONS → "rps p99"
+    local line
+    line=$(wrk -t1 -c"$2" -d"${secs}s" -s "$work/post.lua" "$1/v1/jobs" | grep RESULT)
+    echo "$(echo "$line" | field rps) $(echo "$line" | field p99)"
+}
+
+# Warm both (allocators, caches, the file's first pages).
+run "$memory_url" 64 >/dev/null
+run "$durable_url" 64 >/dev/null
+hz=$(getconf CLK_TCK)
+results=$work/results
+: >"$results"
+for round in $(seq 1 "$rounds"); do
+    for c in 64 16; do
+        ticks0=$(writer_ticks) jobs0=$(metric taskserver_jobs_submitted_total)
+        commits0=$(metric taskserver_store_commit_duration_seconds_count)
+        sum0=$(metric taskserver_store_commit_duration_seconds_sum)
+        if [ $((round % 2)) = 1 ]; then
+            read -r mrps _ < <(run "$memory_url" "$c")
+            read -r drps dp99 < <(run "$durable_url" "$c")
+        else
+            read -r drps dp99 < <(run "$durable_url" "$c")
+            read -r mrps _ < <(run "$memory_url" "$c")
+        fi
+        ticks1=$(writer_ticks) jobs1=$(metric taskserver_jobs_submitted_total)
+        commits1=$(metric taskserver_store_commit_duration_seconds_count)
+        sum1=$(metric taskserver_store_commit_duration_seconds_sum)
+        awk -v r="$round" -v c="$c" -v m="$mrps" -v d="$drps" -v p="$dp99" -v t0="$ticks0" -v t1="$ticks1" \
+            -v j0="$jobs0" -v j1="$jobs1" -v k0="$commits0" -v k1="$commits1" -v s0="$sum0" -v s1="$sum1" -v hz="$hz" \
+            'BEGIN { j = j1 - j0; printf "%d %d %.0f %.0f %.3f %.3f %.1f %.1f %.1f\n", r, c, m, d, d / m, p,
+                (t1 - t0) * 1e6 / hz / j, (s1 - s0) * 1e6 / j, j / (k1 - k0) }' >>"$results"
+    done
+done
+
+echo "round conns memory_rps durable_rps ratio durable_p99_ms writer_cpu_us_per_job commit_us_per_job jobs_per_commit"
+cat "$results"
+for c in 64 16; do
+    awk -v c="$c" '$2 == c { print $5 }' "$results" | sort -n | awk -v c="$c" \
+        '{ v[NR] = $1 } END { printf "durable_vs_memory_c%d median %.2f range %.2f–%.2f (%d runs)\n", c, v[int((NR + 1) / 2)], v[1], v[NR], NR }'
+    awk -v c="$c" '$2 == c { print $6 }' "$results" | sort -n | awk -v c="$c" \
+        '{ v[NR] = $1 } END { printf "durable_p99_c%d median %.2f ms, max %.2f ms\n", c, v[int((NR + 1) / 2)], v[NR] }'
+    awk -v c="$c" '$2 == c { w += $7; k += $8; n++ } END { printf "writer_cpu_us_per_job_c%d %.1f us, commit_us_per_job %.1f us\n", c, w / n, k / n }' "$results"
+done
+jobs=$(metric taskserver_jobs)
+kill -TERM "$durable"
+wait "$durable" 2>/dev/null || true
+durable=""
+bytes=$(stat -c %s "$work/taskserver.sqlite")
+awk -v b="$bytes" -v j="$jobs" 'BEGIN { printf "file_bytes_per_job %.0f B (%d jobs, %.1f MB)\n", b / j, j, b / 1e6 }'
