@@ -258,23 +258,25 @@ struct SQLiteStoreTests {
     @Test func aDelayResumesWithItsRemainingTime() async throws {
         let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
         let first = try await Self.server(path)
-        let id = try await first.submitID(Jobs.delay(4000))
+        // A delay far longer than the test (60 s), so it is surely still running when the image is
+        // taken, however slow the run (ThreadSanitizer); the image then says it began 58 s ago.
+        let id = try await first.submitID(Jobs.delay(60_000))
         try await first.waitUntilStarted(id, task: "wait")
         let image = try await Self.crashImage(of: first, path: path)
         await first.stop()
-        // 2 s pass between the crash and the restart — on the stored clock, not the test's: the
-        // delay's start, as the file recorded it, moves 2 s into the past.
+        // 58 s pass between the crash and the restart — on the stored clock, not the test's: the
+        // delay's start, as the file recorded it, moves 58 s into the past.
         let db = try SQLiteConnection(path: image)
         try db.statement(
-            "UPDATE nodes SET started_at = started_at - 2000 WHERE job = (SELECT position FROM jobs WHERE id = ?) AND node_id = 'wait'"
+            "UPDATE nodes SET started_at = started_at - 58000 WHERE job = (SELECT position FROM jobs WHERE id = ?) AND node_id = 'wait'"
         ).bind(.text(id)).run()
-        // What the delay has left when the restart begins, by the clock the server reads: 4 s after
-        // its stored start.
+        // What the delay has left when the restart begins, by the clock the server reads: 60 s after
+        // its stored start (under 2 s).
         let stored = try db.statement(
             "SELECT started_at FROM nodes WHERE job = (SELECT position FROM jobs WHERE id = ?) AND node_id = 'wait'"
         ).bind(.text(id))
-        #expect(try stored.step())
-        let left = Int(stored.int(0) + 4000 - Timestamp.now().milliseconds)
+        try #require(try stored.step(), "the running delay has its node row in the image")
+        let left = Int(stored.int(0) + 60_000 - Timestamp.now().milliseconds)
         stored.reset()
         let (job, elapsed) = try await elapsedMilliseconds {
             let second = try await Self.server(image)
@@ -286,10 +288,10 @@ struct SQLiteStoreTests {
         if left > 500 {
             #expect(elapsed >= left - 300, "\(left) ms were left of the delay; it ended after \(elapsed) ms")
         }
-        // ...and not the whole 4 s again.
+        // ...and not the whole 60 s again.
         #expect(
             elapsed < TestTiming.ms(3500),
-            "at most 2 s were left of the 4 s delay; it took \(elapsed) ms after the restart"
+            "at most 2 s were left of the 60 s delay; it took \(elapsed) ms after the restart"
         )
     }
 
