@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The durable store against the memory store, one-task POSTs, in one run (issue #16):
 # both servers up side by side; ROUNDS rounds, each a wrk run per store at 64 and at 16 connections
-# (the order of the two stores alternates between rounds, so drift favours neither); then the median
+# (the order of the stores alternates between rounds, so drift favours none); then the median
 # and range of the durable / memory ratio at each concurrency, the durable p99, and what the
 # store's writer costs per job:
 #   writer_cpu_us_per_job    CPU time of the `store-writer` thread (/proc/PID/task/TID/stat) / jobs
 #   commit_us_per_job        wall time inside transactions, fsync included (store_commit_duration)
 #   jobs_per_commit          jobs / transactions (how much one fsync serves)
 # and at the end the data file's size per job (after a clean stop, so the WAL is checkpointed).
-# Usage: Benchmarks/store-bench.sh [seconds per run, default 8] [rounds, default 3] [sync: full|normal]
+# With BASELINE_BIN=path/to/another/taskserver (an older build, e.g. from a `git worktree`), a third
+# server runs that binary on a data file of its own, in every round beside the other two, and the
+# summary adds this build's SQLite rate over the baseline's: a before/after measured in one run.
+# Usage: [BASELINE_BIN=…] Benchmarks/store-bench.sh [seconds per run, default 8] [rounds, default 3] [sync: full|normal]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-8}
@@ -19,12 +22,16 @@ swift build -c release --product taskserver >/dev/null
 bin=$(swift build -c release --show-bin-path)/taskserver
 . scripts/server.sh
 work=$(mktemp -d)
-memory="" durable=""
-trap 'kill $memory $durable 2>/dev/null || true; rm -rf "$work"' EXIT
+memory="" durable="" baseline=""
+trap 'kill $memory $durable $baseline 2>/dev/null || true; rm -rf "$work"' EXIT
 start_server "$work/memory.log" "$bin" serve --memory --log-level notice
 memory=$SERVER_PID memory_url=$SERVER_URL
 start_server "$work/durable.log" "$bin" serve --data "$work/taskserver.sqlite" --sync "$sync" --log-level notice
 durable=$SERVER_PID durable_url=$SERVER_URL
+if [ -n "${BASELINE_BIN:-}" ]; then
+    start_server "$work/baseline.log" "$BASELINE_BIN" serve --data "$work/baseline.sqlite" --sync "$sync" --log-level notice
+    baseline=$SERVER_PID baseline_url=$SERVER_URL
+fi
 cat Benchmarks/wrk/post-job.lua Benchmarks/wrk/report.lua >"$work/post.lua"
 
 field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
@@ -53,6 +60,7 @@ run() { # run URL CONNECTIONS → "rps p99"
 # Warm both (allocators, caches, the file's first pages).
 run "$memory_url" 64 >/dev/null
 run "$durable_url" 64 >/dev/null
+[ -z "$baseline" ] || run "$baseline_url" 64 >/dev/null
 hz=$(getconf CLK_TCK)
 results=$work/results
 : >"$results"
@@ -61,10 +69,13 @@ for round in $(seq 1 "$rounds"); do
         ticks0=$(writer_ticks) jobs0=$(metric taskserver_jobs_submitted_total)
         commits0=$(metric taskserver_store_commit_duration_seconds_count)
         sum0=$(metric taskserver_store_commit_duration_seconds_sum)
+        brps=0
         if [ $((round % 2)) = 1 ]; then
             read -r mrps _ < <(run "$memory_url" "$c")
             read -r drps dp99 < <(run "$durable_url" "$c")
+            if [ -n "$baseline" ]; then read -r brps _ < <(run "$baseline_url" "$c"); fi
         else
+            if [ -n "$baseline" ]; then read -r brps _ < <(run "$baseline_url" "$c"); fi
             read -r drps dp99 < <(run "$durable_url" "$c")
             read -r mrps _ < <(run "$memory_url" "$c")
         fi
@@ -73,12 +84,13 @@ for round in $(seq 1 "$rounds"); do
         sum1=$(metric taskserver_store_commit_duration_seconds_sum)
         awk -v r="$round" -v c="$c" -v m="$mrps" -v d="$drps" -v p="$dp99" -v t0="$ticks0" -v t1="$ticks1" \
             -v j0="$jobs0" -v j1="$jobs1" -v k0="$commits0" -v k1="$commits1" -v s0="$sum0" -v s1="$sum1" -v hz="$hz" \
-            'BEGIN { j = j1 - j0; printf "%d %d %.0f %.0f %.3f %.3f %.1f %.1f %.1f\n", r, c, m, d, d / m, p,
-                (t1 - t0) * 1e6 / hz / j, (s1 - s0) * 1e6 / j, j / (k1 - k0) }' >>"$results"
+            -v b="$brps" \
+            'BEGIN { j = j1 - j0; printf "%d %d %.0f %.0f %.3f %.3f %.1f %.1f %.1f %.0f %.3f\n", r, c, m, d, d / m, p,
+                (t1 - t0) * 1e6 / hz / j, (s1 - s0) * 1e6 / j, j / (k1 - k0), b, (b > 0 ? d / b : 0) }' >>"$results"
     done
 done
 
-echo "round conns memory_rps durable_rps ratio durable_p99_ms writer_cpu_us_per_job commit_us_per_job jobs_per_commit"
+echo "round conns memory_rps durable_rps ratio durable_p99_ms writer_cpu_us_per_job commit_us_per_job jobs_per_commit baseline_rps durable_vs_baseline"
 cat "$results"
 for c in 64 16; do
     awk -v c="$c" '$2 == c { print $5 }' "$results" | sort -n | awk -v c="$c" \
@@ -86,6 +98,10 @@ for c in 64 16; do
     awk -v c="$c" '$2 == c { print $6 }' "$results" | sort -n | awk -v c="$c" \
         '{ v[NR] = $1 } END { printf "durable_p99_c%d median %.2f ms, max %.2f ms\n", c, v[int((NR + 1) / 2)], v[NR] }'
     awk -v c="$c" '$2 == c { w += $7; k += $8; n++ } END { printf "writer_cpu_us_per_job_c%d %.1f us, commit_us_per_job %.1f us\n", c, w / n, k / n }' "$results"
+    if [ -n "$baseline" ]; then
+        awk -v c="$c" '$2 == c { print $11 }' "$results" | sort -n | awk -v c="$c" \
+            '{ v[NR] = $1 } END { printf "durable_vs_baseline_c%d median %.2f range %.2f–%.2f\n", c, v[int((NR + 1) / 2)], v[1], v[NR] }'
+    fi
 done
 jobs=$(metric taskserver_jobs)
 kill -TERM "$durable"
