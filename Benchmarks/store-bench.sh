@@ -69,13 +69,13 @@ for round in $(seq 1 "$rounds"); do
         ticks0=$(writer_ticks) jobs0=$(metric taskserver_jobs_submitted_total)
         commits0=$(metric taskserver_store_commit_duration_seconds_count)
         sum0=$(metric taskserver_store_commit_duration_seconds_sum)
-        brps=0
+        brps=0 bp99=0
         if [ $((round % 2)) = 1 ]; then
             read -r mrps _ < <(run "$memory_url" "$c")
             read -r drps dp99 < <(run "$durable_url" "$c")
-            if [ -n "$baseline" ]; then read -r brps _ < <(run "$baseline_url" "$c"); fi
+            if [ -n "$baseline" ]; then read -r brps bp99 < <(run "$baseline_url" "$c"); fi
         else
-            if [ -n "$baseline" ]; then read -r brps _ < <(run "$baseline_url" "$c"); fi
+            if [ -n "$baseline" ]; then read -r brps bp99 < <(run "$baseline_url" "$c"); fi
             read -r drps dp99 < <(run "$durable_url" "$c")
             read -r mrps _ < <(run "$memory_url" "$c")
         fi
@@ -84,13 +84,13 @@ for round in $(seq 1 "$rounds"); do
         sum1=$(metric taskserver_store_commit_duration_seconds_sum)
         awk -v r="$round" -v c="$c" -v m="$mrps" -v d="$drps" -v p="$dp99" -v t0="$ticks0" -v t1="$ticks1" \
             -v j0="$jobs0" -v j1="$jobs1" -v k0="$commits0" -v k1="$commits1" -v s0="$sum0" -v s1="$sum1" -v hz="$hz" \
-            -v b="$brps" \
-            'BEGIN { j = j1 - j0; printf "%d %d %.0f %.0f %.3f %.3f %.1f %.1f %.1f %.0f %.3f\n", r, c, m, d, d / m, p,
-                (t1 - t0) * 1e6 / hz / j, (s1 - s0) * 1e6 / j, j / (k1 - k0), b, (b > 0 ? d / b : 0) }' >>"$results"
+            -v b="$brps" -v bp="$bp99" \
+            'BEGIN { j = j1 - j0; printf "%d %d %.0f %.0f %.3f %.3f %.1f %.1f %.1f %.0f %.3f %.3f\n", r, c, m, d, d / m, p,
+                (t1 - t0) * 1e6 / hz / j, (s1 - s0) * 1e6 / j, j / (k1 - k0), b, (b > 0 ? d / b : 0), bp }' >>"$results"
     done
 done
 
-echo "round conns memory_rps durable_rps ratio durable_p99_ms writer_cpu_us_per_job commit_us_per_job jobs_per_commit baseline_rps durable_vs_baseline"
+echo "round conns memory_rps durable_rps ratio durable_p99_ms writer_cpu_us_per_job commit_us_per_job jobs_per_commit baseline_rps durable_vs_baseline baseline_p99_ms"
 cat "$results"
 for c in 64 16; do
     awk -v c="$c" '$2 == c { print $5 }' "$results" | sort -n | awk -v c="$c" \
@@ -101,6 +101,8 @@ for c in 64 16; do
     if [ -n "$baseline" ]; then
         awk -v c="$c" '$2 == c { print $11 }' "$results" | sort -n | awk -v c="$c" \
             '{ v[NR] = $1 } END { printf "durable_vs_baseline_c%d median %.2f range %.2f–%.2f\n", c, v[int((NR + 1) / 2)], v[1], v[NR] }'
+        awk -v c="$c" '$2 == c { print $12 }' "$results" | sort -n | awk -v c="$c" \
+            '{ v[NR] = $1 } END { printf "baseline_p99_c%d median %.2f ms, max %.2f ms\n", c, v[int((NR + 1) / 2)], v[NR] }'
     fi
 done
 jobs=$(metric taskserver_jobs)

@@ -360,6 +360,10 @@ struct SQLiteStoreTests {
         let failed = ids.enumerated().filter { $0.offset % 3 == 0 }.map(\.element)
         #expect(try await all("&state=failed") == failed.reversed())
         #expect(try await all("&state=failed&label=team:odd&label=n:3") == [ids[3]])
+        let succeeded = ids.enumerated().filter { $0.offset % 3 != 0 }.map(\.element)
+        #expect(try await all("&state=succeeded") == succeeded.reversed())
+        #expect(try await all("&state=succeeded&label=team:even") == succeeded.filter(even.contains).reversed())
+        #expect(try await all("&state=running").isEmpty)
         let item = try await server.get("/v1/jobs?limit=1").json["items"]?.arrayValue?.first
         #expect(item?["labels"] == ["n": "29", "team": "odd"])
         #expect(item?["progress"]?["succeeded"] == 1)
@@ -396,8 +400,9 @@ struct SQLiteStoreTests {
     @Test func retentionRemovesOldFinishedJobsOnly() async throws {
         let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
         let server = try await Self.server(path) { $0.retention = .seconds(1) }
-        let done = try await server.submitID(Jobs.value(1), waitMs: 10_000)
+        // Older than the finished job: retention walks positions and must step past it.
         let waiting = try await server.submitID(Jobs.await())
+        let done = try await server.submitID(Jobs.value(1), waitMs: 10_000)
         var gone = false
         for _ in 0..<60 where !gone {
             try await Task.sleep(for: .milliseconds(100))
@@ -406,6 +411,63 @@ struct SQLiteStoreTests {
         #expect(gone, "a job finished more than 1 s ago is removed")
         #expect(try await server.get("/v1/jobs/\(waiting)").status == 200, "an unfinished job is kept")
         await server.stop()
+    }
+
+    /// Retention walks jobs by position (schema 5 has no index on `finished_at`), at most 5,000 a
+    /// call: 6,000 old jobs it cannot expire yet (finished "after" the cutoff) stand before ten it
+    /// can, and the walk goes on from where it stopped until it reaches them.
+    @Test func retentionWalksPastJobsItCannotExpireYet() async throws {
+        let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
+        let dayAgo = Timestamp.now().milliseconds - 86_400_000
+        let tomorrow = Timestamp.now().milliseconds + 86_400_000
+        await (try await Self.server(path)).stop()
+        let db = try SQLiteConnection(path: path)
+        try db.execute(
+            """
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 6010)
+            INSERT INTO jobs (position, id, state, created_at, finished_at, document)
+                SELECT i, 'old' || i, 'succeeded', \(dayAgo), CASE WHEN i <= 6000 THEN \(tomorrow) ELSE \(dayAgo) END, x'7b7d'
+                FROM n
+            """
+        )
+        let server = try await Self.server(path) { $0.retention = .seconds(1) }
+        var left: Int64? = 10
+        for _ in 0..<100 where left != 0 {
+            try await Task.sleep(for: .milliseconds(100))
+            left = try db.scalar("SELECT count(*) FROM jobs WHERE position > 6000")
+        }
+        #expect(left == 0, "the ten jobs that finished a day ago are removed")
+        #expect(try db.scalar("SELECT count(*) FROM jobs") == 6000, "the others are kept")
+        await server.stop()
+    }
+
+    /// A state filter and the restart's query for unfinished jobs use the partial indexes of
+    /// schema 5 — which SQLite does only when the query repeats the index's condition as written.
+    @Test func stateQueriesUseThePartialIndexes() throws {
+        let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
+        let engine = Engine()
+        defer { engine.shutdown() }
+        try SQLiteJobStore(path: path, engine: engine, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+            .close()
+        let db = try SQLiteConnection(path: path)
+        func plan(_ sql: String) throws -> String {
+            let statement = try db.statement("EXPLAIN QUERY PLAN " + sql, cached: false)
+            var details: [String] = []
+            while try statement.step() { details.append(statement.text(3)) }
+            return details.joined(separator: "; ")
+        }
+        let expected: [JobState: String] = [
+            .pending: "jobs_unfinished", .running: "jobs_unfinished",
+            .failed: "jobs_failed_or_cancelled", .cancelled: "jobs_failed_or_cancelled",
+        ]
+        // (With a label filter too, SQLite starts from the label's rows instead.)
+        for (state, index) in expected {
+            for before: UInt64? in [nil, 99] {
+                let found = try plan(SQLiteJobStore.listSQL(JobQuery(state: state, before: before)).sql)
+                #expect(found.contains(index), "\(state): \(found)")
+            }
+        }
+        #expect(try plan("\(SQLiteJobStore.unfinishedSQL)").contains("jobs_unfinished"))
     }
 
     @Test func concurrentSubmissionsAndReadsAllLand() async throws {

@@ -564,20 +564,49 @@ extension SQLiteJobStore {
         }
     }
 
-    /// Deletes up to 500 jobs that finished before `before`; `true` when there may be more.
+    /// Deletes up to 500 jobs that finished before `before`, looking at up to 5,000 jobs; `true`
+    /// when there may be more (the writer calls again after its next commit).
+    ///
+    /// There is no index on `finished_at` (schema 5: it cost a page per commit). Jobs are walked
+    /// in position order instead, oldest first: a job created at or after `before` cannot have
+    /// finished before it, so the walk ends at the first one (positions follow creation, give or
+    /// take the few milliseconds between a request's arrival and its commit). The jobs it passes
+    /// over — created before `before` but unfinished, or finished since — are walked again by the
+    /// next pass; `WriterState.expiredThrough` carries a pass across calls, so each call does a
+    /// bounded amount of work between two commits however many such jobs there are.
     func writeExpire(before: Timestamp) throws -> Bool {
+        let after = self.writerState.withLock { $0.expiredThrough }
         let select = try self.writer.prepared(
-            "SELECT position, id, labels FROM jobs WHERE finished_at < ? ORDER BY finished_at LIMIT 500"
+            "SELECT position, id, labels, created_at, finished_at FROM jobs WHERE position > ? ORDER BY position LIMIT 5000"
         )
-        .bind(.int(before.milliseconds))
+        .bind(.int(after))
+        let cutoff = before.milliseconds
         var doomed: [(position: Int64, id: String, labels: String?)] = []
-        while try select.step() { doomed.append((select.int(0), select.text(1), select.optionalText(2))) }
+        var last = after
+        var walked = 0
+        var passEnded = true
+        while try select.step() {
+            walked += 1
+            if select.int(3) >= cutoff { break }
+            last = select.int(0)
+            if let finished = select.optionalInt(4), finished < cutoff {
+                doomed.append((last, select.text(1), select.optionalText(2)))
+                if doomed.count == 500 {
+                    passEnded = false
+                    break
+                }
+            }
+            if walked == 5000 { passEnded = false }
+        }
         select.reset()
         for job in doomed { try self.deleteRows(position: job.position, id: job.id, labels: job.labels) }
+        // A pass that reached a job created since the cutoff (or the end) starts again from the
+        // oldest job next time; one that stopped early goes on from where it stopped.
+        self.writerState.withLock { $0.expiredThrough = passEnded ? 0 : last }
         if !doomed.isEmpty {
             self.logger.debug("retention removed finished jobs", metadata: ["count": "\(doomed.count)"])
         }
-        return doomed.count == 500
+        return !passEnded
     }
 
     func scheduleRetention(_ retention: Duration) {

@@ -77,6 +77,8 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
     struct WriterState {
         /// Positions of jobs deleted by this process: late journal entries of theirs are dropped.
         var deleted: Set<Int64> = []
+        /// Where a retention pass that stopped early goes on (`writeExpire`); 0: from the oldest job.
+        var expiredThrough: Int64 = 0
     }
 
     struct Cache {
@@ -145,26 +147,40 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
         }
     }
 
+    /// The query of a list page and its values. A state filter repeats the condition of the
+    /// partial index that holds the state (schema 5): SQLite uses a partial index only for a
+    /// query whose WHERE clause contains the index's condition as written. Succeeded jobs have
+    /// no index; they are found by walking positions newest first (most jobs succeed).
+    static func listSQL(_ query: JobQuery) -> (sql: String, binds: [SQLiteValue?]) {
+        var sql =
+            "SELECT position, id, name, labels, state, error, progress, created_at, started_at, finished_at FROM jobs WHERE 1"
+        var binds: [SQLiteValue?] = []
+        if let before = query.before {
+            sql += " AND position < ?"
+            binds.append(.int(Int64(bitPattern: before)))
+        }
+        if let state = query.state {
+            sql += " AND state = ?"
+            binds.append(.text(state.rawValue))
+            switch state {
+            case .pending, .running: sql += " AND state IN ('pending', 'running')"
+            case .failed, .cancelled: sql += " AND state IN ('failed', 'cancelled')"
+            case .succeeded: break
+            }
+        }
+        for label in query.labels {
+            sql += " AND position IN (SELECT position FROM labels WHERE key = ? AND value = ?)"
+            binds.append(.text(label.key))
+            binds.append(.text(label.value))
+        }
+        sql += " ORDER BY position DESC LIMIT ?"
+        binds.append(.int(Int64(query.limit + 1)))
+        return (sql, binds)
+    }
+
     public func list(_ query: JobQuery) -> Future<JobPage> {
         self.read { db -> JobPage in
-            var sql =
-                "SELECT position, id, name, labels, state, error, progress, created_at, started_at, finished_at FROM jobs WHERE 1"
-            var binds: [SQLiteValue?] = []
-            if let before = query.before {
-                sql += " AND position < ?"
-                binds.append(.int(Int64(bitPattern: before)))
-            }
-            if let state = query.state {
-                sql += " AND state = ?"
-                binds.append(.text(state.rawValue))
-            }
-            for label in query.labels {
-                sql += " AND position IN (SELECT position FROM labels WHERE key = ? AND value = ?)"
-                binds.append(.text(label.key))
-                binds.append(.text(label.value))
-            }
-            sql += " ORDER BY position DESC LIMIT ?"
-            binds.append(.int(Int64(query.limit + 1)))
+            let (sql, binds) = Self.listSQL(query)
             let statement = try db.statement(sql, cached: query.labels.count <= 2)
             for (offset, value) in binds.enumerated() { try statement.bind(value, at: Int32(offset + 1)) }
             var rows: [(position: UInt64, snapshot: JobSnapshot)] = []
@@ -245,11 +261,15 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
         return leases
     }
 
+    /// The jobs a restart resumes, oldest first (through the partial index `jobs_unfinished`).
+    static let unfinishedSQL: StaticString =
+        "SELECT id FROM jobs WHERE state IN ('pending', 'running') ORDER BY position"
+
     public func recoverUnfinished() throws -> [JobRun] {
         // A connection of its own: the writer's belongs to the writer thread, which may already be
         // running retention (`writeExpire`) on it — its prepared-statement cache is not shareable.
         let db = try SQLiteConnection(path: self.path)
-        let statement = try db.prepared("SELECT id FROM jobs WHERE state IN ('pending', 'running') ORDER BY position")
+        let statement = try db.prepared(Self.unfinishedSQL)
         var ids: [String] = []
         while try statement.step() { ids.append(statement.text(0)) }
         statement.reset()

@@ -165,6 +165,21 @@ enum SQLiteSchema {
         CREATE INDEX jobs_by_finish ON jobs(finished_at) WHERE finished_at IS NOT NULL;
         CREATE UNIQUE INDEX jobs_by_idempotency_key ON jobs(idempotency_key) WHERE idempotency_key IS NOT NULL;
         """,
+        // 5: fewer index pages per commit (issue #16). A commit writes every page it changes, and
+        // each index a job's rows touch costs at least a page per commit whatever the batch size:
+        // an index on (state, position) changed three places per job (a state's range to leave,
+        // two to join) and one on finished_at a fourth. Now the only state index holds unfinished
+        // jobs by position — a job enters and leaves it at its tail — and one holds the rare failed
+        // and cancelled jobs. Succeeded jobs are listed by scanning positions (most jobs succeed),
+        // retention walks positions (`writeExpire`). Measured on the one-task benchmark: WAL
+        // frames per commit 23 → 18. A query uses a partial index only when its WHERE clause
+        // repeats the index's condition word for word (see `SQLiteJobStore.listSQL`).
+        """
+        DROP INDEX jobs_by_state;
+        DROP INDEX jobs_by_finish;
+        CREATE INDEX jobs_unfinished ON jobs(position) WHERE state IN ('pending', 'running');
+        CREATE INDEX jobs_failed_or_cancelled ON jobs(position) WHERE state IN ('failed', 'cancelled');
+        """,
     ]
 
     /// Brings the file up to the latest version.
