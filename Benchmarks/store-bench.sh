@@ -7,6 +7,9 @@
 #   writer_cpu_us_per_job    CPU time of the `store-writer` thread (/proc/PID/task/TID/stat) / jobs
 #   commit_us_per_job        wall time inside transactions, fsync included (store_commit_duration)
 #   jobs_per_commit          jobs / transactions (how much one fsync serves)
+#   cpu_us_per_job           CPU time of the whole process per job (/proc/PID/stat), durable and memory,
+#                            and the durable server's split: its thread completing commits
+#                            (`store-completion`: starting jobs, building responses) and its event loops
 # and at the end the data file's size per job (after a clean stop, so the WAL is checkpointed).
 # With BASELINE_BIN=path/to/another/taskserver (an older build, e.g. from a `git worktree`), a third
 # server runs that binary on a data file of its own, in every round beside the other two, and the
@@ -35,21 +38,27 @@ fi
 cat Benchmarks/wrk/post-job.lua Benchmarks/wrk/report.lua >"$work/post.lua"
 
 field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
-# metric NAME — the value of an unlabelled sample of the durable server's /metrics.
+# metric NAME [URL] — the value of an unlabelled sample of a server's /metrics (the durable one's).
 metric() {
     local page
-    page=$(curl -fsS "$durable_url/metrics")
+    page=$(curl -fsS "${2:-$durable_url}/metrics")
     awk -v n="$1" '$1 == n { print $2; exit }' <<<"$page"
 }
-writer_ticks() {
-    local task
-    for task in /proc/"$durable"/task/*; do
-        if [ "$(cat "$task/comm")" = store-writer ]; then
-            awk '{ print $14 + $15 }' "$task/stat"
-            return
-        fi
+# ticks PID — "process writer completion loops": CPU clock ticks so far of the whole process
+# (exited threads included) and of its threads by name.
+ticks() {
+    local task comm process writer=0 completion=0 loops=0 t
+    process=$(awk '{ print $14 + $15 }' "/proc/$1/stat")
+    for task in /proc/"$1"/task/*; do
+        comm=$(cat "$task/comm" 2>/dev/null) || continue
+        t=$(awk '{ print $14 + $15 }' "$task/stat" 2>/dev/null) || continue
+        case $comm in
+        store-writer) writer=$((writer + t)) ;;
+        store-completi*) completion=$((completion + t)) ;;
+        NIO-ELT-*) loops=$((loops + t)) ;;
+        esac
     done
-    echo 0
+    echo "$process $writer $completion $loops"
 }
 run() { # run URL CONNECTIONS → "rps p99"
     local line
@@ -66,7 +75,9 @@ results=$work/results
 : >"$results"
 for round in $(seq 1 "$rounds"); do
     for c in 64 16; do
-        ticks0=$(writer_ticks) jobs0=$(metric taskserver_jobs_submitted_total)
+        read -r cpu0 ticks0 completion0 loops0 < <(ticks "$durable")
+        read -r mcpu0 _ < <(ticks "$memory")
+        jobs0=$(metric taskserver_jobs_submitted_total) mjobs0=$(metric taskserver_jobs_submitted_total "$memory_url")
         commits0=$(metric taskserver_store_commit_duration_seconds_count)
         sum0=$(metric taskserver_store_commit_duration_seconds_sum)
         brps=0 bp99=0
@@ -79,18 +90,25 @@ for round in $(seq 1 "$rounds"); do
             read -r drps dp99 < <(run "$durable_url" "$c")
             read -r mrps _ < <(run "$memory_url" "$c")
         fi
-        ticks1=$(writer_ticks) jobs1=$(metric taskserver_jobs_submitted_total)
+        read -r cpu1 ticks1 completion1 loops1 < <(ticks "$durable")
+        read -r mcpu1 _ < <(ticks "$memory")
+        jobs1=$(metric taskserver_jobs_submitted_total) mjobs1=$(metric taskserver_jobs_submitted_total "$memory_url")
         commits1=$(metric taskserver_store_commit_duration_seconds_count)
         sum1=$(metric taskserver_store_commit_duration_seconds_sum)
         awk -v r="$round" -v c="$c" -v m="$mrps" -v d="$drps" -v p="$dp99" -v t0="$ticks0" -v t1="$ticks1" \
             -v j0="$jobs0" -v j1="$jobs1" -v k0="$commits0" -v k1="$commits1" -v s0="$sum0" -v s1="$sum1" -v hz="$hz" \
-            -v b="$brps" -v bp="$bp99" \
-            'BEGIN { j = j1 - j0; printf "%d %d %.0f %.0f %.3f %.3f %.1f %.1f %.1f %.0f %.3f %.3f\n", r, c, m, d, d / m, p,
-                (t1 - t0) * 1e6 / hz / j, (s1 - s0) * 1e6 / j, j / (k1 - k0), b, (b > 0 ? d / b : 0), bp }' >>"$results"
+            -v b="$brps" -v bp="$bp99" -v c0="$cpu0" -v c1="$cpu1" -v o0="$completion0" -v o1="$completion1" \
+            -v l0="$loops0" -v l1="$loops1" -v mc0="$mcpu0" -v mc1="$mcpu1" -v mj0="$mjobs0" -v mj1="$mjobs1" \
+            'BEGIN { j = j1 - j0; u = 1e6 / hz / j
+                printf "%d %d %.0f %.0f %.3f %.3f %.1f %.1f %.1f %.0f %.3f %.3f %.1f %.1f %.1f %.1f\n", r, c, m, d, d / m, p,
+                (t1 - t0) * u, (s1 - s0) * 1e6 / j, j / (k1 - k0), b, (b > 0 ? d / b : 0), bp,
+                (c1 - c0) * u, (o1 - o0) * u, (l1 - l0) * u, (mc1 - mc0) * 1e6 / hz / (mj1 - mj0) }' >>"$results"
     done
 done
 
-echo "round conns memory_rps durable_rps ratio durable_p99_ms writer_cpu_us_per_job commit_us_per_job jobs_per_commit baseline_rps durable_vs_baseline baseline_p99_ms"
+echo "round conns memory_rps durable_rps ratio durable_p99_ms writer_cpu_us_per_job commit_us_per_job jobs_per_commit" \
+    "baseline_rps durable_vs_baseline baseline_p99_ms durable_cpu_us_per_job completion_cpu_us_per_job" \
+    "loops_cpu_us_per_job memory_cpu_us_per_job"
 cat "$results"
 for c in 64 16; do
     awk -v c="$c" '$2 == c { print $5 }' "$results" | sort -n | awk -v c="$c" \
@@ -98,6 +116,9 @@ for c in 64 16; do
     awk -v c="$c" '$2 == c { print $6 }' "$results" | sort -n | awk -v c="$c" \
         '{ v[NR] = $1 } END { printf "durable_p99_c%d median %.2f ms, max %.2f ms\n", c, v[int((NR + 1) / 2)], v[NR] }'
     awk -v c="$c" '$2 == c { w += $7; k += $8; n++ } END { printf "writer_cpu_us_per_job_c%d %.1f us, commit_us_per_job %.1f us\n", c, w / n, k / n }' "$results"
+    awk -v c="$c" '$2 == c { d += $13; w += $7; o += $14; l += $15; m += $16; n++ } END {
+        printf "cpu_us_per_job_c%d durable %.1f us (writer %.1f, completion %.1f, event loops %.1f), memory %.1f us\n",
+            c, d / n, w / n, o / n, l / n, m / n }' "$results"
     if [ -n "$baseline" ]; then
         awk -v c="$c" '$2 == c { print $11 }' "$results" | sort -n | awk -v c="$c" \
             '{ v[NR] = $1 } END { printf "durable_vs_baseline_c%d median %.2f range %.2f–%.2f\n", c, v[int((NR + 1) / 2)], v[1], v[NR] }'
