@@ -7,6 +7,12 @@ import Testing
 @testable import TaskGraph
 @testable import TaskServer
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The HTTP/1.1 layer: routing errors, limits, framing, keep-alive and pipelining, and abuse. After
 /// every abuse the server still answers `/healthz`.
 @Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
@@ -420,6 +426,30 @@ struct HTTPLayerTests {
             #expect(responses[2]?.json["code"] == "job.notFound")
             #expect(responses[3]?.json == jsonValue(#"{"valid": true, "nodes": 1, "depth": 1}"#))
             #expect(responses[4]?.json == ["status": "ready"])
+        }
+    }
+
+    @Test func aRequestSentWhileAnAnswerIsPendingIsAnsweredAfterIt() async throws {
+        try await withServer { server in
+            // The server reads on while the first answer is pending (ReadAheadHandler), so the
+            // second request is read before the first is answered; it must still wait its turn.
+            let first = HTTPRequestBytes.make(
+                "POST",
+                "/v1/jobs?waitMs=10000",
+                headers: [("Content-Type", "application/json")],
+                body: Jobs.delay(300).jsonBytes
+            )
+            let responses = try await server.raw { connection in
+                try connection.send(first)
+                usleep(100_000)
+                try connection.send(HTTPRequestBytes.make("GET", "/healthz"))
+                usleep(50_000)
+                try connection.send(HTTPRequestBytes.make("GET", "/v1/jobs/nope"))
+                return try (0..<3).map { _ in try connection.readResponse() }
+            }
+            #expect(responses.map { $0?.status } == [201, 200, 404])
+            #expect(responses[0]?.json["state"] == "succeeded")
+            #expect(responses[1]?.json == ["status": "ok"])
         }
     }
 

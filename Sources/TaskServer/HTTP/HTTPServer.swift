@@ -88,6 +88,8 @@ public final class HTTPServer: Sendable {
                         withPipeliningAssistance: true,
                         withErrorHandling: false
                     )
+                    let pipelining = try channel.pipeline.syncOperations.handler(type: HTTPServerPipelineHandler.self)
+                    try channel.pipeline.syncOperations.addHandler(ReadAheadHandler(), position: .before(pipelining))
                     try channel.pipeline.syncOperations.addHandler(
                         HTTPHandler(
                             router: router,
