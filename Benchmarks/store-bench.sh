@@ -75,7 +75,7 @@ results=$work/results
 : >"$results"
 for round in $(seq 1 "$rounds"); do
     for c in 64 16; do
-        read -r cpu0 ticks0 completion0 loops0 < <(ticks "$durable")
+        read -r cpu0 writer0 completion0 loops0 < <(ticks "$durable")
         read -r mcpu0 _ < <(ticks "$memory")
         jobs0=$(metric taskserver_jobs_submitted_total) mjobs0=$(metric taskserver_jobs_submitted_total "$memory_url")
         commits0=$(metric taskserver_store_commit_duration_seconds_count)
@@ -90,12 +90,12 @@ for round in $(seq 1 "$rounds"); do
             read -r drps dp99 < <(run "$durable_url" "$c")
             read -r mrps _ < <(run "$memory_url" "$c")
         fi
-        read -r cpu1 ticks1 completion1 loops1 < <(ticks "$durable")
+        read -r cpu1 writer1 completion1 loops1 < <(ticks "$durable")
         read -r mcpu1 _ < <(ticks "$memory")
         jobs1=$(metric taskserver_jobs_submitted_total) mjobs1=$(metric taskserver_jobs_submitted_total "$memory_url")
         commits1=$(metric taskserver_store_commit_duration_seconds_count)
         sum1=$(metric taskserver_store_commit_duration_seconds_sum)
-        awk -v r="$round" -v c="$c" -v m="$mrps" -v d="$drps" -v p="$dp99" -v t0="$ticks0" -v t1="$ticks1" \
+        awk -v r="$round" -v c="$c" -v m="$mrps" -v d="$drps" -v p="$dp99" -v t0="$writer0" -v t1="$writer1" \
             -v j0="$jobs0" -v j1="$jobs1" -v k0="$commits0" -v k1="$commits1" -v s0="$sum0" -v s1="$sum1" -v hz="$hz" \
             -v b="$brps" -v bp="$bp99" -v c0="$cpu0" -v c1="$cpu1" -v o0="$completion0" -v o1="$completion1" \
             -v l0="$loops0" -v l1="$loops1" -v mc0="$mcpu0" -v mc1="$mcpu1" -v mj0="$mjobs0" -v mj1="$mjobs1" \
