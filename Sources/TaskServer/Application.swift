@@ -6,7 +6,7 @@ import Synchronization
 import TaskCore
 import TaskGraph
 
-/// TaskServer assembled: engine, store, routes and the HTTP server.
+/// TaskServer assembled: engine, job service and repository, routes and the HTTP server.
 ///
 /// ```swift
 /// let app = Application(configuration: config, logger: logger)
@@ -17,13 +17,14 @@ import TaskGraph
 public final class Application: Sendable {
     public let configuration: ServerConfiguration
     public let engine: Engine
-    public let store: any JobStore
+    /// The owner of the jobs this server runs, and what the API talks to about jobs.
+    public let jobs: JobService
+    /// Where job records live (SQLite, or memory with `--memory`).
+    public let repository: any JobRepository
     public let logger: Logger
     /// The libcurl client of `http` tasks and webhooks.
     public let outbound: CurlClient
-    /// The webhook outbox, the planner that fills it and the dispatcher that empties it.
-    public let deliveryStore: any DeliveryStore
-    public let webhookPlanner: WebhookPlanner
+    /// The dispatcher that sends the outbox's webhook deliveries.
     public let dispatcher: WebhookDispatcher
     /// The external worker pools (SPEC §6): queues, waiting claims and leases.
     public let workers: WorkerHub
@@ -41,8 +42,7 @@ public final class Application: Sendable {
     private let server = Mutex<HTTPServer?>(nil)
 
     /// Assembles the server. With `configuration.dataPath` set, opens (and migrates) the SQLite
-    /// store — which throws when the file cannot be used — and keeps the webhook outbox in the same
-    /// file, written in the transaction of the events it comes from; otherwise both live in memory.
+    /// repository — which throws when the file cannot be used — otherwise records live in memory.
     /// `actions`: the actions jobs may use; `http` (on this application's `CurlClient`) is added
     /// unless the registry already has one.
     public init(configuration: ServerConfiguration, actions: ActionRegistry = .builtins, logger: Logger) throws {
@@ -59,10 +59,26 @@ public final class Application: Sendable {
                 policy: configuration.outbound.policy
             )
         )
+        let metrics = Metrics()
+        self.metrics = metrics
+        let repository: any JobRepository
+        if let path = configuration.dataPath {
+            var options = SQLiteJobRepository.Options()
+            options.synchronousFull = configuration.syncFull
+            options.checkIntegrity = configuration.checkIntegrity
+            options.retention = configuration.retention
+            options.onCommit = { nanoseconds in metrics.storeCommit(nanoseconds: nanoseconds) }
+            repository = try SQLiteJobRepository(path: path, options: options, logger: logger)
+        } else {
+            repository = MemoryJobRepository(retention: configuration.retention)
+        }
+        self.repository = repository
         var actions = actions
         if actions["http"] == nil { actions.register(HTTPAction(client: self.outbound)) }
         let workers = WorkerHub(pools: configuration.externalExecutors)
         self.workers = workers
+        // Leases are durable where jobs are; in memory they die with the process anyway.
+        if repository.isDurable { workers.attach(journal: repository) }
         let serverEvents = ServerEventLog()
         self.serverEvents = serverEvents
         var engineConfiguration = EngineConfiguration(
@@ -72,43 +88,19 @@ public final class Application: Sendable {
             jobFields: [WebhookField()],
             externalExecutors: workers.executors
         )
-        // With a durable store, event readers (long-polls, streams) see an event once it is
+        // With a durable repository, event readers (long-polls, streams) see an event once it is
         // committed: a crash never takes back an event a client has seen.
-        engineConfiguration.eventsAwaitDurability = configuration.dataPath != nil
+        engineConfiguration.eventsAwaitDurability = repository.isDurable
         engineConfiguration.eventsBecameDurable = { _ in serverEvents.wake() }
         self.engine = Engine(configuration: engineConfiguration)
-        let metrics = Metrics()
-        self.metrics = metrics
         self.engine.addObserver(metrics)
         self.engine.addObserver(self.serverEvents)
         if logger.logLevel <= .debug { self.engine.addObserver(JobLog(logger: logger)) }
-        let sqlite: SQLiteJobStore?
-        if let path = configuration.dataPath {
-            var options = SQLiteJobStore.Options()
-            options.synchronousFull = configuration.syncFull
-            options.checkIntegrity = configuration.checkIntegrity
-            options.retention = configuration.retention
-            options.onCommit = { nanoseconds in metrics.storeCommit(nanoseconds: nanoseconds) }
-            sqlite = try SQLiteJobStore(path: path, engine: self.engine, options: options, logger: logger)
-        } else {
-            sqlite = nil
-        }
-        if let sqlite {
-            self.store = sqlite
-            // Leases are durable where jobs are; in memory they die with the process anyway.
-            workers.attach(journal: sqlite)
-        } else {
-            let memory = MemoryJobStore(retention: configuration.retention)
-            self.engine.addObserver(memory)
-            self.store = memory
-        }
-        self.deliveryStore = sqlite ?? MemoryDeliveryStore()
-        self.webhookPlanner = WebhookPlanner(configuration: configuration)
         var backgroundLogger = logger
         backgroundLogger[metadataKey: "activity"] = "webhooks"
         self.dispatcher = WebhookDispatcher(
             client: self.outbound,
-            store: self.deliveryStore,
+            store: repository,
             serverSecret: configuration.webhooks.secret,
             configuration: WebhookDispatcher.Configuration(
                 attemptTimeout: configuration.webhooks.attemptTimeout,
@@ -118,17 +110,13 @@ public final class Application: Sendable {
             logger: backgroundLogger,
             onAttempt: { metrics.webhookAttempt($0) }
         )
-        if let journaling = self.store as? any WebhookJournaling {
-            journaling.attachWebhooks(
-                planner: self.webhookPlanner,
-                deliveries: self.deliveryStore,
-                dispatcher: self.dispatcher
-            )
-        } else {
-            self.engine.addObserver(
-                WebhookObserver(planner: self.webhookPlanner, store: self.deliveryStore, dispatcher: self.dispatcher)
-            )
-        }
+        self.jobs = JobService(
+            engine: self.engine,
+            repository: repository,
+            planner: WebhookPlanner(configuration: configuration),
+            dispatcher: self.dispatcher,
+            logger: logger
+        )
     }
 
     /// The routes of the API (the test that compares them with openapi.yaml reads this too).
@@ -153,12 +141,11 @@ public final class Application: Sendable {
         // The contract must convert to JSON (GET /openapi.json): a broken one stops the start.
         _ = try ServiceAPI.openAPIJSONBytes.get()
         // Leases from before the restart first: the resumed jobs' attempts take them up again.
-        self.workers.restore(try self.store.storedLeases())
-        let recovered = try self.store.recoverUnfinished()
-        for run in recovered { run.start() }
+        self.workers.restore(try await self.repository.storedLeases().value)
+        let recovered = try await self.jobs.recover().value
         self.workers.finishRestoring()
-        if !recovered.isEmpty {
-            self.logger.notice("resumed unfinished jobs", metadata: ["count": "\(recovered.count)"])
+        if recovered > 0 {
+            self.logger.notice("resumed unfinished jobs", metadata: ["count": "\(recovered)"])
         }
         var limits = HTTPLimits()
         limits.maxBodyBytes = self.configuration.maxBodyBytes
@@ -182,7 +169,7 @@ public final class Application: Sendable {
         self.server.withLock { $0 = server }
         let port = try await server.start()
         // Deliveries a durable outbox still holds from before a restart (none in memory).
-        self.dispatcher.resume(self.deliveryStore.pending())
+        self.dispatcher.resume(try await self.repository.pending().value)
         return port
     }
 
@@ -217,7 +204,7 @@ public final class Application: Sendable {
         self.dispatcher.shutdown()
         self.outbound.shutdown()
         // Everything journalled so far reaches the file before the process exits.
-        _ = try? await self.store.close().value
+        _ = try? await self.repository.close().value
         self.engine.shutdown()
     }
 
@@ -239,20 +226,20 @@ public final class Application: Sendable {
     // MARK: - Helpers for the API
 
     /// The response `body` makes for the job named by the request's `{id}`, or a 404 problem.
-    func withRun(
+    func withJob(
         _ request: Request,
-        _ body: @escaping @Sendable (JobRun) throws -> Future<Response>
+        _ body: @escaping @Sendable (any JobView) throws -> Future<Response>
     ) -> Future<Response> {
         let id = request.parameter("id")
-        return self.store.run(id).flatMap { run in
-            guard let run else { throw HTTPProblem.notFound("job.notFound", "no job \(id)") }
-            return try body(run)
+        return self.jobs.job(id).flatMap { job in
+            guard let job else { throw HTTPProblem.notFound("job.notFound", "no job \(id)") }
+            return try body(job)
         }
     }
 
-    /// `withRun` for a body that answers at once.
-    func withRun(_ request: Request, _ body: @escaping @Sendable (JobRun) throws -> Response) -> Future<Response> {
-        self.withRun(request) { run -> Future<Response> in Future(value: try body(run)) }
+    /// `withJob` for a body that answers at once.
+    func withJob(_ request: Request, _ body: @escaping @Sendable (any JobView) throws -> Response) -> Future<Response> {
+        self.withJob(request) { job -> Future<Response> in Future(value: try body(job)) }
     }
 
     /// The request body parsed as JSON: 415 unless `application/json`, 400 with line and column
@@ -305,15 +292,15 @@ public final class Application: Sendable {
     }
 
     /// The job's representation, after waiting up to `waitMs` for it to end.
-    func respond(with run: JobRun, status: HTTPResponseStatus, waitMs: Int?, location: Bool) -> Future<Response> {
+    func respond(with job: any JobView, status: HTTPResponseStatus, waitMs: Int?, location: Bool) -> Future<Response> {
         var headers = HTTPHeaders()
-        if location { headers.add(name: "location", value: "/v1/jobs/\(run.id)") }
+        if location { headers.add(name: "location", value: "/v1/jobs/\(job.id)") }
         let headersCopy = headers
         let make: @Sendable () -> Response = {
-            .json(bytes: run.snapshot.jsonBytes(), status: status, headers: headersCopy)
+            .json(bytes: job.snapshot.jsonBytes(), status: status, headers: headersCopy)
         }
         guard let waitMs, waitMs > 0 else { return Future(value: make()) }
-        return run.waitForTerminal(timeout: .milliseconds(waitMs)).map { make() }
+        return job.waitForTerminal(timeout: .milliseconds(waitMs)).map { make() }
     }
 }
 

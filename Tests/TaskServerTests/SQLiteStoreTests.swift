@@ -37,7 +37,7 @@ struct SQLiteStoreTests {
 
     /// Copies the store's file and WAL to a new directory after flushing: what a SIGKILL leaves.
     static func crashImage(of server: TestServer, path: String) async throws -> String {
-        try await server.app.store.flush().value
+        try await server.app.flushRepository()
         let copy = try Self.temporaryDirectory() + "/taskserver.sqlite"
         try FileManager.default.copyItem(atPath: path, toPath: copy)
         if FileManager.default.fileExists(atPath: path + "-wal") {
@@ -58,10 +58,8 @@ struct SQLiteStoreTests {
     @Test func migrationsBuildTheSchemaOnceAndANewerFileIsRefused() throws {
         let path = try Self.temporaryDirectory() + "/nested/dir/taskserver.sqlite"
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
-        let engine = Engine()
-        defer { engine.shutdown() }
         do {
-            let store = try SQLiteJobStore(path: path, engine: engine, logger: logger)
+            let store = try SQLiteJobRepository(path: path, logger: logger)
             store.close()
         }
         let db = try SQLiteConnection(path: path)
@@ -72,9 +70,9 @@ struct SQLiteStoreTests {
             ) == 4
         )
         // Opening again applies nothing twice.
-        try SQLiteJobStore(path: path, engine: engine, logger: logger).close()
+        try SQLiteJobRepository(path: path, logger: logger).close()
         try db.execute("PRAGMA user_version = 99")
-        #expect(throws: SQLiteError.self) { try SQLiteJobStore(path: path, engine: engine, logger: logger) }
+        #expect(throws: SQLiteError.self) { try SQLiteJobRepository(path: path, logger: logger) }
     }
 
     /// A file of schema version 3 (one row per event, node rows keyed by the job's text id) is
@@ -376,13 +374,13 @@ struct SQLiteStoreTests {
         let id = try await server.submitID(Jobs.with(Jobs.value(1), ["labels": ["k": "v"]]), waitMs: 10_000)
         let running = try await server.submitID(Jobs.await())
         expectProblem(try await server.delete("/v1/jobs/\(running)"), 409, "job.notTerminal")
-        try await server.app.store.flush().value
+        try await server.app.flushRepository()
         let db = try SQLiteConnection(path: path)
         let position = try #require(try db.scalar("SELECT position FROM jobs WHERE id = '\(id)'"))
         #expect(try db.scalar("SELECT count(*) FROM events WHERE job = \(position)") ?? 0 > 0)
         #expect(try await server.delete("/v1/jobs/\(id)").status == 204)
         #expect(try await server.get("/v1/jobs/\(id)").status == 404)
-        try await server.app.store.flush().value
+        try await server.app.flushRepository()
         #expect(try db.scalar("SELECT count(*) FROM jobs WHERE id = '\(id)'") == 0)
         for table in ["nodes", "events"] {
             #expect(
@@ -445,9 +443,7 @@ struct SQLiteStoreTests {
     /// schema 5 — which SQLite does only when the query repeats the index's condition as written.
     @Test func stateQueriesUseThePartialIndexes() throws {
         let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
-        let engine = Engine()
-        defer { engine.shutdown() }
-        try SQLiteJobStore(path: path, engine: engine, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        try SQLiteJobRepository(path: path, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
             .close()
         let db = try SQLiteConnection(path: path)
         func plan(_ sql: String) throws -> String {
@@ -463,11 +459,11 @@ struct SQLiteStoreTests {
         // (With a label filter too, SQLite starts from the label's rows instead.)
         for (state, index) in expected {
             for before: UInt64? in [nil, 99] {
-                let found = try plan(SQLiteJobStore.listSQL(JobQuery(state: state, before: before)).sql)
+                let found = try plan(SQLiteJobRepository.listSQL(JobQuery(state: state, before: before)).sql)
                 #expect(found.contains(index), "\(state): \(found)")
             }
         }
-        #expect(try plan("\(SQLiteJobStore.unfinishedSQL)").contains("jobs_unfinished"))
+        #expect(try plan("\(SQLiteJobRepository.unfinishedSQL)").contains("jobs_unfinished"))
     }
 
     @Test func concurrentSubmissionsAndReadsAllLand() async throws {
@@ -563,12 +559,10 @@ struct SQLiteStoreTests {
         handle.write(Data(repeating: 0xA5, count: 8192))
         try handle.close()
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
-        let engine = Engine()
-        defer { engine.shutdown() }
-        var options = SQLiteJobStore.Options()
+        var options = SQLiteJobRepository.Options()
         options.checkIntegrity = true
         #expect(throws: SQLiteError.self) {
-            try SQLiteJobStore(path: path, engine: engine, options: options, logger: logger)
+            try SQLiteJobRepository(path: path, options: options, logger: logger)
         }
     }
 }

@@ -4,6 +4,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import Synchronization
+import TaskCore
 import TestSupport
 import Testing
 
@@ -629,5 +630,13 @@ extension InMemoryLogHandler {
         var logger = Logger(label: "taskserver-tests") { _ in self }
         logger.logLevel = level
         return logger
+    }
+}
+
+extension Application {
+    /// Waits until every write queued in the repository so far is committed (a SQLite file then
+    /// holds exactly what a SIGKILL would leave).
+    func flushRepository() async throws {
+        if let sqlite = self.repository as? SQLiteJobRepository { try await sqlite.flush().value }
     }
 }

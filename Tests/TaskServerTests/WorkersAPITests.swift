@@ -530,7 +530,7 @@ struct WorkersAPITests {
         let completed = try await second.post("/v1/leases/\(lease)/complete", json: ["result": "after"])
         #expect(completed.status == 200)
         #expect(try await second.finished(leased)["result"] == "after")
-        try await second.app.store.flush().value
+        try await second.app.flushRepository()
         let check = try SQLiteConnection(path: image)
         #expect(try check.scalar("SELECT count(*) FROM leases WHERE job_id = '\(leased)'") == 0)
     }

@@ -13,7 +13,20 @@ public enum JobEventType: String, Sendable, CaseIterable, Codable {
     case taskRetrying = "task.retrying"
 
     /// `true` for `job.*` events.
-    public var isJobEvent: Bool { self.rawValue.hasPrefix("job.") }
+    public var isJobEvent: Bool {
+        switch self {
+        case .jobCreated, .jobStarted, .jobSucceeded, .jobFailed, .jobCancelled: true
+        default: false
+        }
+    }
+
+    /// `true` for the events that end a job (`job.succeeded`, `job.failed`, `job.cancelled`).
+    public var isTerminal: Bool {
+        switch self {
+        case .jobSucceeded, .jobFailed, .jobCancelled: true
+        default: false
+        }
+    }
 }
 
 /// One entry of a job's ordered, gap-free history.

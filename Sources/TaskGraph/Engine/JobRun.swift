@@ -55,6 +55,8 @@ public final class JobRun: Sendable {
         var durableSeq = 0
         var gated = false
         var terminalWaiters: [Promise<Void>] = []
+        /// Waiters of `waitForDurability(through:)`, with the seq each waits for.
+        var durabilityWaiters: [(seq: Int, promise: Promise<Void>)] = []
         var awaits: [Int: Promise<JSONValue>] = [:]
         /// The token source of each running node, by record index (nil when not running).
         var nodeSources: [RunningSource?] = []
@@ -187,6 +189,26 @@ public final class JobRun: Sendable {
     /// The seq of the latest event readers may see (0 before any).
     public var lastVisibleSeq: Int {
         self.state.withLock { state in state.visibleCount > 0 ? state.events[state.visibleCount - 1].seq : 0 }
+    }
+
+    /// Every event appended so far, committed or not (what a store records when the job ends).
+    public var allEvents: [JobEvent] { self.state.withLock { $0.events } }
+
+    /// The seq of the latest event appended, committed or not (0 before any).
+    public var lastSeq: Int { self.state.withLock { $0.events.last?.seq ?? 0 } }
+
+    /// A future that completes once the events through `seq` are committed by the store
+    /// (`markDurable`) — at once without a durable store. A request that changed the job (a
+    /// cancellation, a completion) is answered after it, so a restart never forgets what a client
+    /// was told.
+    public func waitForDurability(through seq: Int) -> Future<Void> {
+        let promise: Promise<Void>? = self.state.withLock { state in
+            guard state.gated, seq > state.durableSeq else { return nil }
+            let promise = Promise<Void>()
+            state.durabilityWaiters.append((seq, promise))
+            return promise
+        }
+        return promise?.future ?? Future(value: ())
     }
 
     /// Whether the job ended and readers can see its every event (its terminal event included).
@@ -364,6 +386,11 @@ public final class JobRun: Sendable {
             if state.jobState.isTerminal, state.visibleCount == state.events.count, !state.terminalWaiters.isEmpty {
                 waiters += state.terminalWaiters
                 state.terminalWaiters = []
+            }
+            if !state.durabilityWaiters.isEmpty {
+                let durable = state.durableSeq
+                waiters += state.durabilityWaiters.lazy.filter { $0.seq <= durable }.map(\.promise)
+                state.durabilityWaiters.removeAll { $0.seq <= durable }
             }
             return waiters
         }

@@ -114,7 +114,7 @@ public struct JobProgress: Sendable, Equatable {
 
     public init() {}
 
-    mutating func add(_ state: NodeState, _ delta: Int) {
+    public mutating func add(_ state: NodeState, _ delta: Int) {
         switch state {
         case .pending: self.pending += delta
         case .running: self.running += delta

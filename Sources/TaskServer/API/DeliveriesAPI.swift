@@ -11,9 +11,9 @@ struct DeliveriesAPI: Sendable {
     }
 
     @Sendable func list(_ request: Request) throws -> Future<Response> {
-        let deliveries = self.app.deliveryStore
-        return self.app.withRun(request) { run -> Future<Response> in
-            deliveries.deliveries(jobID: run.id).map { .json(["items": .array($0.map(\.json))]) }
+        let deliveries = self.app.repository
+        return self.app.withJob(request) { job -> Future<Response> in
+            deliveries.deliveries(jobID: job.id).map { .json(["items": .array($0.map(\.json))]) }
         }
     }
 }

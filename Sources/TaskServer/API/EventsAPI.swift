@@ -26,19 +26,19 @@ struct EventsAPI: Sendable {
         }
         let after = from
         let keepAlive = self.app.configuration.streamKeepAlive
-        return self.app.withRun(request) { run -> Future<Response> in
+        return self.app.withJob(request) { job -> Future<Response> in
             if stream {
                 return Future(
                     value: ServerSentEvents.response { writer in
-                        JobEventStream(run: run, writer: writer, keepAlive: keepAlive).pump(after: after)
+                        JobEventStream(job: job, writer: writer, keepAlive: keepAlive).pump(after: after)
                     }
                 )
             }
             let respond: @Sendable () -> Response = {
-                .json(["items": .array(run.events(after: after, limit: limit).map(\.json))])
+                .json(["items": .array(job.events(after: after, limit: limit).map(\.json))])
             }
             guard let waitMs, waitMs > 0 else { return Future(value: respond()) }
-            return run.waitForEvents(after: after, timeout: .milliseconds(waitMs)).map { respond() }
+            return job.waitForEvents(after: after, timeout: .milliseconds(waitMs)).map { respond() }
         }
     }
 

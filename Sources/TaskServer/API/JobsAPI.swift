@@ -45,11 +45,10 @@ struct JobsAPI: Sendable {
         } else {
             idempotency = nil
         }
-        let run = self.app.engine.makeRun(id: JobID.make(), spec: spec)
         let app = self.app
-        return self.app.store.insert(run, document: request.body ?? ByteBuffer(), idempotency: idempotency).flatMap {
-            result -> Future<Response> in
-            switch result {
+        return self.app.jobs.submit(spec, document: request.body ?? ByteBuffer(), idempotency: idempotency).flatMap {
+            submitted -> Future<Response> in
+            switch submitted {
             case .mismatch:
                 throw HTTPProblem(
                     .unprocessableEntity,
@@ -58,9 +57,8 @@ struct JobsAPI: Sendable {
                 )
             case .existing(let existing):
                 return app.respond(with: existing, status: .ok, waitMs: waitMs, location: true)
-            case .inserted:
+            case .created(let run):
                 app.metrics.jobSubmitted()
-                run.start()
                 return app.respond(with: run, status: .created, waitMs: waitMs, location: true)
             }
         }
@@ -71,7 +69,7 @@ struct JobsAPI: Sendable {
     @Sendable func get(_ request: Request) throws -> Future<Response> {
         let waitMs = try request.integerQuery("waitMs", in: 0...self.app.configuration.maxWaitMs)
         let app = self.app
-        return self.app.withRun(request) { run in app.respond(with: run, status: .ok, waitMs: waitMs, location: false) }
+        return self.app.withJob(request) { job in app.respond(with: job, status: .ok, waitMs: waitMs, location: false) }
     }
 
     @Sendable func list(_ request: Request) throws -> Future<Response> {
@@ -94,7 +92,7 @@ struct JobsAPI: Sendable {
             }
             query.before = position
         }
-        return self.app.store.list(query).map { page -> Response in
+        return self.app.jobs.list(query).map { page -> Response in
             var json = JSONWriter(capacity: 64 + 320 * page.items.count)
             json.beginObject()
             json.key("items")
@@ -111,28 +109,22 @@ struct JobsAPI: Sendable {
     // MARK: change
 
     @Sendable func cancel(_ request: Request) throws -> Future<Response> {
-        let store = self.app.store
-        return self.app.withRun(request) { run -> Future<Response> in
-            switch run.cancel() {
-            case .cancelling:
-                store.noteCancelRequested(run)
-                return store.flush().map { .json(bytes: run.snapshot.jsonBytes(), status: .accepted) }
-            case .alreadyCancelled:
-                return Future(value: .json(bytes: run.snapshot.jsonBytes(), status: .ok))
-            case .terminal(let state):
-                throw HTTPProblem.conflict("job.terminal", "the job already \(state.rawValue)")
+        let id = request.parameter("id")
+        return self.app.jobs.cancel(id).map { outcome -> Response in
+            switch outcome {
+            case .cancelling(let snapshot): return .json(bytes: snapshot.jsonBytes(), status: .accepted)
+            case .alreadyCancelled(let snapshot): return .json(bytes: snapshot.jsonBytes(), status: .ok)
+            case .terminal(let state): throw HTTPProblem.conflict("job.terminal", "the job already \(state.rawValue)")
+            case .notFound: throw HTTPProblem.notFound("job.notFound", "no job \(id)")
             }
         }
     }
 
     @Sendable func delete(_ request: Request) throws -> Future<Response> {
         let id = request.parameter("id")
-        let deliveries = self.app.deliveryStore
-        return self.app.store.delete(id).map { result -> Response in
+        return self.app.jobs.delete(id).map { result -> Response in
             switch result {
-            case .deleted:
-                deliveries.remove(jobID: id)
-                return Response(status: .noContent)
+            case .deleted: return Response(status: .noContent)
             case .notFound: throw HTTPProblem.notFound("job.notFound", "no job \(id)")
             case .notTerminal:
                 throw HTTPProblem.conflict("job.notTerminal", "the job is still running; cancel it first")
@@ -153,11 +145,12 @@ struct JobsAPI: Sendable {
         guard format == "mermaid" || format == "dot" || format == "svg" else {
             throw HTTPProblem.badQuery("format must be mermaid, dot or svg")
         }
-        return self.app.withRun(request) { run in
+        return self.app.withJob(request) { job in
+            let nodes = job.nodes
             switch format {
-            case "dot": return .text(GraphPicture.dot(run.nodes, name: run.id))
+            case "dot": return .text(GraphPicture.dot(nodes, name: job.id))
             case "svg":
-                var response = Response.text(GraphSVG(run.nodes).render(), contentType: "image/svg+xml; charset=utf-8")
+                var response = Response.text(GraphSVG(nodes).render(), contentType: "image/svg+xml; charset=utf-8")
                 // Opened on its own, an SVG is a document: it may run no script, whatever it says.
                 response.headers.add(
                     name: "content-security-policy",
@@ -165,7 +158,7 @@ struct JobsAPI: Sendable {
                 )
                 response.headers.add(name: "x-content-type-options", value: "nosniff")
                 return response
-            default: return .text(GraphPicture.mermaid(run.nodes))
+            default: return .text(GraphPicture.mermaid(nodes))
             }
         }
     }

@@ -49,7 +49,11 @@ struct ServiceAPI: Sendable {
     @Sendable func metrics(_ request: Request) throws -> Future<Response> {
         var headers = HTTPHeaders()
         headers.add(name: "content-type", value: "text/plain; version=0.0.4; charset=utf-8")
-        return Future(value: Response(status: .ok, headers: headers, body: self.app.metrics.render(app: self.app)))
+        let app = self.app
+        let contentType = headers
+        return self.app.repository.count().map { jobs in
+            Response(status: .ok, headers: contentType, body: app.metrics.render(app: app, jobs: jobs))
+        }
     }
 
     @Sendable func openAPI(_ request: Request) throws -> Future<Response> {

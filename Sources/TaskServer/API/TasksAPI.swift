@@ -14,55 +14,52 @@ struct TasksAPI: Sendable {
     }
 
     @Sendable func list(_ request: Request) throws -> Future<Response> {
-        self.app.withRun(request) { run in .json(["items": .array(run.nodes.map(\.json))]) }
+        self.app.withJob(request) { job in .json(["items": .array(job.nodes.map(\.json))]) }
     }
 
     @Sendable func get(_ request: Request) throws -> Future<Response> {
         let taskID = request.parameter("taskId")
-        return self.app.withRun(request) { run in
-            guard let node = run.node(taskID) else {
-                throw HTTPProblem.notFound("task.notFound", "job \(run.id) has no task \(taskID)")
+        return self.app.withJob(request) { job in
+            guard let node = job.node(taskID) else {
+                throw HTTPProblem.notFound("task.notFound", "job \(job.id) has no task \(taskID)")
             }
             return .json(node.json)
         }
     }
 
     @Sendable func cancel(_ request: Request) throws -> Future<Response> {
+        let id = request.parameter("id")
         let taskID = request.parameter("taskId")
-        let app = self.app
-        return self.app.withRun(request) { run -> Future<Response> in
-            switch run.cancel(node: taskID) {
-            case .done(let node):
-                // 202: this request started the cancellation (even when it took effect at once); a
-                // node that was already cancelled is answered 200 below, as openapi.yaml documents.
-                return app.store.flush().map { .json(node.json, status: .accepted) }
-            case .notFound:
-                throw HTTPProblem.notFound("task.notFound", "job \(run.id) has no task \(taskID)")
-            case .terminal:
-                if let node = run.node(taskID), node.state == .cancelled {
-                    return Future(value: .json(node.json, status: .ok))
-                }
-                throw HTTPProblem.conflict("task.terminal", "task \(taskID) already ended")
-            case .notAwait, .notRunning:
-                throw HTTPProblem.conflict("task.notRunning", "task \(taskID) is not running")
+        return self.app.jobs.cancelTask(id, task: taskID).map { outcome -> Response in
+            switch outcome {
+            // 202: this request started the cancellation (even when it took effect at once); a
+            // node that was already cancelled is answered 200, as openapi.yaml documents.
+            case .done(let node): return .json(node.json, status: .accepted)
+            case .alreadyCancelled(let node): return .json(node.json, status: .ok)
+            case .terminal: throw HTTPProblem.conflict("task.terminal", "task \(taskID) already ended")
+            case .notAwait, .notRunning: throw HTTPProblem.conflict("task.notRunning", "task \(taskID) is not running")
+            case .taskNotFound: throw HTTPProblem.notFound("task.notFound", "job \(id) has no task \(taskID)")
+            case .jobNotFound: throw HTTPProblem.notFound("job.notFound", "no job \(id)")
             }
         }
     }
 
     @Sendable func complete(_ request: Request) throws -> Future<Response> {
+        let id = request.parameter("id")
         let taskID = request.parameter("taskId")
         let body = try self.app.jsonBody(request)
         let outcome = try Self.completion(body)
-        let app = self.app
-        return self.app.withRun(request) { run -> Future<Response> in
-            switch run.complete(node: taskID, with: outcome) {
+        return self.app.jobs.completeTask(id, task: taskID, with: outcome).map { outcome -> Response in
+            switch outcome {
             // Answered once the completion is durable: a restart never forgets an acknowledged one.
-            case .done(let node): return app.store.flush().map { .json(node.json) }
-            case .notFound: throw HTTPProblem.notFound("task.notFound", "job \(run.id) has no task \(taskID)")
+            case .done(let node): return .json(node.json)
+            case .taskNotFound: throw HTTPProblem.notFound("task.notFound", "job \(id) has no task \(taskID)")
+            case .jobNotFound: throw HTTPProblem.notFound("job.notFound", "no job \(id)")
             case .notAwait: throw HTTPProblem.conflict("task.notAwait", "task \(taskID) is not an await task")
             case .notRunning:
                 throw HTTPProblem.conflict("task.notRunning", "task \(taskID) has not started waiting yet")
-            case .terminal: throw HTTPProblem.conflict("task.terminal", "task \(taskID) already ended")
+            case .terminal, .alreadyCancelled:
+                throw HTTPProblem.conflict("task.terminal", "task \(taskID) already ended")
             }
         }
     }

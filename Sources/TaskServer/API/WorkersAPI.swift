@@ -117,7 +117,8 @@ struct WorkersAPI: Sendable {
         case .notFound: throw Self.notFound
         case .gone: throw Self.gone
         case .done(let task, let pool, let workerId):
-            let node = self.app.store.flush().map { task.node?.json ?? .null }
+            // Answered once the outcome is durable: a restart never forgets an acknowledged one.
+            let node = self.app.jobs.durable(task.jobID).map { task.node?.json ?? .null }
             guard var next = completion.claimNext else { return node.map { .json($0) } }
             next.workerId = workerId
             let claimed = self.claimNext(next, pool: pool, request)
@@ -158,10 +159,12 @@ struct WorkersAPI: Sendable {
         var items: [JSONValue] = []
         items.reserveCapacity(batch.items.count)
         var claimFrom: (pool: String, workerId: String)?
+        var completedJobs: Set<String> = []
         for item in batch.items {
             var object: JSONObject = ["leaseId": .string(item.leaseId)]
             switch self.hub.complete(item.leaseId, with: item.outcome, retryable: item.retryable) {
-            case .done(_, let pool, let workerId):
+            case .done(let task, let pool, let workerId):
+                completedJobs.insert(task.jobID)
                 object["status"] = 200
                 if claimFrom == nil { claimFrom = (pool, workerId) }
             case .gone(let pool, let workerId):
@@ -174,7 +177,8 @@ struct WorkersAPI: Sendable {
             }
             items.append(.object(object))
         }
-        let answered = self.app.store.flush()
+        // Answered once every outcome is durable.
+        let answered = Future.whenAll(completedJobs.map { self.app.jobs.durable($0) }).asVoid()
         let results = items
         guard var next = batch.claimNext else {
             return answered.map { .json(["items": .array(results)]) }

@@ -289,8 +289,8 @@ final class Metrics: JobObserver {
     // MARK: - Reading
 
     /// Samples the gauges, then renders every metric in the Prometheus text format.
-    func render(app: Application) -> [UInt8] {
-        self.jobsHeld.set(Int64(app.store.count))
+    func render(app: Application, jobs: Int) -> [UInt8] {
+        self.jobsHeld.set(Int64(jobs))
         let connections = app.connectionStatistics
         self.connectionsOpen.set(Int64(connections.open))
         self.streamsOpen.set(Int64(connections.streams))

@@ -12,7 +12,7 @@ public protocol LeaseJournal: Sendable {
     /// Forgets the leases with these hashes (written with the next commit).
     func removeLeases(_ hashes: [String])
     /// Every lease stored before this process started.
-    func storedLeases() throws -> [StoredLease]
+    func storedLeases() -> Future<[StoredLease]>
 }
 
 /// A lease as the store keeps it.

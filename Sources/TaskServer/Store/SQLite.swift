@@ -16,7 +16,7 @@ public struct SQLiteError: Error, Sendable, CustomStringConvertible {
 /// sqlite-nio; the store needs only prepared statements on threads it already owns.
 // @unchecked Sendable: a connection is used by one thread at a time — the writer's only through the
 // store's one-thread writer pool, each reader's while checked out of the reader stack (see
-// `SQLiteJobStore`). SQLite itself is built thread-safe (serialized) on Debian.
+// `SQLiteJobRepository`). SQLite itself is built thread-safe (serialized) on Debian.
 final class SQLiteConnection: @unchecked Sendable {
     let handle: OpaquePointer
     private var statements: [String: SQLiteStatement] = [:]

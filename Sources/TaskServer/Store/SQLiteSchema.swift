@@ -173,7 +173,7 @@ enum SQLiteSchema {
         // and cancelled jobs. Succeeded jobs are listed by scanning positions (most jobs succeed),
         // retention walks positions (`writeExpire`). Measured on the one-task benchmark: WAL
         // frames per commit 23 → 18. A query uses a partial index only when its WHERE clause
-        // repeats the index's condition word for word (see `SQLiteJobStore.listSQL`).
+        // repeats the index's condition word for word (see `SQLiteJobRepository.listSQL`).
         """
         DROP INDEX jobs_by_state;
         DROP INDEX jobs_by_finish;

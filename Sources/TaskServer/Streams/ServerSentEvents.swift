@@ -52,7 +52,7 @@ enum ServerSentEvents {
 /// the job's terminal event. One write at a time: the events themselves live in the job, so a slow
 /// reader costs one chunk of memory, and is cut off when a chunk waits `StreamWriter.writeTimeout`.
 struct JobEventStream: Sendable {
-    let run: JobRun
+    let job: any JobView
     let writer: StreamWriter
     let keepAlive: Duration
     /// Events per chunk: a big job's history goes out in slices, each waiting for the last.
@@ -60,16 +60,16 @@ struct JobEventStream: Sendable {
 
     func pump(after: Int) {
         if self.writer.isFinished { return }
-        let events = self.run.events(after: after, limit: Self.chunkEvents)
+        let events = self.job.events(after: after, limit: Self.chunkEvents)
         guard let last = events.last else {
             // Nothing new. A finished job's stream ends (its terminal event was sent); else wait.
-            if self.run.isTerminalAndVisible {
+            if self.job.isTerminalAndVisible {
                 self.writer.finish()
                 return
             }
-            self.run.waitForEvents(after: after, timeout: self.keepAlive).whenComplete { _ in
+            self.job.waitForEvents(after: after, timeout: self.keepAlive).whenComplete { _ in
                 if self.writer.isFinished { return }
-                if self.run.events(after: after, limit: 1).isEmpty {
+                if self.job.events(after: after, limit: 1).isEmpty {
                     self.writer.write(ServerSentEvents.keepAlive).whenComplete { outcome in
                         if outcome.value != nil { self.pump(after: after) }
                     }
@@ -89,7 +89,7 @@ struct JobEventStream: Sendable {
                 to: &bytes
             )
         }
-        let ended = last.type == .jobSucceeded || last.type == .jobFailed || last.type == .jobCancelled
+        let ended = last.type.isTerminal
         self.writer.write(bytes).whenComplete { outcome in
             // A failed write closed the connection (gone, or cut off as too slow): nothing to do.
             guard outcome.value != nil else { return }

@@ -13,30 +13,22 @@ import Darwin
 // The writer: one thread commits everything queued in one transaction (group commit), and the
 // journal — every job's events with the node and job rows they change — goes through it.
 
-extension SQLiteJobStore {
+extension SQLiteJobRepository {
     struct WriteQueue {
         var items: [Write] = []
         var draining = false
     }
 
     enum Write {
-        case insert(JobRun, ByteBuffer, IdempotencyKey?, Promise<InsertResult>)
-        case events(JobRun, [JobEvent])
-        case cancelRequested(String)
+        case insert(NewJobRecord, Promise<InsertOutcome>)
+        case journal(JournalBatch)
+        case cancelRequested(String, Promise<Void>)
         case delete(String, Promise<DeleteResult>)
         case flush(Promise<Void>)
         case expire(before: Timestamp)
-        case addDeliveries([Delivery])
         case updateDelivery(Delivery)
         case addLeases([StoredLease], Promise<Void>)
         case removeLeases([String])
-    }
-
-    // MARK: - JobObserver (the journal)
-
-    public func job(_ run: JobRun, appended events: ArraySlice<JobEvent>) {
-        // A copy of the batch: holding a slice would make the run's event array copy on append.
-        self.enqueue(.events(run, Array(events)))
     }
 
     // MARK: - The writer
@@ -80,59 +72,76 @@ extension SQLiteJobStore {
     /// One step of a commit, its rows already encoded.
     enum Step {
         case insert(NewJob)
-        case journal(JournalEntry)
+        /// The index of a journal entry in `Plan.entries`.
+        case journal(Int)
         case write(Write)
+    }
+
+    /// A commit's steps in order, and the journal entries they name.
+    struct Plan {
+        var steps: [Step] = []
+        var entries: [JournalEntry] = []
     }
 
     /// A job to insert, with the position it will have.
     struct NewJob {
-        let run: JobRun
+        let job: NewJobRecord
         let position: Int64
-        let document: ByteBuffer
-        let idempotency: IdempotencyKey?
         let labels: [UInt8]?
-        let promise: Promise<InsertResult>
+        let promise: Promise<InsertOutcome>
     }
 
     /// One job's journal for one commit: its events (one row), and the node and job rows they change.
     struct JournalEntry {
-        let run: JobRun
+        let id: String
         let position: Int64
         let firstSeq: Int
-        let lastSeq: Int
-        let events: [UInt8]
-        /// Node rows to upsert (a job still running after this commit).
-        var nodes: [(ordinal: Int, record: NodeRecord)] = []
+        var lastSeq: Int
+        var events: [JobEvent]
+        /// Node rows to upsert (a job still running after this commit), by registration ordinal.
+        var nodes: [Int: NodeRecord] = [:]
         /// `job.started` is in this commit and the job goes on.
         var startedAt: Timestamp?
         /// The job ended in this commit.
         var ended: EndedJob?
         var deliveries: [Delivery] = []
+        var committed: [@Sendable (Bool) -> Void] = []
+
+        init(_ batch: JournalBatch) {
+            self.id = batch.id
+            self.position = batch.key
+            self.firstSeq = batch.events.first?.seq ?? 0
+            self.lastSeq = batch.lastSeq
+            self.events = batch.events
+            self.merge(batch, events: false)
+        }
+
+        /// Adds a later batch of the same job: its rows replace the earlier ones.
+        mutating func merge(_ batch: JournalBatch, events: Bool = true) {
+            if events {
+                self.events += batch.events
+                self.lastSeq = batch.lastSeq
+            }
+            for (ordinal, record) in batch.nodes { self.nodes[ordinal] = record }
+            if let startedAt = batch.startedAt { self.startedAt = startedAt }
+            if let ended = batch.ended { self.ended = ended }
+            self.deliveries += batch.deliveries
+            if let committed = batch.committed { self.committed.append(committed) }
+        }
     }
 
-    struct EndedJob {
-        let snapshot: JobSnapshot
-        /// Every node record, for `jobs.nodes`.
-        let nodes: [UInt8]
-        /// Node rows may exist from earlier commits (the job did not start in this one): they go.
-        let dropNodeRows: Bool
-    }
-
-    /// `batch` made ready for the connection: positions given to new jobs, each job's events of
-    /// the batch merged into one journal entry (at its first write: nothing else in a batch depends
-    /// on a job's later events), every row's JSON encoded.
-    func plan(_ batch: [Write]) -> [Step] {
-        var steps: [Step] = []
-        steps.reserveCapacity(batch.count)
-        var journals: [ObjectIdentifier: (index: Int, events: [JobEvent])] = [:]
+    /// `batch` made ready for the connection: positions given to new jobs, each job's batches of
+    /// the commit merged into one journal entry (at its first write: nothing else in a commit
+    /// depends on a job's later events).
+    func plan(_ batch: [Write]) -> Plan {
+        var plan = Plan()
+        plan.steps.reserveCapacity(batch.count)
+        var journals: [JobKey: Int] = [:]
         for write in batch {
             switch write {
-            case .insert(let run, let document, let idempotency, let promise):
+            case .insert(let job, let promise):
                 let position = self.nextPosition.wrappingAdd(1, ordering: .relaxed).newValue
-                // Before the job starts (it starts once this insert is committed), so every
-                // journal entry of the job finds it.
-                run.storeKey.store(position, ordering: .relaxed)
-                let labels = run.spec.labels
+                let labels = job.labels
                 var labelsJSON: [UInt8]?
                 if !labels.isEmpty {
                     var json = JSONWriter(capacity: 64)
@@ -144,120 +153,47 @@ extension SQLiteJobStore {
                     json.endObject()
                     labelsJSON = json.bytes
                 }
-                steps.append(
-                    .insert(
-                        NewJob(
-                            run: run,
-                            position: position,
-                            document: document,
-                            idempotency: idempotency,
-                            labels: labelsJSON,
-                            promise: promise
-                        )
-                    )
-                )
-            case .events(let run, let events):
-                let key = ObjectIdentifier(run)
-                if journals[key] != nil {
-                    journals[key]!.events += events
+                plan.steps.append(.insert(NewJob(job: job, position: position, labels: labelsJSON, promise: promise)))
+            case .journal(let journal):
+                if let index = journals[journal.key] {
+                    plan.entries[index].merge(journal)
                 } else {
-                    journals[key] = (steps.count, events)
-                    steps.append(.write(write))
+                    journals[journal.key] = plan.entries.count
+                    plan.steps.append(.journal(plan.entries.count))
+                    plan.entries.append(JournalEntry(journal))
                 }
             default:
-                steps.append(.write(write))
+                plan.steps.append(.write(write))
             }
         }
-        for (_, journal) in journals {
-            guard case .write(.events(let run, _)) = steps[journal.index] else { continue }
-            steps[journal.index] = .journal(self.journalEntry(run, journal.events))
-        }
-        return steps
-    }
-
-    func journalEntry(_ run: JobRun, _ events: [JobEvent]) -> JournalEntry {
-        var entry = JournalEntry(
-            run: run,
-            position: run.storeKey.load(ordering: .relaxed),
-            firstSeq: events.first?.seq ?? 0,
-            lastSeq: events.last?.seq ?? 0,
-            events: StoredRecords.encodeEvents(events)
-        )
-        // One row write per node and per job for the whole batch: the state its last event says.
-        var nodeOrder: [String] = []
-        var lastNodeEvent: [String: JobEventType] = [:]
-        var startedAt: Timestamp?
-        var ended = false
-        for event in events {
-            switch event.type {
-            case .jobCreated: break
-            case .jobStarted: startedAt = event.time
-            case .jobSucceeded, .jobFailed, .jobCancelled: ended = true
-            case .taskStarted, .taskRetrying, .taskSucceeded, .taskFailed, .taskCancelled, .taskSkipped:
-                guard let taskId = event.taskId else { continue }
-                if lastNodeEvent.updateValue(event.type, forKey: taskId) == nil { nodeOrder.append(taskId) }
-            }
-        }
-        if ended {
-            // The job's outcome and every node's, in its own row: nodes that never ran included,
-            // so the job reads back whole.
-            entry.ended = EndedJob(
-                snapshot: run.snapshot,
-                nodes: StoredRecords.encodeNodes(run.nodes),
-                dropNodeRows: startedAt == nil
-            )
-        } else {
-            entry.startedAt = startedAt
-            for taskId in nodeOrder {
-                guard let type = lastNodeEvent[taskId], let (ordinal, record) = run.indexedNode(taskId) else {
-                    continue
-                }
-                var row = record
-                if type == .taskStarted || type == .taskRetrying {
-                    // The row says what the event says, even when the node has moved on since: its
-                    // outcome is written with the event that announces it, in a later batch.
-                    row.state = .running
-                    row.result = nil
-                    row.error = nil
-                    row.finishedAt = nil
-                } else if !record.state.isTerminal {
-                    continue
-                }
-                entry.nodes.append((ordinal, row))
-            }
-        }
-        if let planner = self.webhooks.withLock({ $0?.planner }) {
-            entry.deliveries = planner.plan(run, events: events[...])
-        }
-        return entry
+        return plan
     }
 
     // MARK: - Committing
 
-    /// Writes `steps` in one transaction; then completes their futures (outside the transaction).
-    func commit(_ steps: [Step]) {
+    /// Writes `plan` in one transaction; then completes its futures (outside the transaction).
+    func commit(_ plan: Plan) {
         var completions: [@Sendable () -> Void] = []
-        completions.reserveCapacity(steps.count)
+        completions.reserveCapacity(plan.steps.count)
         var continueExpiring: Timestamp?
-        var planned: [Delivery] = []
-        var finished: [JobRun] = []
+        var finished: [StoredJob] = []
+        /// The journal entries' listeners, told after the commit.
+        var committed: [@Sendable (Bool) -> Void] = []
         let started = monotonicNanoseconds()
         do {
             try self.writer.transaction {
-                for step in steps {
+                for step in plan.steps {
                     switch step {
                     case .insert(let job):
-                        let result = try self.writeInsert(job)
-                        completions.append { job.promise.succeed(result) }
-                    case .journal(let entry):
-                        if try self.writeJournal(entry) {
-                            planned += entry.deliveries
-                            if entry.ended != nil { finished.append(entry.run) }
+                        let outcome = try self.writeInsert(job)
+                        completions.append { job.promise.succeed(outcome) }
+                    case .journal(let index):
+                        let entry = plan.entries[index]
+                        if try self.writeJournal(entry), let ended = entry.ended {
+                            finished.append(Self.finishedRecord(entry, ended))
                         }
-                        // Readers see the events once they are committed (JobRun.markDurable).
-                        let run = entry.run
-                        let last = entry.lastSeq
-                        completions.append { run.markDurable(through: last) }
+                        // Readers see the events once they are committed (the service marks them durable).
+                        committed += entry.committed
                     case .write(let write):
                         try self.commitWrite(write, completions: &completions, continueExpiring: &continueExpiring)
                     }
@@ -266,25 +202,23 @@ extension SQLiteJobStore {
         } catch {
             // The transaction rolled back: nothing of this batch is on disk. New jobs are refused
             // (their clients get a 503 and may retry); journal entries are lost, which is logged.
-            self.logger.error("store commit failed", metadata: ["error": "\(error)", "writes": "\(steps.count)"])
+            self.logger.error("store commit failed", metadata: ["error": "\(error)", "writes": "\(plan.steps.count)"])
             completions = []
-            planned = []
             finished = []
+            committed = []
             let problem = StoreError.writeFailed
-            for step in steps {
+            for step in plan.steps {
                 switch step {
                 case .insert(let job):
-                    self.cache.withLock { cache in
-                        if cache.runs[job.run.id] === job.run {
-                            cache.runs[job.run.id] = nil
-                            cache.count -= 1
-                        }
-                    }
+                    self.cache.withLock { $0.count -= 1 }
                     completions.append { job.promise.fail(problem) }
+                case .journal(let index):
+                    for listener in plan.entries[index].committed { completions.append { listener(false) } }
                 case .write(.delete(_, let promise)): completions.append { promise.fail(problem) }
                 case .write(.flush(let promise)): completions.append { promise.fail(problem) }
                 case .write(.addLeases(_, let promise)): completions.append { promise.fail(problem) }
-                case .journal, .write: break
+                case .write(.cancelRequested(_, let promise)): completions.append { promise.fail(problem) }
+                case .write: break
                 }
             }
         }
@@ -293,20 +227,40 @@ extension SQLiteJobStore {
         // responses) while this one commits the next batch. Jobs that ended join the cache of
         // recent ones there too (evicting older ones is many small frees), and the commit's
         // duration is recorded there: the writer thread bounds durable throughput.
-        let finishedRuns = finished
+        let records = finished
         let done = completions
+        let listeners = committed
         self.completionPool.execute {
+            // Cached first: a listener lets the service forget a job that ended, and reads of it
+            // then come here.
+            self.cacheFinished(records)
+            for listener in listeners { listener(true) }
             for completion in done { completion() }
-            let evicted = self.noteFinished(finishedRuns)
-            withExtendedLifetime(evicted) {}
             self.options.onCommit(duration)
         }
         self.checkpointIfDue()
         if let continueExpiring { self.enqueue(.expire(before: continueExpiring)) }
-        // Deliveries are sent only once they are on disk with the events they announce.
-        if !planned.isEmpty, let dispatcher = self.webhooks.withLock({ $0?.dispatcher }) {
-            dispatcher.dispatch(planned)
-        }
+    }
+
+    /// The record of a job that ended in `entry`, as reads find it from now on.
+    static func finishedRecord(_ entry: JournalEntry, _ ended: EndedJob) -> StoredJob {
+        let snapshot = ended.snapshot
+        return StoredJob(
+            id: entry.id,
+            key: entry.position,
+            name: snapshot.name,
+            labels: snapshot.labels,
+            input: snapshot.input,
+            document: nil,
+            state: snapshot.state,
+            result: snapshot.result,
+            error: snapshot.error,
+            createdAt: snapshot.createdAt,
+            startedAt: snapshot.startedAt,
+            finishedAt: snapshot.finishedAt,
+            nodes: ended.nodes,
+            events: ended.events
+        )
     }
 
     /// The writes other than inserts and journal entries.
@@ -316,10 +270,8 @@ extension SQLiteJobStore {
         continueExpiring: inout Timestamp?
     ) throws {
         switch write {
-        case .insert, .events:
+        case .insert, .journal:
             preconditionFailure("planned as a step of its own")
-        case .addDeliveries(let deliveries):
-            for delivery in deliveries { try self.writeDelivery(delivery) }
         case .updateDelivery(let delivery):
             try self.writer.prepared(
                 "UPDATE deliveries SET state = ?, attempts = ?, next_attempt_at = ? WHERE id = ?"
@@ -338,8 +290,9 @@ extension SQLiteJobStore {
                 try statement.bind(.text(hash)).run()
                 statement.reset()
             }
-        case .cancelRequested(let id):
+        case .cancelRequested(let id, let promise):
             try self.writer.prepared("UPDATE jobs SET cancel_requested = 1 WHERE id = ?").bind(.text(id)).run()
+            completions.append { promise.succeed(()) }
         case .delete(let id, let promise):
             let result = try self.writeDelete(id)
             completions.append { promise.succeed(result) }
@@ -387,9 +340,9 @@ extension SQLiteJobStore {
         }
     }
 
-    func writeInsert(_ job: NewJob) throws -> InsertResult {
+    func writeInsert(_ new: NewJob) throws -> InsertOutcome {
         let db = self.writer
-        let run = job.run
+        let job = new.job
         if let idempotency = job.idempotency {
             let seen = try db.prepared("SELECT id, body_hash FROM jobs WHERE idempotency_key = ?").bind(
                 .text(idempotency.key)
@@ -398,41 +351,33 @@ extension SQLiteJobStore {
                 let id = seen.text(0)
                 let hash = UInt64(bitPattern: seen.int(1))
                 seen.reset()
-                guard hash == idempotency.bodyHash else { return .mismatch }
-                if let existing = self.cache.withLock({ $0.runs[id] }) { return .existing(existing) }
-                if let existing = try self.load(id, db) { return .existing(self.cacheFinished(existing)) }
+                return hash == idempotency.bodyHash ? .existing(id: id) : .mismatch
             }
         }
-        let spec = run.spec
-        let snapshot = run.snapshot
         try db.prepared(
             """
             INSERT INTO jobs (position, id, state, created_at, name, labels, idempotency_key, body_hash, document)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?)
             """
         ).bind(
-            .int(job.position),
-            .text(run.id),
-            .text(snapshot.state.rawValue),
-            .int(snapshot.createdAt.milliseconds),
-            spec.name.map(SQLiteValue.text),
-            job.labels.map(SQLiteValue.bytes),
+            .int(new.position),
+            .text(job.id),
+            .int(job.createdAt.milliseconds),
+            job.name.map(SQLiteValue.text),
+            new.labels.map(SQLiteValue.bytes),
             job.idempotency.map { .text($0.key) },
             job.idempotency.map { .int(Int64(bitPattern: $0.bodyHash)) },
             .bytes(Array(job.document.readableBytesView))
         ).run()
-        if !spec.labels.isEmpty {
+        if !job.labels.isEmpty {
             let statement = try db.prepared("INSERT INTO labels (key, value, position) VALUES (?, ?, ?)")
-            for (key, value) in spec.labels {
-                try statement.bind(.text(key), .text(value), .int(job.position)).run()
+            for (key, value) in job.labels {
+                try statement.bind(.text(key), .text(value), .int(new.position)).run()
                 statement.reset()
             }
         }
-        self.cache.withLock { cache in
-            cache.runs[run.id] = run
-            cache.count += 1
-        }
-        return .inserted
+        self.cache.withLock { $0.count += 1 }
+        return .inserted(new.position)
     }
 
     /// Writes one job's journal entry; `false` when the job is gone (deleted meanwhile: its late
@@ -444,9 +389,13 @@ extension SQLiteJobStore {
         try db.prepared("INSERT OR IGNORE INTO events (job, seq, events) VALUES (?, ?, ?)").bind(
             .int(entry.position),
             .int(Int64(entry.firstSeq)),
-            .bytes(entry.events)
+            .bytes(StoredRecords.encodeEvents(entry.events))
         ).run()
-        for (ordinal, record) in entry.nodes { try self.writeNode(entry.position, ordinal: ordinal, record) }
+        if entry.ended == nil {
+            for ordinal in entry.nodes.keys.sorted() {
+                try self.writeNode(entry.position, ordinal: ordinal, entry.nodes[ordinal]!)
+            }
+        }
         for delivery in entry.deliveries { try self.writeDelivery(delivery) }
         if let ended = entry.ended {
             let snapshot = ended.snapshot
@@ -462,10 +411,11 @@ extension SQLiteJobStore {
                 .text(snapshot.progress.jsonString),
                 snapshot.startedAt.map { .int($0.milliseconds) },
                 .int((snapshot.finishedAt ?? .now()).milliseconds),
-                .bytes(ended.nodes),
+                .bytes(StoredRecords.encodeNodes(ended.nodes)),
                 .int(entry.position)
             ).run()
-            if ended.dropNodeRows {
+            // Node rows may exist from earlier commits (the job did not start in this one): they go.
+            if entry.startedAt == nil {
                 try db.prepared("DELETE FROM nodes WHERE job = ?").bind(.int(entry.position)).run()
             }
         } else if let startedAt = entry.startedAt {
@@ -532,10 +482,8 @@ extension SQLiteJobStore {
         let stored = JobState(rawValue: row.text(1)) ?? .running
         let labels = row.optionalText(2)
         row.reset()
-        let live = self.cache.withLock { $0.runs[id] }
-        // Memory is ahead of the file: a job that ended a moment ago may not have its row updated.
-        let state = live?.snapshot.state ?? stored
-        guard state.isTerminal else { return .notTerminal }
+        // The service sends a delete only once the job's end is recorded: the row says how it ended.
+        guard stored.isTerminal else { return .notTerminal }
         try self.deleteRows(position: position, id: id, labels: labels)
         // Its last events may still be queued behind this delete: they must not come back.
         self.writerState.withLock { _ = $0.deleted.insert(position) }
@@ -558,10 +506,11 @@ extension SQLiteJobStore {
             }
         }
         try db.prepared("DELETE FROM jobs WHERE position = ?").bind(.int(position)).run()
-        self.cache.withLock { cache in
-            cache.runs[id] = nil
+        let removed = self.cache.withLock { cache in
             cache.count -= 1
+            return cache.finished.removeValue(forKey: id)
         }
+        withExtendedLifetime(removed) {}
     }
 
     /// Deletes up to 500 jobs that finished before `before`, looking at up to 5,000 jobs; `true`

@@ -10,7 +10,7 @@ import Glibc
 import Darwin
 #endif
 
-/// The embedded durable store (the default; `--data PATH`): one SQLite file in WAL mode.
+/// The embedded durable repository (the default; `--data PATH`): one SQLite file in WAL mode.
 ///
 /// **Writes** go through one writer connection owned by a one-thread pool. Every change — a new
 /// job, each batch of events with the node and job rows they change, a delete — is queued, and the
@@ -20,20 +20,20 @@ import Darwin
 /// `synchronous=FULL` by default: a commit survives power loss, not only a crash of the process —
 /// group commit makes that affordable (one fsync per batch, ~0.3 ms here).
 ///
-/// **Reads** of jobs in memory never touch the disk: every unfinished job, and the most recently
-/// finished ones, stay cached as `JobRun`s. Other jobs are loaded on a small reader pool, each
-/// thread with its own connection (WAL lets readers run beside the writer); event loops never wait
-/// for the disk.
+/// **Reads** run on a small reader pool, each thread with its own connection (WAL lets readers run
+/// beside the writer); event loops never wait for the disk. The records of the most recently
+/// finished jobs are cached, so reading a job that just ended costs no disk read.
 ///
-/// **Journal**: the store is a `JobObserver`. A node's row is written from the event that
-/// announces its state, in the same transaction as that event — so a restart never sees an outcome
-/// without its event or the other way round, and a node that finished is never run again.
-public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, WebhookJournaling {
+/// **Journal**: a node's row is written from the event that announces its state, in the same
+/// transaction as that event — so a restart never sees an outcome without its event or the other
+/// way round, and a node that finished is never run again. Webhook deliveries are rows of the same
+/// transaction (the outbox).
+public final class SQLiteJobRepository: JobRepository {
     public struct Options: Sendable {
         /// `FULL` (default): every commit is fsynced. `NORMAL`: WAL commits survive a crash of the
         /// process but the last ones may be lost on power failure.
         public var synchronousFull = true
-        /// Finished jobs kept in memory for fast reads; older ones are loaded from the file.
+        /// Records of finished jobs kept in memory for fast reads; older ones are read from the file.
         public var cachedFinishedJobs = 10_000
         /// Queued writes past which new jobs are refused (503 `store.busy`) rather than queued.
         public var maxQueuedWrites = 200_000
@@ -47,7 +47,6 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
     }
 
     public let path: String
-    let engine: Engine
     let logger: Logger
     let options: Options
     let writer: SQLiteConnection
@@ -59,8 +58,6 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
     let cache = Mutex(Cache())
     let queue = Mutex(WriteQueue())
     let retentionTimer = Mutex<TimerQueue.ID?>(nil)
-    /// Set once by `attachWebhooks`, before any job runs.
-    let webhooks = Mutex<(planner: WebhookPlanner, dispatcher: WebhookDispatcher)?>(nil)
     /// The position the last new job was given (`jobs.position`): positions are handed out when
     /// a batch is planned, so a job's rows can be written without asking SQLite for its rowid.
     let nextPosition: Atomic<Int64>
@@ -81,19 +78,18 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
         var expiredThrough: Int64 = 0
     }
 
+    /// Records of recently finished jobs, and the number of jobs in the file.
     struct Cache {
-        var runs: [String: JobRun] = [:]
-        /// Ids of finished jobs in the order they finished; the oldest leave the cache first.
-        var finished: [String] = []
-        var finishedHead = 0
+        var finished: [String: StoredJob] = [:]
+        /// Ids in the order they were cached; the oldest leave the cache first.
+        var order: [String] = []
+        var orderHead = 0
         var count = 0
     }
 
-    /// Opens (creating the file and its directory if needed) and migrates the store, and starts
-    /// journalling `engine`'s jobs.
-    public init(path: String, engine: Engine, options: Options = Options(), logger: Logger) throws {
+    /// Opens (creating the file and its directory if needed) and migrates the file.
+    public init(path: String, options: Options = Options(), logger: Logger) throws {
         self.path = path
-        self.engine = engine
         self.options = options
         self.logger = logger
         try Self.createDirectory(of: path)
@@ -124,26 +120,32 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
         self.checkpointConnection = try SQLiteConnection(path: path)
         self.readers = Mutex(try (0..<2).map { _ in try SQLiteConnection(path: path) })
         self.cache.withLock { $0.count = count }
-        engine.addObserver(self)
         if let retention = options.retention { self.scheduleRetention(retention) }
     }
 
-    // MARK: - JobStore
+    public var isDurable: Bool { true }
 
-    public func insert(_ run: JobRun, document: ByteBuffer, idempotency: IdempotencyKey?) -> Future<InsertResult> {
-        let promise = Promise<InsertResult>()
-        guard self.enqueue(.insert(run, document, idempotency, promise), refuseWhenFull: true) else {
+    // MARK: - Jobs
+
+    public func insert(_ job: NewJobRecord) -> Future<InsertOutcome> {
+        let promise = Promise<InsertOutcome>()
+        guard self.enqueue(.insert(job, promise), refuseWhenFull: true) else {
             return Future(error: StoreError.busy)
         }
         return promise.future
     }
 
-    public func run(_ id: String) -> Future<JobRun?> {
-        if let run = self.cache.withLock({ $0.runs[id] }) { return Future(value: run) }
+    public func append(_ batch: JournalBatch) {
+        self.enqueue(.journal(batch))
+    }
+
+    public func job(_ id: String) -> Future<StoredJob?> {
+        if let job = self.cache.withLock({ $0.finished[id] }) { return Future(value: job) }
         guard JobID.isPlausible(id) else { return Future(value: nil) }
-        return self.read { db in try self.load(id, db) }.map { run in
-            guard let run else { return nil }
-            return self.cacheFinished(run)
+        return self.read { db in try self.load(id, db) }.map { job in
+            guard let job else { return nil }
+            if job.state.isTerminal { self.cacheFinished([job]) }
+            return job
         }
     }
 
@@ -190,39 +192,60 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
             statement.reset()
             let more = rows.count > query.limit
             if more { rows.removeLast() }
-            // Jobs in memory are shown as they are now (the file may be a commit behind).
-            let live = self.cache.withLock { cache in rows.map { cache.runs[$0.snapshot.id] } }
-            var items: [JobSnapshot] = []
-            for (row, run) in zip(rows, live) {
-                let snapshot = run?.snapshot ?? row.snapshot
-                if let state = query.state, snapshot.state != state { continue }
-                items.append(snapshot)
-            }
-            return JobPage(items: items, next: more ? rows.last?.position : nil)
+            return JobPage(items: rows.map(\.snapshot), next: more ? rows.last?.position : nil)
         }
     }
 
     public func delete(_ id: String) -> Future<DeleteResult> {
-        if let run = self.cache.withLock({ $0.runs[id] }), !run.snapshot.state.isTerminal {
-            return Future(value: .notTerminal)
-        }
         guard JobID.isPlausible(id) else { return Future(value: .notFound) }
         let promise = Promise<DeleteResult>()
         self.enqueue(.delete(id, promise))
         return promise.future
     }
 
-    public func flush() -> Future<Void> {
+    public func requestCancel(_ id: String) -> Future<Void> {
+        let promise = Promise<Void>()
+        self.enqueue(.cancelRequested(id, promise))
+        return promise.future
+    }
+
+    /// The jobs a restart resumes, oldest first (through the partial index `jobs_unfinished`).
+    static let unfinishedSQL: StaticString =
+        "SELECT id FROM jobs WHERE state IN ('pending', 'running') ORDER BY position"
+
+    public func claimUnfinished(excluding live: Set<String>) -> Future<[StoredJob]> {
+        self.read { db in
+            let statement = try db.prepared(Self.unfinishedSQL)
+            var ids: [String] = []
+            while try statement.step() {
+                let id = statement.text(0)
+                if !live.contains(id) { ids.append(id) }
+            }
+            statement.reset()
+            var jobs: [StoredJob] = []
+            for id in ids {
+                do {
+                    guard let job = try self.load(id, db), !job.state.isTerminal else { continue }
+                    jobs.append(job)
+                } catch {
+                    self.logger.error(
+                        "cannot resume a stored job; it stays as it was",
+                        metadata: ["job.id": "\(id)", "error": "\(error)"]
+                    )
+                }
+            }
+            return jobs
+        }
+    }
+
+    public func count() -> Future<Int> { Future(value: self.cache.withLock { $0.count }) }
+
+    /// Completes when every write queued so far is committed (tests: a consistent crash image).
+    func flush() -> Future<Void> {
         let promise = Promise<Void>()
         self.enqueue(.flush(promise))
         return promise.future
     }
-
-    public func noteCancelRequested(_ run: JobRun) {
-        self.enqueue(.cancelRequested(run.id))
-    }
-
-    public var count: Int { self.cache.withLock { $0.count } }
 
     // MARK: - LeaseJournal
 
@@ -237,60 +260,33 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
         if !hashes.isEmpty { self.enqueue(.removeLeases(hashes)) }
     }
 
-    public func storedLeases() throws -> [StoredLease] {
-        let db = try SQLiteConnection(path: self.path)
-        let statement = try db.prepared(
-            "SELECT lease_hash, job_id, task_id, executor, worker_id, attempt, heartbeat_timeout_ms, claimed_at FROM leases"
-        )
-        var leases: [StoredLease] = []
-        while try statement.step() {
-            leases.append(
-                StoredLease(
-                    hash: statement.text(0),
-                    jobID: statement.text(1),
-                    taskID: statement.text(2),
-                    executor: statement.text(3),
-                    workerId: statement.text(4),
-                    attempt: Int(statement.int(5)),
-                    heartbeatTimeoutMs: Int(statement.int(6)),
-                    claimedAt: Timestamp(milliseconds: statement.int(7))
-                )
+    public func storedLeases() -> Future<[StoredLease]> {
+        self.read { db in
+            let statement = try db.prepared(
+                "SELECT lease_hash, job_id, task_id, executor, worker_id, attempt, heartbeat_timeout_ms, claimed_at FROM leases"
             )
-        }
-        statement.reset()
-        return leases
-    }
-
-    /// The jobs a restart resumes, oldest first (through the partial index `jobs_unfinished`).
-    static let unfinishedSQL: StaticString =
-        "SELECT id FROM jobs WHERE state IN ('pending', 'running') ORDER BY position"
-
-    public func recoverUnfinished() throws -> [JobRun] {
-        // A connection of its own: the writer's belongs to the writer thread, which may already be
-        // running retention (`writeExpire`) on it — its prepared-statement cache is not shareable.
-        let db = try SQLiteConnection(path: self.path)
-        let statement = try db.prepared(Self.unfinishedSQL)
-        var ids: [String] = []
-        while try statement.step() { ids.append(statement.text(0)) }
-        statement.reset()
-        var runs: [JobRun] = []
-        for id in ids {
-            do {
-                guard let run = try self.load(id, db) else { continue }
-                runs.append(run)
-            } catch {
-                self.logger.error(
-                    "cannot resume a stored job; it stays as it was",
-                    metadata: ["job.id": "\(id)", "error": "\(error)"]
+            var leases: [StoredLease] = []
+            while try statement.step() {
+                leases.append(
+                    StoredLease(
+                        hash: statement.text(0),
+                        jobID: statement.text(1),
+                        taskID: statement.text(2),
+                        executor: statement.text(3),
+                        workerId: statement.text(4),
+                        attempt: Int(statement.int(5)),
+                        heartbeatTimeoutMs: Int(statement.int(6)),
+                        claimedAt: Timestamp(milliseconds: statement.int(7))
+                    )
                 )
             }
+            statement.reset()
+            return leases
         }
-        self.cache.withLock { cache in for run in runs { cache.runs[run.id] = run } }
-        return runs
     }
 
-    /// Writes what is queued, checkpoints the WAL into the file and lets the store's threads exit;
-    /// the future completes when that is done.
+    /// Writes what is queued, checkpoints the WAL into the file and lets the repository's threads
+    /// exit; the future completes when that is done.
     @discardableResult
     public func close() -> Future<Void> {
         if let timer = self.retentionTimer.withLock({ $0 }) { TimerQueue.shared.cancel(timer) }
@@ -331,47 +327,27 @@ public final class SQLiteJobStore: JobStore, JobObserver, DeliveryStore, Webhook
         }
     }
 
-    /// Puts a finished job read from the file in the cache of recent ones (the cached copy wins
-    /// if there is one).
-    func cacheFinished(_ run: JobRun) -> JobRun {
-        let (cached, evicted): (JobRun, [JobRun]) = self.cache.withLock { cache in
-            if let cached = cache.runs[run.id], cached !== run { return (cached, []) }
-            if cache.runs[run.id] == nil { cache.runs[run.id] = run }
-            cache.finished.append(run.id)
-            return (run, self.evictExcess(&cache))
+    /// Keeps the records of finished jobs (read from the file, or just committed) for fast reads;
+    /// the oldest beyond the cache's size leave it (freed outside the lock).
+    func cacheFinished(_ jobs: [StoredJob]) {
+        if jobs.isEmpty { return }
+        let evicted: [StoredJob] = self.cache.withLock { cache in
+            for job in jobs where cache.finished.updateValue(job, forKey: job.id) == nil { cache.order.append(job.id) }
+            let excess = cache.order.count - cache.orderHead - self.options.cachedFinishedJobs
+            guard excess > 0 else { return [] }
+            var evicted: [StoredJob] = []
+            evicted.reserveCapacity(excess)
+            for id in cache.order[cache.orderHead..<(cache.orderHead + excess)] {
+                if let old = cache.finished.removeValue(forKey: id) { evicted.append(old) }
+            }
+            cache.orderHead += excess
+            if cache.orderHead > 4096, cache.orderHead * 2 > cache.order.count {
+                cache.order.removeFirst(cache.orderHead)
+                cache.orderHead = 0
+            }
+            return evicted
         }
         withExtendedLifetime(evicted) {}
-        return cached
-    }
-
-    /// Records that `runs`, cached since they were inserted, have ended and their end is on disk:
-    /// they become the most recent finished jobs, and the oldest beyond the cache's size leave it
-    /// (returned, to be freed outside the lock). A job deleted meanwhile is not put back.
-    func noteFinished(_ runs: [JobRun]) -> [JobRun] {
-        if runs.isEmpty { return [] }
-        return self.cache.withLock { cache in
-            for run in runs where cache.runs[run.id] === run { cache.finished.append(run.id) }
-            return self.evictExcess(&cache)
-        }
-    }
-
-    private func evictExcess(_ cache: inout Cache) -> [JobRun] {
-        let excess = cache.finished.count - cache.finishedHead - self.options.cachedFinishedJobs
-        guard excess > 0 else { return [] }
-        var evicted: [JobRun] = []
-        evicted.reserveCapacity(excess)
-        for id in cache.finished[cache.finishedHead..<(cache.finishedHead + excess)] {
-            if let old = cache.runs[id], old.jobState.isTerminal {
-                cache.runs[id] = nil
-                evicted.append(old)
-            }
-        }
-        cache.finishedHead += excess
-        if cache.finishedHead > 4096, cache.finishedHead * 2 > cache.finished.count {
-            cache.finished.removeFirst(cache.finishedHead)
-            cache.finishedHead = 0
-        }
-        return evicted
     }
 
     static func createDirectory(of path: String) throws {

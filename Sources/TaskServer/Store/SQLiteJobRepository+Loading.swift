@@ -12,13 +12,14 @@ import Darwin
 
 // Rebuilding jobs from the file: a finished job as it ended, an unfinished one ready to resume.
 
-extension SQLiteJobStore {
-    /// Rebuilds job `id` from the file: a finished job as it ended, an unfinished one ready to
-    /// resume (nodes with a stored outcome keep it).
-    func load(_ id: String, _ db: SQLiteConnection) throws -> JobRun? {
+extension SQLiteJobRepository {
+    /// Reads job `id` from the file: a finished job as it ended, an unfinished one with what it
+    /// needs to resume (its document, and node records where the rows are newer than the list).
+    func load(_ id: String, _ db: SQLiteConnection) throws -> StoredJob? {
         let row = try db.prepared(
             """
-            SELECT position, document, state, result, error, created_at, started_at, finished_at, cancel_requested, nodes
+            SELECT position, document, state, result, error, created_at, started_at, finished_at, cancel_requested, nodes,
+                name, labels
             FROM jobs WHERE id = ?
             """
         ).bind(.text(id))
@@ -40,8 +41,9 @@ extension SQLiteJobStore {
             : row.withBytes(9) { bytes in
                 try StoredRecords.decodeNodes(try JSONParser.parse(bytes, limits: Self.storedLimits))
             }
+        let name = row.optionalText(10)
+        let labels = try Self.labels(row.optionalText(11))
         row.reset()
-        let spec = try self.engine.decoder.decodeJob(document)
 
         // Node rows (a job that has not ended, or one stored by schema 3) over the job's own list:
         // a row is newer than the list.
@@ -89,31 +91,39 @@ extension SQLiteJobStore {
         }
         eventRows.reset()
 
-        var restored = RestoredJob(nodes: [:], events: events, startedAt: startedAt, cancelRequested: cancelRequested)
-        if state.isTerminal {
-            restored.finished = FinishedJob(
-                state: state,
-                result: result,
-                error: error,
-                finishedAt: finishedAt ?? createdAt,
-                records: records
-            )
-        } else {
-            for record in records { restored.nodes[record.id] = record }
+        return StoredJob(
+            id: id,
+            key: position,
+            name: name,
+            labels: labels,
+            input: document["input"] ?? .null,
+            document: state.isTerminal ? nil : document,
+            state: state,
+            result: result,
+            error: error,
+            createdAt: createdAt,
+            startedAt: startedAt,
+            finishedAt: state.isTerminal ? (finishedAt ?? createdAt) : nil,
+            cancelRequested: cancelRequested,
+            nodes: records,
+            events: events
+        )
+    }
+
+    /// A `jobs.labels` object.
+    static func labels(_ text: String?) throws -> [String: String] {
+        var labels: [String: String] = [:]
+        if let text, case .object(let object) = try JSONParser.parse(text, limits: storedLimits) {
+            for (key, value) in object { labels[key] = value.stringValue ?? "" }
         }
-        let run = self.engine.makeRun(id: id, spec: spec, createdAt: createdAt, restored: restored)
-        run.storeKey.store(position, ordering: .relaxed)
-        return run
+        return labels
     }
 
     static let storedLimits = JSONParser.Limits(maxDepth: 1024, maxBytes: 1 << 30, maxStringBytes: 1 << 30)
 
     /// A list item from a `jobs` row (list views show no input or result).
     static func snapshot(_ row: SQLiteStatement) throws -> JobSnapshot {
-        var labels: [String: String] = [:]
-        if let text = row.optionalText(3), case .object(let object) = try JSONParser.parse(text, limits: storedLimits) {
-            for (key, value) in object { labels[key] = value.stringValue ?? "" }
-        }
+        let labels = try Self.labels(row.optionalText(3))
         var progress = JobProgress()
         if let text = row.optionalText(6), case .object(let object) = try JSONParser.parse(text, limits: storedLimits) {
             progress.total = object["total"]?.intValue ?? 0

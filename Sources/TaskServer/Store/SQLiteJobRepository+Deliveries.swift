@@ -13,16 +13,7 @@ import Darwin
 // The webhook outbox: deliveries are rows written in the same transaction as the events they
 // announce, so a delivery is never sent for an event that is not stored, nor lost after a crash.
 
-extension SQLiteJobStore {
-
-    public func attachWebhooks(planner: WebhookPlanner, deliveries: any DeliveryStore, dispatcher: WebhookDispatcher) {
-        self.webhooks.withLock { $0 = (planner, dispatcher) }
-    }
-
-    /// Queues new deliveries (the server plans its own inside the journal instead).
-    public func add(_ deliveries: [Delivery]) {
-        self.enqueue(.addDeliveries(deliveries))
-    }
+extension SQLiteJobRepository {
 
     /// Records an attempt. Queued, not awaited: if the process dies first, the delivery is still
     /// `pending` on disk and is sent again after the restart (at least once).
@@ -42,10 +33,9 @@ extension SQLiteJobStore {
         }
     }
 
-    /// The deliveries still to send (start-up, on a connection of its own).
-    public func pending() -> [Delivery] {
-        do {
-            let db = try SQLiteConnection(path: self.path)
+    /// The deliveries still to send, the earliest due first.
+    public func pending() -> Future<[Delivery]> {
+        self.read { db in
             let rows = try db.prepared(
                 "SELECT id, job_id, seq, event_type, url, headers, secret, body, state, attempts, next_attempt_at, retry, created_at FROM deliveries WHERE state = 'pending' ORDER BY next_attempt_at"
             )
@@ -53,14 +43,8 @@ extension SQLiteJobStore {
             while try rows.step() { if let delivery = try Self.delivery(rows) { found.append(delivery) } }
             rows.reset()
             return found
-        } catch {
-            self.logger.error("cannot read pending webhook deliveries", metadata: ["error": "\(error)"])
-            return []
         }
     }
-
-    /// Nothing to do: deleting a job removes its deliveries in the same transaction.
-    public func remove(jobID: String) {}
 
     func writeDelivery(_ delivery: Delivery) throws {
         var headers = JSONObject()

@@ -1,0 +1,399 @@
+import Logging
+import NIOCore
+import Synchronization
+import TaskCore
+import TaskGraph
+
+/// Owns the jobs this server runs, and is all the API talks to about jobs.
+///
+/// - **Live jobs**: every `JobRun` this server started (submitted here, or claimed by
+///   `recover()`), from before its record is inserted until its end is recorded by the
+///   repository. Reads of any other job go to the repository (`StoredJob`).
+/// - **Commands** — submit, cancel, cancel a task, complete an `await` task — act on the live run,
+///   and their futures complete once what they changed is durable: "this job's seq N is
+///   committed" (`JobRun.waitForDurability`), never a store-wide flush.
+/// - **The journal**: the service is the engine's `JobObserver` that turns each job's new events
+///   into a `JournalBatch` of values (node records as the events say, the end, the webhook
+///   deliveries the planner makes) for the repository; the batch's commit makes the events
+///   visible to readers (`markDurable`) and hands the deliveries to the dispatcher.
+/// - **Recovery** (`recover()`) claims the unfinished jobs no live owner holds and resumes them:
+///   at start-up, and callable at any time (it skips the jobs already live here).
+public final class JobService: JobObserver, Sendable {
+    public let engine: Engine
+    public let repository: any JobRepository
+    let planner: WebhookPlanner
+    let dispatcher: WebhookDispatcher?
+    let logger: Logger
+    /// Whether events are gated on commits (`repository.isDurable`).
+    let durable: Bool
+    private let state = Mutex(State())
+
+    private struct State {
+        var live: [String: JobRun] = [:]
+        /// Deletes waiting for a finished job's end to be recorded, by job id.
+        var endWaiters: [String: [Promise<Void>]] = [:]
+    }
+
+    /// `engine` must have been made with `eventsAwaitDurability` equal to `repository.isDurable`;
+    /// the service adds itself as the engine's observer.
+    public init(
+        engine: Engine,
+        repository: any JobRepository,
+        planner: WebhookPlanner = WebhookPlanner(),
+        dispatcher: WebhookDispatcher? = nil,
+        logger: Logger
+    ) {
+        precondition(
+            engine.eventsAwaitDurability == repository.isDurable,
+            "JobService: the engine must gate events exactly when the repository is durable"
+        )
+        self.engine = engine
+        self.repository = repository
+        self.planner = planner
+        self.dispatcher = dispatcher
+        self.logger = logger
+        self.durable = repository.isDurable
+        engine.addObserver(self)
+    }
+
+    // MARK: - Submitting
+
+    public enum Submitted: Sendable {
+        case created(JobRun)
+        /// The idempotency key named an earlier job, with the same body.
+        case existing(any JobView)
+        /// The idempotency key was used with another body.
+        case mismatch
+    }
+
+    /// Records a new job and starts it once its record is durable. (`id`: tests name their jobs.)
+    public func submit(
+        _ spec: JobSpec,
+        document: ByteBuffer,
+        idempotency: IdempotencyKey?,
+        id: String? = nil
+    ) -> Future<Submitted> {
+        let run = self.engine.makeRun(id: id ?? JobID.make(), spec: spec)
+        let record = NewJobRecord(
+            id: run.id,
+            name: spec.name,
+            labels: spec.labels,
+            createdAt: run.snapshot.createdAt,
+            document: document,
+            idempotency: idempotency,
+            spec: self.durable ? nil : spec
+        )
+        // Live before it is inserted: a reader that learns the id early finds the run, never a
+        // record a commit behind it.
+        self.state.withLock { $0.live[run.id] = run }
+        let submitted = self.repository.insert(record).flatMap { outcome -> Future<Submitted> in
+            switch outcome {
+            case .inserted(let key):
+                run.storeKey.store(key, ordering: .relaxed)
+                run.start()
+                return Future(value: .created(run))
+            case .existing(let id):
+                self.forget(run)
+                return self.job(id).map { view in
+                    // The earlier job was deleted in the instant between: nothing to answer with.
+                    guard let view else { throw StoreError.readFailed }
+                    return .existing(view)
+                }
+            case .mismatch:
+                self.forget(run)
+                return Future(value: .mismatch)
+            }
+        }
+        // Not inserted (the repository refused or failed): nobody will ever read it.
+        submitted.whenComplete { outcome in if outcome.value == nil { self.forget(run) } }
+        return submitted
+    }
+
+    private func forget(_ run: JobRun) {
+        self.state.withLock { state in
+            if state.live[run.id] === run { state.live[run.id] = nil }
+        }
+    }
+
+    // MARK: - Reading
+
+    /// The job with `id`: the live run, or the stored record; nil when there is none.
+    public func job(_ id: String) -> Future<(any JobView)?> {
+        if let run = self.state.withLock({ $0.live[id] }) { return Future(value: run) }
+        return self.repository.job(id).map { $0 }
+    }
+
+    /// The live run of job `id`, if this server runs it.
+    public func liveRun(_ id: String) -> JobRun? { self.state.withLock { $0.live[id] } }
+
+    /// The number of live jobs (running, or finished and not yet recorded).
+    public var liveCount: Int { self.state.withLock { $0.live.count } }
+
+    /// A page of jobs, newest first. Jobs this server runs are shown as they are now (their
+    /// records may be a commit behind), and dropped when that no longer matches the state asked for.
+    public func list(_ query: JobQuery) -> Future<JobPage> {
+        self.repository.list(query).map { page in
+            let live: [JobRun?] = self.state.withLock { state in
+                state.live.isEmpty ? [] : page.items.map { state.live[$0.id] }
+            }
+            guard !live.isEmpty else { return page }
+            var items: [JobSnapshot] = []
+            items.reserveCapacity(page.items.count)
+            for (item, run) in zip(page.items, live) {
+                let snapshot = run?.snapshot ?? item
+                if let state = query.state, snapshot.state != state { continue }
+                items.append(snapshot)
+            }
+            return JobPage(items: items, next: page.next)
+        }
+    }
+
+    // MARK: - Commands
+
+    public enum CancelOutcome: Sendable {
+        /// The cancellation started (`202`); the job as it is now.
+        case cancelling(JobSnapshot)
+        /// It was cancelled already (`200`).
+        case alreadyCancelled(JobSnapshot)
+        case terminal(JobState)
+        case notFound
+    }
+
+    /// Cancels job `id`; completes once the request is durable.
+    public func cancel(_ id: String) -> Future<CancelOutcome> {
+        guard let run = self.liveRun(id) else {
+            return self.repository.job(id).flatMap { stored -> Future<CancelOutcome> in
+                guard let stored else { return Future(value: .notFound) }
+                if stored.state.isTerminal {
+                    return Future(
+                        value: stored.state == .cancelled ? .alreadyCancelled(stored.snapshot) : .terminal(stored.state)
+                    )
+                }
+                if stored.cancelRequested { return Future(value: .alreadyCancelled(stored.snapshot)) }
+                // A stored job this server does not run: the request is recorded, and whoever
+                // resumes the job carries it out.
+                return self.repository.requestCancel(stored.id).map { .cancelling(stored.snapshot) }
+            }
+        }
+        switch run.cancel() {
+        case .cancelling:
+            let seq = run.lastSeq
+            return self.repository.requestCancel(run.id)
+                .flatMap { run.waitForDurability(through: seq) }
+                .map { .cancelling(run.snapshot) }
+        case .alreadyCancelled:
+            return Future(value: .alreadyCancelled(run.snapshot))
+        case .terminal(let state):
+            return Future(value: .terminal(state))
+        }
+    }
+
+    public enum TaskCommandOutcome: Sendable {
+        case done(NodeRecord)
+        /// `cancelTask` only: the node was cancelled already.
+        case alreadyCancelled(NodeRecord)
+        case jobNotFound
+        case taskNotFound
+        /// The node already ended.
+        case terminal
+        /// Complete only: the node is not an `await` task.
+        case notAwait
+        /// The node is not running (complete: not waiting yet; cancel: not running any more).
+        case notRunning
+    }
+
+    /// Cancels one node of job `id` and its subtree; completes once the change is durable.
+    public func cancelTask(_ id: String, task taskID: String) -> Future<TaskCommandOutcome> {
+        self.command(id, task: taskID, completing: false) { run in run.cancel(node: taskID) }
+    }
+
+    /// Completes a running `await` task of job `id`; completes once the outcome is durable.
+    public func completeTask(
+        _ id: String,
+        task taskID: String,
+        with outcome: Outcome<JSONValue>
+    ) -> Future<
+        TaskCommandOutcome
+    > {
+        self.command(id, task: taskID, completing: true) { run in run.complete(node: taskID, with: outcome) }
+    }
+
+    /// A node command on a live run, or the answer a stored record gives (the same checks in the
+    /// same order as `JobRun.complete(node:with:)` and `cancel(node:)`).
+    private func command(
+        _ id: String,
+        task taskID: String,
+        completing: Bool,
+        _ body: @escaping @Sendable (JobRun) -> JobRun.NodeControlResult
+    ) -> Future<TaskCommandOutcome> {
+        guard let run = self.liveRun(id) else {
+            return self.repository.job(id).map { stored in
+                guard let stored else { return .jobNotFound }
+                guard let node = stored.node(taskID) else { return .taskNotFound }
+                if completing, node.action != "await" { return .notAwait }
+                if !completing, node.state == .cancelled { return .alreadyCancelled(node) }
+                return node.state.isTerminal ? .terminal : .notRunning
+            }
+        }
+        switch body(run) {
+        case .done:
+            // Answered once the change is durable: a restart never forgets an acknowledged one.
+            let seq = run.lastSeq
+            return run.waitForDurability(through: seq).map {
+                run.node(taskID).map(TaskCommandOutcome.done) ?? .taskNotFound
+            }
+        case .notFound: return Future(value: .taskNotFound)
+        case .terminal:
+            if let node = run.node(taskID), node.state == .cancelled { return Future(value: .alreadyCancelled(node)) }
+            return Future(value: .terminal)
+        case .notAwait: return Future(value: .notAwait)
+        case .notRunning: return Future(value: .notRunning)
+        }
+    }
+
+    /// Completes once the events of job `id` appended so far are durable (a worker's outcome,
+    /// before its completion is answered).
+    public func durable(_ id: String) -> Future<Void> {
+        guard let run = self.liveRun(id) else { return Future(value: ()) }
+        return run.waitForDurability(through: run.lastSeq)
+    }
+
+    /// Deletes a finished job with everything recorded about it.
+    public func delete(_ id: String) -> Future<DeleteResult> {
+        enum Live {
+            case no
+            case running
+            /// It ended a moment ago: the delete follows its end into the repository.
+            case ending(Future<Void>)
+        }
+        let live: Live = self.state.withLock { state in
+            guard let run = state.live[id] else { return .no }
+            guard run.jobState.isTerminal else { return .running }
+            let promise = Promise<Void>()
+            state.endWaiters[id, default: []].append(promise)
+            return .ending(promise.future)
+        }
+        switch live {
+        case .no: return self.repository.delete(id)
+        case .running: return Future(value: .notTerminal)
+        case .ending(let recorded): return recorded.flatMap { self.repository.delete(id) }
+        }
+    }
+
+    // MARK: - Recovery
+
+    /// Claims the unfinished jobs that no live owner holds and resumes them (nodes with a stored
+    /// outcome keep it and do not run again); returns how many. Safe to call at any time.
+    @discardableResult
+    public func recover() -> Future<Int> {
+        let live = self.state.withLock { Set($0.live.keys) }
+        return self.repository.claimUnfinished(excluding: live).map { stored in
+            var resumed: [JobRun] = []
+            for job in stored {
+                do {
+                    let spec = try job.spec ?? self.engine.decoder.decodeJob(job.document ?? .null)
+                    let run = self.engine.makeRun(
+                        id: job.id,
+                        spec: spec,
+                        createdAt: job.createdAt,
+                        restored: RestoredJob(
+                            nodes: Dictionary(job.nodes.map { ($0.id, $0) }, uniquingKeysWith: { _, last in last }),
+                            events: job.events,
+                            startedAt: job.startedAt,
+                            cancelRequested: job.cancelRequested
+                        )
+                    )
+                    run.storeKey.store(job.key, ordering: .relaxed)
+                    let added = self.state.withLock { state -> Bool in
+                        guard state.live[job.id] == nil else { return false }
+                        state.live[job.id] = run
+                        return true
+                    }
+                    if added { resumed.append(run) }
+                } catch {
+                    self.logger.error(
+                        "cannot resume a stored job; it stays as it was",
+                        metadata: ["job.id": "\(job.id)", "error": "\(error)"]
+                    )
+                }
+            }
+            for run in resumed { run.start() }
+            return resumed.count
+        }
+    }
+
+    // MARK: - The journal (JobObserver)
+
+    public func job(_ run: JobRun, appended events: ArraySlice<JobEvent>) {
+        let deliveries = self.planner.plan(run, events: events)
+        let ends = events.last?.type.isTerminal == true
+        // A repository that keeps nothing across restarts is told only what it lists by: the
+        // job's start and end (and the deliveries it keeps for `GET …/deliveries`).
+        guard self.durable || ends || !deliveries.isEmpty || events.contains(where: { $0.type == .jobStarted }) else {
+            return
+        }
+        var batch = JournalBatch(id: run.id, key: run.storeKey.load(ordering: .relaxed), events: Array(events))
+        batch.deliveries = deliveries
+        for event in events where event.type == .jobStarted { batch.startedAt = event.time }
+        if ends {
+            batch.ended = EndedJob(snapshot: run.snapshot, nodes: run.nodes, events: run.allEvents)
+        } else if self.durable {
+            batch.nodes = Self.changedNodes(run, events)
+        }
+        let lastSeq = batch.lastSeq
+        let dispatcher = deliveries.isEmpty ? nil : self.dispatcher
+        if self.durable || ends || dispatcher != nil {
+            batch.committed = { durable in
+                if durable {
+                    if self.durable { run.markDurable(through: lastSeq) }
+                    // Deliveries are sent only once they are stored with the events they announce.
+                    dispatcher?.dispatch(deliveries)
+                }
+                if ends { self.ended(run) }
+            }
+        }
+        self.repository.append(batch)
+    }
+
+    /// The node rows `events` change: one per node, in the order of their first event, each saying
+    /// what its last event says — even when the node has moved on since (its outcome is written with
+    /// the event that announces it, in a later batch).
+    static func changedNodes(_ run: JobRun, _ events: ArraySlice<JobEvent>) -> [(ordinal: Int, record: NodeRecord)] {
+        var order: [String] = []
+        var last: [String: JobEventType] = [:]
+        for event in events {
+            switch event.type {
+            case .taskStarted, .taskRetrying, .taskSucceeded, .taskFailed, .taskCancelled, .taskSkipped:
+                guard let taskId = event.taskId else { continue }
+                if last.updateValue(event.type, forKey: taskId) == nil { order.append(taskId) }
+            default:
+                break
+            }
+        }
+        var rows: [(ordinal: Int, record: NodeRecord)] = []
+        rows.reserveCapacity(order.count)
+        for taskId in order {
+            guard let type = last[taskId], let (ordinal, record) = run.indexedNode(taskId) else { continue }
+            var row = record
+            if type == .taskStarted || type == .taskRetrying {
+                row.state = .running
+                row.result = nil
+                row.error = nil
+                row.finishedAt = nil
+            } else if !record.state.isTerminal {
+                continue
+            }
+            rows.append((ordinal, row))
+        }
+        return rows
+    }
+
+    /// `run`'s end is recorded (or lost with a failed commit): reads find its record from now on.
+    private func ended(_ run: JobRun) {
+        let waiters: [Promise<Void>] = self.state.withLock { state in
+            if state.live[run.id] === run { state.live[run.id] = nil }
+            return state.endWaiters.isEmpty ? [] : state.endWaiters.removeValue(forKey: run.id) ?? []
+        }
+        for waiter in waiters { waiter.succeed(()) }
+    }
+}

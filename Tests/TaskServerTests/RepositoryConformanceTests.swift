@@ -1,0 +1,408 @@
+import Foundation
+import Logging
+import NIOCore
+import Synchronization
+import TestSupport
+import Testing
+
+@testable import TaskCore
+@testable import TaskGraph
+@testable import TaskServer
+
+/// What every `JobRepository` must do, asked of each one in the same words: records and values
+/// in, the same records and values out. A new repository (PostgreSQL) joins by adding a case to
+/// `RepositoryKind`.
+@Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
+struct RepositoryConformanceTests {
+    enum RepositoryKind: String, CaseIterable, CustomTestStringConvertible {
+        case memory
+        case sqlite
+
+        var testDescription: String { self.rawValue }
+    }
+
+    /// A repository of `kind` under test, and how to reopen what it keeps (a durable one: the file
+    /// as a SIGKILL would leave it after everything queued was committed).
+    final class Subject: Sendable {
+        let kind: RepositoryKind
+        let repository: any JobRepository
+        let path: String?
+
+        init(_ kind: RepositoryKind) throws {
+            self.kind = kind
+            switch kind {
+            case .memory:
+                self.path = nil
+                self.repository = MemoryJobRepository()
+            case .sqlite:
+                let path = try SQLiteStoreTests.temporaryDirectory() + "/taskserver.sqlite"
+                self.path = path
+                self.repository = try SQLiteJobRepository(path: path, logger: Self.logger)
+            }
+        }
+
+        static let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+
+        /// Waits until everything queued is committed.
+        func settle() throws {
+            if let sqlite = self.repository as? SQLiteJobRepository { try sqlite.flush().wait() }
+        }
+
+        /// A repository opened on a copy of what this one keeps (nil for one that keeps nothing).
+        func crashImage() throws -> (any JobRepository)? {
+            guard let path = self.path else { return nil }
+            try self.settle()
+            let copy = try SQLiteStoreTests.temporaryDirectory() + "/taskserver.sqlite"
+            try FileManager.default.copyItem(atPath: path, toPath: copy)
+            if FileManager.default.fileExists(atPath: path + "-wal") {
+                try FileManager.default.copyItem(atPath: path + "-wal", toPath: copy + "-wal")
+            }
+            return try SQLiteJobRepository(path: copy, logger: Self.logger)
+        }
+
+        func close() { try? self.repository.close().wait() }
+    }
+
+    // MARK: - Records for the tests
+
+    /// Decodes the records' documents (a memory repository keeps the decoded job).
+    static let engine = Engine(configuration: EngineConfiguration(executors: ["default": 1]))
+
+    static let t0 = Timestamp(milliseconds: 1_790_000_000_000)
+
+    static func time(_ offset: Int64) -> Timestamp { Timestamp(milliseconds: t0.milliseconds + offset) }
+
+    static func record(
+        _ id: String,
+        labels: [String: String] = [:],
+        key: String? = nil,
+        hash: UInt64 = 1,
+        input: JSONValue = ["n": 1]
+    ) -> NewJobRecord {
+        let document: JSONValue = ["input": input, "graph": ["type": "task", "id": "t", "action": "value"]]
+        var buffer = ByteBuffer()
+        buffer.writeBytes(document.jsonBytes)
+        return NewJobRecord(
+            id: id,
+            name: "job \(id)",
+            labels: labels,
+            createdAt: Self.time(0),
+            document: buffer,
+            idempotency: key.map { IdempotencyKey(key: $0, bodyHash: hash) },
+            spec: try? Self.engine.decoder.decodeJob(document)
+        )
+    }
+
+    static func event(_ seq: Int, _ type: JobEventType, task: String? = nil, data: JSONValue? = nil) -> JobEvent {
+        JobEvent(seq: seq, type: type, time: Self.time(Int64(seq)), taskId: task, data: data)
+    }
+
+    static func node(_ state: NodeState, attempts: Int = 1, result: JSONValue? = nil) -> NodeRecord {
+        NodeRecord(
+            id: "t",
+            type: "task",
+            action: "value",
+            executor: "default",
+            state: state,
+            attempts: attempts,
+            result: result,
+            startedAt: Self.time(2),
+            finishedAt: state.isTerminal ? Self.time(3) : nil
+        )
+    }
+
+    /// Tells whether (and how) a batch was committed.
+    final class Committed: Sendable {
+        let value = Mutex<Bool?>(nil)
+        var listener: @Sendable (Bool) -> Void { { durable in self.value.withLock { $0 = durable } } }
+    }
+
+    /// The batch that starts job `id`: created, started, its task started (a running node row).
+    static func started(_ id: String, key: JobKey, committed: Committed? = nil) -> JournalBatch {
+        var batch = JournalBatch(
+            id: id,
+            key: key,
+            events: [Self.event(1, .jobCreated), Self.event(2, .jobStarted), Self.event(3, .taskStarted, task: "t")]
+        )
+        batch.startedAt = Self.time(2)
+        batch.nodes = [(0, Self.node(.running))]
+        batch.committed = committed?.listener
+        return batch
+    }
+
+    /// The batch that ends job `id` (started by `started`) with `result`.
+    static func ended(_ id: String, key: JobKey, result: JSONValue, deliveries: [Delivery] = []) -> JournalBatch {
+        let events = [Self.event(4, .taskSucceeded, task: "t"), Self.event(5, .jobSucceeded)]
+        var batch = JournalBatch(id: id, key: key, events: events)
+        var progress = JobProgress()
+        progress.total = 1
+        progress.succeeded = 1
+        batch.ended = EndedJob(
+            snapshot: JobSnapshot(
+                id: id,
+                name: "job \(id)",
+                state: .succeeded,
+                input: ["n": 1],
+                result: result,
+                labels: [:],
+                createdAt: Self.time(0),
+                startedAt: Self.time(2),
+                finishedAt: Self.time(5),
+                progress: progress,
+                lastEventSeq: 5
+            ),
+            nodes: [Self.node(.succeeded, result: result)],
+            events: Self.started(id, key: key).events + events
+        )
+        batch.deliveries = deliveries
+        return batch
+    }
+
+    static func delivery(_ jobID: String, seq: Int, state: DeliveryState = .pending) -> Delivery {
+        Delivery(
+            id: "msg_\(jobID)_\(seq)",
+            jobID: jobID,
+            seq: seq,
+            eventType: .jobSucceeded,
+            url: "http://127.0.0.1:9/hook",
+            body: Array(#"{"type":"job.succeeded"}"#.utf8),
+            state: state,
+            nextAttemptAt: Self.time(5),
+            retry: RetrySpec(maxAttempts: 3, delayMs: 10, backoff: 2, maxDelayMs: nil, jitter: false),
+            createdAt: Self.time(5)
+        )
+    }
+
+    static func insert(_ repository: any JobRepository, _ record: NewJobRecord) throws -> JobKey {
+        guard case .inserted(let key) = try repository.insert(record).wait() else {
+            Issue.record("\(record.id) was not inserted")
+            return 0
+        }
+        return key
+    }
+
+    /// Inserts `id` and runs it to its end in two batches.
+    static func finish(_ repository: any JobRepository, _ id: String, result: JSONValue = 7) throws -> JobKey {
+        let key = try Self.insert(repository, Self.record(id))
+        repository.append(Self.started(id, key: key))
+        repository.append(Self.ended(id, key: key, result: result))
+        return key
+    }
+
+    // MARK: - The contract
+
+    @Test(arguments: RepositoryKind.allCases)
+    func insertRecordsAJobAndIdempotencyKeysAnswerWithIt(_ kind: RepositoryKind) throws {
+        let subject = try Subject(kind)
+        defer { subject.close() }
+        let repository = subject.repository
+        let key = try Self.insert(repository, Self.record("a", labels: ["team": "data"], key: "k", hash: 11))
+        #expect(try repository.insert(Self.record("b", key: "k", hash: 11)).wait() == .existing(id: "a"))
+        #expect(try repository.insert(Self.record("c", key: "k", hash: 12)).wait() == .mismatch)
+        let other = try Self.insert(repository, Self.record("d", key: "other", hash: 11))
+        #expect(other != key)
+        let stored = try #require(try repository.job("a").wait())
+        #expect(stored.id == "a" && stored.key == key && stored.state == .pending)
+        #expect(stored.name == "job a" && stored.labels == ["team": "data"] && stored.input == ["n": 1])
+        #expect(stored.createdAt == Self.time(0))
+        #expect(try repository.job("b").wait() == nil)
+        #expect(try repository.job("c").wait() == nil)
+        #expect(try repository.count().wait() == 2)
+    }
+
+    @Test(arguments: RepositoryKind.allCases)
+    func aFinishedJobReadsBackAsItEndedWithEveryEventInOrder(_ kind: RepositoryKind) throws {
+        let subject = try Subject(kind)
+        defer { subject.close() }
+        let repository = subject.repository
+        let key = try Self.insert(repository, Self.record("a"))
+        let started = Committed()
+        repository.append(Self.started("a", key: key, committed: started))
+        var end = Self.ended("a", key: key, result: ["ok": true])
+        let ended = Committed()
+        end.committed = ended.listener
+        repository.append(end)
+        try subject.settle()
+        #expect(started.value.withLock { $0 } == true)
+        #expect(ended.value.withLock { $0 } == true)
+        for reader in [repository, try subject.crashImage()].compactMap({ $0 }) {
+            let job = try #require(try reader.job("a").wait())
+            #expect(job.state == .succeeded)
+            #expect(job.result == ["ok": true])
+            #expect(job.startedAt == Self.time(2) && job.finishedAt == Self.time(5))
+            #expect(job.events.map(\.seq) == [1, 2, 3, 4, 5])
+            #expect(job.events.map(\.type) == [.jobCreated, .jobStarted, .taskStarted, .taskSucceeded, .jobSucceeded])
+            #expect(job.nodes == [Self.node(.succeeded, result: ["ok": true])])
+            #expect(job.snapshot.progress.succeeded == 1 && job.snapshot.lastEventSeq == 5)
+            if reader !== repository { try reader.close().wait() }
+        }
+    }
+
+    @Test(arguments: RepositoryKind.allCases)
+    func listsPageNewestFirstAndFilterByStateAndLabels(_ kind: RepositoryKind) throws {
+        let subject = try Subject(kind)
+        defer { subject.close() }
+        let repository = subject.repository
+        for index in 0..<5 {
+            let id = "j\(index)"
+            let key = try Self.insert(repository, Self.record(id, labels: ["parity": index % 2 == 0 ? "even" : "odd"]))
+            if index != 3 {
+                repository.append(Self.started(id, key: key))
+                repository.append(Self.ended(id, key: key, result: .int(index)))
+            }
+        }
+        try subject.settle()
+        var seen: [String] = []
+        var cursor: UInt64?
+        var pages = 0
+        repeat {
+            let page = try repository.list(JobQuery(limit: 2, before: cursor)).wait()
+            seen += page.items.map(\.id)
+            cursor = page.next
+            pages += 1
+        } while cursor != nil && pages < 10
+        #expect(seen == ["j4", "j3", "j2", "j1", "j0"])
+        #expect(pages == 3)
+        let even = try repository.list(JobQuery(labels: [("parity", "even")])).wait()
+        #expect(even.items.map(\.id) == ["j4", "j2", "j0"] && even.next == nil)
+        let succeeded = try repository.list(JobQuery(state: .succeeded, labels: [("parity", "odd")])).wait()
+        #expect(succeeded.items.map(\.id) == ["j1"])
+        #expect(succeeded.items.first?.progress.succeeded == 1)
+        let pending = try repository.list(JobQuery(state: .pending)).wait()
+        #expect(pending.items.map(\.id) == ["j3"])
+    }
+
+    @Test(arguments: RepositoryKind.allCases)
+    func deliveriesAreCommittedWithTheirEventsAndUpdated(_ kind: RepositoryKind) throws {
+        let subject = try Subject(kind)
+        defer { subject.close() }
+        let repository = subject.repository
+        let key = try Self.insert(repository, Self.record("a"))
+        repository.append(Self.started("a", key: key))
+        repository.append(
+            Self.ended("a", key: key, result: 1, deliveries: [Self.delivery("a", seq: 5), Self.delivery("a", seq: 4)])
+        )
+        try subject.settle()
+        #expect(try repository.deliveries(jobID: "a").wait().map(\.seq) == [4, 5])
+        var delivered = Self.delivery("a", seq: 4, state: .delivered)
+        delivered.attempts = [DeliveryAttempt(at: Self.time(6), status: 204, durationMs: 3)]
+        repository.update(delivered)
+        try subject.settle()
+        let after = try repository.deliveries(jobID: "a").wait()
+        #expect(after.first == delivered)
+        #expect(try repository.pending().wait().map(\.id) == ["msg_a_5"])
+        if let image = try subject.crashImage() {
+            #expect(try image.pending().wait().map(\.id) == ["msg_a_5"])
+            try image.close().wait()
+        }
+    }
+
+    @Test(arguments: RepositoryKind.allCases)
+    func leasesAreKeptWhereJobsAreDurable(_ kind: RepositoryKind) throws {
+        let subject = try Subject(kind)
+        defer { subject.close() }
+        let repository = subject.repository
+        let lease = StoredLease(
+            hash: LeaseID.hash("lease-1"),
+            jobID: "a",
+            taskID: "t",
+            executor: "images",
+            workerId: "w1",
+            attempt: 1,
+            heartbeatTimeoutMs: 30_000,
+            claimedAt: Self.time(1)
+        )
+        var other = lease
+        other.hash = "h2"
+        other.jobID = "b"
+        try repository.recordLeases([lease, other]).wait()
+        repository.removeLeases(["h2"])
+        try subject.settle()
+        let image = try subject.crashImage()
+        defer { try? image?.close().wait() }
+        // A repository that keeps nothing across restarts keeps no lease either (its worker hub does).
+        #expect(try (image ?? repository).storedLeases().wait() == (repository.isDurable ? [lease] : []))
+    }
+
+    @Test(arguments: RepositoryKind.allCases)
+    func unfinishedJobsAreClaimedOnceWithWhatTheyNeedToResume(_ kind: RepositoryKind) throws {
+        let subject = try Subject(kind)
+        defer { subject.close() }
+        let repository = subject.repository
+        _ = try Self.finish(repository, "done")
+        let key = try Self.insert(repository, Self.record("running", input: ["n": 2]))
+        repository.append(Self.started("running", key: key))
+        _ = try Self.insert(repository, Self.record("waiting"))
+        try repository.requestCancel("waiting").wait()
+        try subject.settle()
+        let claimer = try subject.crashImage() ?? repository
+        defer { if claimer !== repository { try? claimer.close().wait() } }
+        let claimed = try claimer.claimUnfinished(excluding: []).wait()
+        #expect(claimed.map(\.id) == ["running", "waiting"])
+        let running = claimed[0]
+        #expect(running.state == .running && running.startedAt == Self.time(2) && !running.cancelRequested)
+        #expect(running.nodes == [Self.node(.running)] || !claimer.isDurable)
+        #expect(running.events.map(\.seq) == [1, 2, 3] || !claimer.isDurable)
+        #expect(running.input == ["n": 2])
+        // What it resumes from: the document it was submitted with, or the decoded job.
+        #expect(running.document?["input"] == ["n": 2] || running.spec?.input == ["n": 2])
+        #expect(claimed[1].cancelRequested)
+        #expect(try claimer.claimUnfinished(excluding: ["running"]).wait().map(\.id) == ["waiting"])
+        #expect(try claimer.claimUnfinished(excluding: ["running", "waiting"]).wait().isEmpty)
+    }
+
+    @Test(arguments: RepositoryKind.allCases)
+    func onlyFinishedJobsAreDeletedWithEverythingRecordedAboutThem(_ kind: RepositoryKind) throws {
+        let subject = try Subject(kind)
+        defer { subject.close() }
+        let repository = subject.repository
+        let running = try Self.insert(repository, Self.record(JobID.make()))
+        let id = JobID.make()
+        let key = try Self.insert(repository, Self.record(id))
+        repository.append(Self.started(id, key: key))
+        repository.append(Self.ended(id, key: key, result: 1, deliveries: [Self.delivery(id, seq: 5)]))
+        try subject.settle()
+        let runningID = try #require(try repository.claimUnfinished(excluding: []).wait().first?.id)
+        #expect(running != key)
+        #expect(try repository.delete(runningID).wait() == .notTerminal)
+        #expect(try repository.delete(id).wait() == .deleted)
+        #expect(try repository.job(id).wait() == nil)
+        #expect(try repository.deliveries(jobID: id).wait().isEmpty)
+        #expect(try repository.delete(id).wait() == .notFound)
+        #expect(try repository.delete(JobID.make()).wait() == .notFound)
+        // A late batch of a deleted job does not bring it back.
+        repository.append(Self.ended(id, key: key, result: 2))
+        try subject.settle()
+        #expect(try repository.job(id).wait() == nil)
+        #expect(try repository.count().wait() == 1)
+    }
+
+    @Test(arguments: RepositoryKind.allCases)
+    func acknowledgementsFollowTheCommit(_ kind: RepositoryKind) throws {
+        let subject = try Subject(kind)
+        defer { subject.close() }
+        let repository = subject.repository
+        // Another connection sees what an acknowledged write wrote, at the moment it is acknowledged.
+        let observe: @Sendable (String) -> Int64? = { sql in
+            guard let path = subject.path, let db = try? SQLiteConnection(path: path) else { return nil }
+            return try? db.scalar(sql)
+        }
+        let key = try Self.insert(repository, Self.record("a"))
+        if repository.isDurable { #expect(observe("SELECT count(*) FROM jobs WHERE id = 'a'") == 1) }
+        let seen = Mutex<(durable: Bool, rows: Int64?)?>(nil)
+        var batch = Self.started("a", key: key)
+        let done = Promise<Void>()
+        batch.committed = { durable in
+            seen.withLock { $0 = (durable, observe("SELECT count(*) FROM events WHERE job = \(key)")) }
+            done.succeed(())
+        }
+        repository.append(batch)
+        try done.future.wait()
+        #expect(seen.withLock { $0?.durable } == true)
+        if repository.isDurable { #expect(seen.withLock { $0?.rows } == 1) }
+        try repository.requestCancel("a").wait()
+        if repository.isDurable {
+            #expect(observe("SELECT cancel_requested FROM jobs WHERE id = 'a'") == 1)
+        }
+    }
+}
