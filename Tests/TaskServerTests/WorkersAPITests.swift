@@ -530,6 +530,11 @@ struct WorkersAPITests {
         let completed = try await second.post("/v1/leases/\(lease)/complete", json: ["result": "after"])
         #expect(completed.status == 200)
         #expect(try await second.finished(leased)["result"] == "after")
+        // The lease named one attempt, which carried on: counted once, started once (SPEC §6).
+        let node = try await second.get("/v1/jobs/\(leased)/tasks/a")
+        #expect(node.json["attempts"] == 1, "\(node)")
+        let events = try await second.get("/v1/jobs/\(leased)/events").json["items"]?.arrayValue ?? []
+        #expect(events.count { $0["type"] == "task.started" } == 1, "\(events)")
         try await second.app.flushRepository()
         let check = try SQLiteConnection(path: image)
         #expect(try check.scalar("SELECT count(*) FROM leases WHERE job_id = '\(leased)'") == 0)

@@ -148,7 +148,14 @@ extension JobRun {
     ///
     /// `deferStart`: a task on an external executor stays `pending` while it waits for a worker;
     /// it is counted and made cancellable here, and `markClaimed` turns it `running`.
-    private func begin(_ index: Int, context: ExecutionContext, deferStart: Bool = false) -> Begin {
+    /// `continuesLease`: the task's attempt from before a restart is still leased; it is running
+    /// again at once, as the attempt it was, without a new count or a second `task.started`.
+    private func begin(
+        _ index: Int,
+        context: ExecutionContext,
+        deferStart: Bool = false,
+        continuesLease: Bool = false
+    ) -> Begin {
         let token = context.token
         // Unlinked when the engine propagates `token`'s cancellation itself (`cancelStarted`):
         // linking costs a handler on the parent token per node, added and removed again.
@@ -171,6 +178,19 @@ extension JobRun {
                 || (!state.cancelledBeforeStart.isEmpty && state.cancelledBeforeStart.contains(index))
             {
                 return .cancelled
+            }
+            if continuesLease, previous == .pending {
+                state.records[index].state = .running
+                state.progress.add(.pending, -1)
+                state.progress.add(.running, 1)
+                state.records[index].attempts = max(1, state.records[index].attempts)
+                state.nodeSources[index] = RunningSource(source: source, startToken: token)
+                return .started(
+                    id: state.records[index].id,
+                    source: source,
+                    waiters: [],
+                    attempts: state.records[index].attempts
+                )
             }
             if deferStart, previous == .pending {
                 state.records[index].attempts += 1
@@ -213,10 +233,21 @@ extension JobRun {
         // delivery to the observers instead of two); any other node's at once.
         var startWaiters: [Promise<Void>] = []
         var deferStart = false
-        if self.engine.hasExternalExecutors, case .task(let task) = node.kind {
-            deferStart = self.engine.externalExecutor(named: task.executor) != nil
+        var continuesLease = false
+        if self.engine.hasExternalExecutors, case .task(let task) = node.kind,
+            let external = self.engine.externalExecutor(named: task.executor)
+        {
+            deferStart = true
+            // An attempt that was leased when the process stopped, and whose lease the pool kept:
+            // the same attempt carries on (SPEC §6), counted once and announced once.
+            if !self.restored.isEmpty {
+                let recordID = self.state.withLock { $0.records[index].id }
+                if self.restored[recordID]?.state == .running {
+                    continuesLease = external.continuesLease(jobID: self.id, taskID: recordID)
+                }
+            }
         }
-        switch self.begin(index, context: context, deferStart: deferStart) {
+        switch self.begin(index, context: context, deferStart: deferStart, continuesLease: continuesLease) {
         case .restored(let outcome):
             return Future(outcome: outcome)
         case .cancelled:

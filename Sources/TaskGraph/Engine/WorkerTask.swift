@@ -12,6 +12,14 @@ public protocol ExternalExecutor: Sendable {
     var name: String { get }
     /// Queues one attempt. Called on the thread that made the task ready; return quickly.
     func enqueue(_ task: WorkerTask)
+    /// Whether the attempt of task `taskID` of job `jobID` that was in flight when the process
+    /// stopped is still leased to a worker (the pool restored its lease): the resumed job then
+    /// continues that attempt rather than counting a new one. Asked before such a task is queued.
+    func continuesLease(jobID: String, taskID: String) -> Bool
+}
+
+extension ExternalExecutor {
+    public func continuesLease(jobID: String, taskID: String) -> Bool { false }
 }
 
 /// One attempt of a task on an external executor, as its pool sees it.

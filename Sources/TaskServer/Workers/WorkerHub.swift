@@ -605,6 +605,13 @@ public final class WorkerHub: Sendable {
 
     private static func restoreKey(_ jobID: String, _ taskID: String) -> String { jobID + "\u{0}" + taskID }
 
+    /// Whether a lease stored before the restart waits for this task's attempt to come back.
+    func holdsRestoredLease(jobID: String, taskID: String) -> Bool {
+        self.state.withLock { state in
+            !state.restored.isEmpty && state.restored[Self.restoreKey(jobID, taskID)] != nil
+        }
+    }
+
     // MARK: - Reading
 
     public struct PoolStatistics: Sendable {
@@ -651,4 +658,8 @@ struct ExternalPool: ExternalExecutor {
     let hub: WorkerHub
 
     func enqueue(_ task: WorkerTask) { self.hub.enqueue(task, pool: self.name) }
+
+    func continuesLease(jobID: String, taskID: String) -> Bool {
+        self.hub.holdsRestoredLease(jobID: jobID, taskID: taskID)
+    }
 }
