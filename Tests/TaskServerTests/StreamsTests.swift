@@ -193,6 +193,13 @@ struct StreamsTests {
             #expect(index.body == PackageResources.index_html)
             let script = try await server.get("/ui/app.js")
             #expect(script.header("content-type") == "text/javascript; charset=utf-8")
+            // Every file under its own name (DashboardFiles pairs two lists kept by hand): each
+            // script's first line names it.
+            for (name, contentType) in DashboardFiles.names {
+                let file = try await server.get("/ui/\(name)")
+                #expect(file.status == 200 && file.header("content-type") == contentType, "\(name)")
+                if name.hasSuffix(".js") { #expect(file.text.hasPrefix("// \(name) — "), "\(name)") }
+            }
             let redirect = try await server.get("/ui")
             #expect(redirect.status == 308)
             #expect(redirect.header("location") == "/ui/")

@@ -48,6 +48,9 @@ REPO = Path(__file__).resolve().parents[2]
 FIRST_PAINT_TARGET_MS = 1000
 FIRST_PAINT_LIMIT_MS = 5000
 XSS_NAME = "<img src=x onerror=alert(1)>"
+# The dashboard's ES modules (DashboardFiles.names in Sources/TaskServer/API/DashboardAPI.swift).
+DASHBOARD_SCRIPTS = ("app.js", "states.js", "dom.js", "api.js", "sse.js", "dialogs.js", "jobs-view.js", "job-view.js",
+                     "job-events.js", "node-details.js", "executors-view.js", "graph.js")
 
 
 class CheckFailed(Exception):
@@ -265,7 +268,8 @@ def check_http(api):
         raise CheckFailed("no X-Content-Type-Options: nosniff")
     if b'type="module"' not in body:
         raise CheckFailed("index.html loads no module script")
-    for name, kind in (("app.js", "javascript"), ("graph.js", "javascript"), ("style.css", "css"), ("favicon.svg", "svg")):
+    assets = [(name, "javascript") for name in DASHBOARD_SCRIPTS] + [("style.css", "css"), ("favicon.svg", "svg")]
+    for name, kind in assets:
         s, h, _ = api.raw("GET", "/ui/" + name)
         if s != 200 or kind not in h.get("content-type", ""):
             raise CheckFailed(f"/ui/{name}: {s} {h.get('content-type')}")
@@ -275,7 +279,7 @@ def check_http(api):
     s, _, _ = api.raw("GET", "/ui/nope.js")
     if s != 404:
         raise CheckFailed(f"GET /ui/nope.js answered {s}")
-    return "CSP, nosniff, 4 assets, /ui redirect, 404 for other files"
+    return f"CSP, nosniff, {len(assets)} assets, /ui redirect, 404 for other files"
 
 
 def check_list(page, api):

@@ -72,6 +72,16 @@ public struct DashboardFiles: Sendable {
     static let names: [(name: String, contentType: String)] = [
         ("index.html", "text/html; charset=utf-8"),
         ("app.js", "text/javascript; charset=utf-8"),
+        ("states.js", "text/javascript; charset=utf-8"),
+        ("dom.js", "text/javascript; charset=utf-8"),
+        ("api.js", "text/javascript; charset=utf-8"),
+        ("sse.js", "text/javascript; charset=utf-8"),
+        ("dialogs.js", "text/javascript; charset=utf-8"),
+        ("jobs-view.js", "text/javascript; charset=utf-8"),
+        ("job-view.js", "text/javascript; charset=utf-8"),
+        ("job-events.js", "text/javascript; charset=utf-8"),
+        ("node-details.js", "text/javascript; charset=utf-8"),
+        ("executors-view.js", "text/javascript; charset=utf-8"),
         ("graph.js", "text/javascript; charset=utf-8"),
         ("style.css", "text/css; charset=utf-8"),
         ("favicon.svg", "image/svg+xml"),
@@ -83,8 +93,12 @@ public struct DashboardFiles: Sendable {
             uniqueKeysWithValues: zip(
                 Self.names,
                 [
-                    PackageResources.index_html, PackageResources.app_js, PackageResources.graph_js,
-                    PackageResources.style_css, PackageResources.favicon_svg,
+                    PackageResources.index_html, PackageResources.app_js, PackageResources.states_js,
+                    PackageResources.dom_js, PackageResources.api_js, PackageResources.sse_js,
+                    PackageResources.dialogs_js, PackageResources.jobs_view_js, PackageResources.job_view_js,
+                    PackageResources.job_events_js, PackageResources.node_details_js,
+                    PackageResources.executors_view_js, PackageResources.graph_js, PackageResources.style_css,
+                    PackageResources.favicon_svg,
                 ]
             ).map { ($0.0.name, File(bytes: $0.1, contentType: $0.0.contentType)) }
         )

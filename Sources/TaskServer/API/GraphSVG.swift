@@ -8,6 +8,15 @@ import TaskGraph
 /// top to bottom with arrows between them; parallel and map nodes put them side by side; a map (or
 /// parallel) with more than `collapseOver` children is drawn as one box counting them by state.
 /// Every text is XML-escaped, and the response forbids scripts (see `JobsAPI.graph`).
+///
+/// The dashboard draws the same tree in the browser (`Resources/ui/graph.js`, `style.css`) by the
+/// same rules but not to the same numbers, on purpose: this picture is static, so every map or
+/// parallel past `collapseOver` is a summary (the page collapses maps past 20 and parallels past
+/// 1,000, and lets the user expand them); it has no row wrapping, compact boxes or arrow labels,
+/// keeps children in record order (the page sorts map instances by index) and its sizes differ a
+/// little (170×46 boxes, gaps 12/26, padding 8; the page 176×46, 14/30, 10). Colours are the same
+/// hue per state in other shades: `GraphPicture.colour`, shared with the Mermaid and DOT outputs,
+/// against the page's `--<state>` CSS variables.
 struct GraphSVG {
     static let collapseOver = 20
     static let taskWidth = 170

@@ -1,5 +1,5 @@
 // graph.js — the job's node model, a layout for series-parallel trees, and their SVG drawing
-// (the graph and the timeline). No dependencies; every string goes into the DOM as text.
+// (the graph and the timeline). Every string goes into the DOM as text.
 //
 // The tree comes from GET /v1/jobs/{id}/tasks: each node names its `parent`, and siblings keep
 // the order of that list (graph order: a continuation's antecedent before its `then`, a dynamic
@@ -11,9 +11,20 @@
 //                                   row, 20 beyond 100 children) and their tasks drawn compact;
 //   a map with more than 20 instances (or a parallel with more than 1,000 branches) is drawn as one
 //   summary box ("N instances: k succeeded, …") until the user expands it.
+//
+// Versus the server's picture (GET …/graph?format=svg, GraphSVG.swift): the same rules (series
+// top to bottom, parallel and map side by side, big fan-outs as summaries), other numbers, on
+// purpose. The picture is static, so it collapses every map or parallel past 20 children (here
+// maps past 20, parallels past 1,000, and the user can draw up to 2,000 in full); it never wraps
+// rows or draws compact boxes, has no arrow labels, keeps children in list order (here map
+// instances sort by index) and draws an empty composite as a plain box. Sizes differ a little
+// (boxes 170×46 vs 176×46, gaps 12/26 vs 14/30, padding 8 vs 10). Colours: the same hue per state,
+// not the same shades: the picture uses GraphPicture.colour, shared with the Mermaid and DOT
+// outputs (pinned by their tests); the page uses style.css's --<state> variables.
 
-export const NODE_STATES = ['pending', 'running', 'succeeded', 'failed', 'cancelled', 'skipped'];
-export const TERMINAL_NODE_STATES = new Set(['succeeded', 'failed', 'cancelled', 'skipped']);
+import { clip, formatOffset } from './dom.js';
+import { NODE_STATES, settledCount, stateRank, TERMINAL_NODE_STATES, zeroCounts } from './states.js';
+
 export const COLLAPSE_MAP_OVER = 20;
 export const COLLAPSE_PARALLEL_OVER = 1000;
 export const EXPANDABLE_UP_TO = 2000;
@@ -29,13 +40,6 @@ const L = {
   // children), and its task children are drawn as compact boxes.
   wideOver: 10, compactW: 128, compactH: 40,
 };
-
-// Order of a state: a snapshot never moves a node back (pending < running < an outcome).
-const STATE_RANK = { pending: 0, running: 1, succeeded: 2, failed: 2, cancelled: 2, skipped: 2 };
-
-function rank(state) {
-  return STATE_RANK[state] ?? 0;
-}
 
 // MARK: - Model
 
@@ -66,7 +70,7 @@ export class JobModel {
       if (!prev) {
         structural = true;
         nodes.set(item.id, item);
-      } else if (rank(item.state) >= rank(prev.state)) {
+      } else if (stateRank(item.state) >= stateRank(prev.state)) {
         nodes.set(item.id, item);
       } else {
         // The snapshot is older than an event already applied: keep the newer state and times.
@@ -147,7 +151,7 @@ export class JobModel {
       return { changed: null, unknown: false };
     }
     // Replayed history (or a snapshot newer than the event) never moves a node back.
-    if (rank(state) < rank(node.state)) return { changed: null, unknown: false };
+    if (stateRank(state) < stateRank(node.state)) return { changed: null, unknown: false };
     if (state === node.state && kind !== 'retrying') return { changed: null, unknown: false };
     node.state = state;
     return { changed: node.id, unknown: false };
@@ -155,7 +159,7 @@ export class JobModel {
 
   // Counts of the task (leaf) nodes by state, like the job's `progress`.
   progress() {
-    const p = { total: 0, pending: 0, running: 0, succeeded: 0, failed: 0, cancelled: 0, skipped: 0 };
+    const p = { total: 0, ...zeroCounts() };
     for (const node of this.nodes.values()) {
       if (node.type !== 'task') continue;
       p.total += 1;
@@ -166,7 +170,7 @@ export class JobModel {
 
   // Counts of a node's direct children by state (for a collapsed map or parallel).
   childCounts(id) {
-    const counts = { pending: 0, running: 0, succeeded: 0, failed: 0, cancelled: 0, skipped: 0 };
+    const counts = zeroCounts();
     for (const kid of this.kids(id)) {
       const s = this.nodes.get(kid).state;
       counts[s] = (counts[s] || 0) + 1;
@@ -318,13 +322,6 @@ function svgText(x, y, cls, text) {
   const t = svgEl('text', { x, y, class: cls });
   t.textContent = text;
   return t;
-}
-
-export function clip(s, max) {
-  s = String(s);
-  if (s.length <= max) return s;
-  const chars = Array.from(s);
-  return chars.length <= max ? s : chars.slice(0, max - 1).join('') + '…';
 }
 
 function charsFor(width, px) {
@@ -520,7 +517,7 @@ export class GraphView {
       s.bars[st].setAttribute('width', w.toFixed(1));
       x += w;
     }
-    const done = (counts.succeeded || 0) + (counts.failed || 0) + (counts.cancelled || 0) + (counts.skipped || 0);
+    const done = settledCount(counts);
     s.g.setAttribute('data-done', String(done));
   }
 
@@ -631,13 +628,6 @@ function niceStep(span, target) {
     120000, 300000, 600000, 900000, 1800000, 3600000, 7200000, 21600000, 43200000, 86400000];
   for (const s of steps) if (s >= raw) return s;
   return steps[steps.length - 1];
-}
-
-export function formatOffset(ms) {
-  if (ms < 1000) return Math.round(ms) + ' ms';
-  if (ms < 60000) return (ms / 1000).toFixed(ms < 10000 ? 1 : 0) + ' s';
-  if (ms < 3600000) return Math.floor(ms / 60000) + ' m ' + Math.round((ms % 60000) / 1000) + ' s';
-  return Math.floor(ms / 3600000) + ' h ' + Math.round((ms % 3600000) / 60000) + ' m';
 }
 
 // Draws the timeline into host. t0/t1: the time range (ms since epoch).
