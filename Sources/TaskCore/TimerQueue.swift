@@ -15,7 +15,8 @@ import Darwin
 public final class TimerQueue: Sendable {
     /// The identity of a scheduled timer, for `cancel(_:)`.
     public struct ID: Hashable, Sendable {
-        let value: UInt64
+        package let value: UInt64
+        package init(value: UInt64) { self.value = value }
     }
 
     /// The process-wide timer queue.

@@ -45,7 +45,14 @@ public final class Application: Sendable {
     /// repository — which throws when the file cannot be used — otherwise records live in memory.
     /// `actions`: the actions jobs may use; `http` (on this application's `CurlClient`) is added
     /// unless the registry already has one.
-    public init(configuration: ServerConfiguration, actions: ActionRegistry = .builtins, logger: Logger) throws {
+    /// `clock`: the time of the server's own timers (leases, retention, stream keep-alives);
+    /// tests pass a `ManualClock`.
+    public init(
+        configuration: ServerConfiguration,
+        actions: ActionRegistry = .builtins,
+        clock: any ServerClock = SystemClock(),
+        logger: Logger
+    ) throws {
         self.configuration = configuration
         self.logger = logger
         self.dashboard =
@@ -68,6 +75,7 @@ public final class Application: Sendable {
             options.checkIntegrity = configuration.checkIntegrity
             options.retention = configuration.retention
             options.onCommit = { nanoseconds in metrics.storeCommit(nanoseconds: nanoseconds) }
+            options.clock = clock
             repository = try SQLiteJobRepository(path: path, options: options, logger: logger)
         } else {
             repository = MemoryJobRepository(retention: configuration.retention)
@@ -75,7 +83,7 @@ public final class Application: Sendable {
         self.repository = repository
         var actions = actions
         if actions["http"] == nil { actions.register(HTTPAction(client: self.outbound)) }
-        let workers = WorkerHub(pools: configuration.externalExecutors)
+        let workers = WorkerHub(pools: configuration.externalExecutors, clock: clock)
         self.workers = workers
         // Leases are durable where jobs are; in memory they die with the process anyway.
         if repository.isDurable { workers.attach(journal: repository) }

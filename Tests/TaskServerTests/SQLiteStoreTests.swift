@@ -397,16 +397,28 @@ struct SQLiteStoreTests {
 
     @Test func retentionRemovesOldFinishedJobsOnly() async throws {
         let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
-        let server = try await Self.server(path) { $0.retention = .seconds(1) }
+        // The jobs' own timestamps are real: the clock starts at the real time and moves by hand.
+        let clock = ManualClock(start: .now())
+        let server = try await TestServer.start(clock: clock) { configuration in
+            configuration.dataPath = path
+            configuration.retention = .seconds(1)
+        }
         // Older than the finished job: retention walks positions and must step past it.
         let waiting = try await server.submitID(Jobs.await())
         let done = try await server.submitID(Jobs.value(1), waitMs: 10_000)
-        var gone = false
-        for _ in 0..<60 where !gone {
-            try await Task.sleep(for: .milliseconds(100))
-            gone = try await server.get("/v1/jobs/\(done)").status == 404
+        #expect(try await server.get("/v1/jobs/\(done)").status == 200)
+        // Retention runs every second (a tenth of the retention, at least a second): the first pass
+        // once the job is more than a second old removes it, and no pass before.
+        let finishedAt = try #require(try await server.app.jobs.job(done).value?.snapshot.finishedAt)
+        let due = finishedAt.milliseconds + 1000 - clock.now().milliseconds
+        if due > 0 {
+            clock.advance(by: .milliseconds(due))
+            try await server.app.flushRepository()
+            #expect(try await server.get("/v1/jobs/\(done)").status == 200, "not yet a second old")
         }
-        #expect(gone, "a job finished more than 1 s ago is removed")
+        clock.advance(by: .milliseconds(1001))
+        try await server.app.flushRepository()
+        #expect(try await server.get("/v1/jobs/\(done)").status == 404, "a job finished more than 1 s ago is removed")
         #expect(try await server.get("/v1/jobs/\(waiting)").status == 200, "an unfinished job is kept")
         await server.stop()
     }

@@ -31,13 +31,14 @@ final class TestServer: Sendable {
     /// Starts a server; `configure` adjusts the configuration (host and port are set already).
     static func start(
         logger: Logger = Logger(label: "taskserver-tests") { _ in SwiftLogNoOpLogHandler() },
+        clock: any ServerClock = SystemClock(),
         _ configure: (inout ServerConfiguration) -> Void = { _ in }
     ) async throws -> TestServer {
         var configuration = ServerConfiguration()
         configuration.host = "127.0.0.1"
         configuration.port = 0
         configure(&configuration)
-        let app = try Application(configuration: configuration, logger: logger)
+        let app = try Application(configuration: configuration, clock: clock, logger: logger)
         let port = try await app.start()
         return TestServer(app: app, port: port)
     }
@@ -172,10 +173,11 @@ final class TestServer: Sendable {
 
 /// Runs `body` with a started server and stops the server afterwards, even when `body` throws.
 func withServer<T>(
+    clock: any ServerClock = SystemClock(),
     _ configure: (inout ServerConfiguration) -> Void = { _ in },
     _ body: (TestServer) async throws -> T
 ) async throws -> T {
-    let server = try await TestServer.start(configure)
+    let server = try await TestServer.start(clock: clock, configure)
     do {
         let result = try await body(server)
         await server.stop()

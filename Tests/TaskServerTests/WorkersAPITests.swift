@@ -157,18 +157,22 @@ struct WorkersAPITests {
     // MARK: - Leases that end without their worker
 
     @Test func anExpiredLeaseFailsTheAttemptAndTheRetryGoesToAnotherWorker() async throws {
-        try await withServer(Self.external) { server in
-            // Long enough for the steady worker to complete in time on a loaded machine.
-            let timeout = TestTiming.ms(1500)
+        let clock = ManualClock()
+        try await withServer(clock: clock, Self.external) { server in
             let id = try await server.submitID(
-                Self.job("t", #", "heartbeatTimeoutMs": \#(timeout), "retry": {"maxAttempts": 2}"#)
+                Self.job("t", #", "heartbeatTimeoutMs": 1500, "retry": {"maxAttempts": 2}"#)
             )
             let first = try await Self.claim(server, worker: "vanishing", waitMs: 5000)
             let lost = try #require(first.first?["leaseId"]?.stringValue)
             // The worker vanishes: no heartbeat. The next worker gets attempt 2 after the timeout.
-            let second = try await Self.claim(server, worker: "steady", waitMs: 10_000 + timeout)
-            #expect(second.first?["attempt"] == 2)
-            let lease = try #require(second.first?["leaseId"]?.stringValue)
+            async let second = Self.claim(server, worker: "steady", waitMs: 60_000)
+            try await Self.waitForWaitingClaims(server, 1)
+            clock.advance(by: .milliseconds(1499))
+            #expect(server.app.workers.statistics("images")?.leased == 1, "not expired a millisecond early")
+            clock.advance(by: .milliseconds(1))
+            let items = try await second
+            #expect(items.first?["attempt"] == 2)
+            let lease = try #require(items.first?["leaseId"]?.stringValue)
             #expect(try await server.post("/v1/leases/\(lease)/complete", json: ["result": 2]).status == 200)
             let job = try await server.finished(id)
             #expect(job["result"] == 2)
@@ -176,13 +180,16 @@ struct WorkersAPITests {
             let retrying = events.first { $0["type"] == "task.retrying" }
             #expect(retrying?["data"]?["error"]?["code"] == "task.heartbeatTimeout")
             expectProblem(try await server.post("/v1/leases/\(lost)/complete", json: ["result": 1]), 409, "lease.gone")
+            #expect(server.app.workers.statistics("images")?.expired == 1)
         }
     }
 
     @Test func withoutARetryAnExpiredLeaseFailsTheTask() async throws {
-        try await withServer(Self.external) { server in
+        let clock = ManualClock()
+        try await withServer(clock: clock, Self.external) { server in
             let id = try await server.submitID(Self.job("t", #", "heartbeatTimeoutMs": 1000"#))
             _ = try await Self.claim(server, waitMs: 5000)
+            clock.advance(by: .seconds(1))
             let job = try await server.finished(id)
             #expect(job["state"] == "failed")
             #expect(job["error"]?["code"] == "task.heartbeatTimeout")
@@ -191,17 +198,19 @@ struct WorkersAPITests {
     }
 
     @Test func heartbeatsKeepALeaseAlive() async throws {
-        try await withServer(Self.external) { server in
-            let timeout = TestTiming.ms(2000)
-            let id = try await server.submitID(Self.job("t", #", "heartbeatTimeoutMs": \#(timeout)"#))
+        let clock = ManualClock()
+        try await withServer(clock: clock, Self.external) { server in
+            let id = try await server.submitID(Self.job("t", #", "heartbeatTimeoutMs": 2000"#))
             let lease = try #require(try await Self.claim(server, waitMs: 5000).first?["leaseId"]?.stringValue)
-            // Seven heartbeats a fifth of the timeout apart: the lease outlives its timeout by far.
+            // Seven heartbeats 1.9 s apart: the lease outlives its timeout by far.
             for _ in 0..<7 {
-                try await Task.sleep(for: .milliseconds(timeout / 5))
+                clock.advance(by: .milliseconds(1900))
                 #expect(try await server.post("/v1/leases/\(lease)/heartbeat").status == 200)
             }
             #expect(try await server.get("/v1/jobs/\(id)").json["state"] == "running")
             #expect(try await server.post("/v1/leases/\(lease)/complete", json: ["result": "ok"]).status == 200)
+            // Its timers went with it.
+            #expect(clock.pendingTimers == 0)
         }
     }
 
@@ -269,20 +278,29 @@ struct WorkersAPITests {
     }
 
     @Test func aTaskNoWorkerClaimsInTimeFailsWithScheduleTimeout() async throws {
-        try await withServer(Self.external) { server in
+        let clock = ManualClock()
+        try await withServer(clock: clock, Self.external) { server in
             let id = try await server.submitID(Self.job("t", #", "scheduleTimeoutMs": 200"#))
+            #expect(server.app.workers.statistics("images")?.queued == 1)
+            clock.advance(by: .milliseconds(200))
             let job = try await server.finished(id)
             #expect(job["error"]?["code"] == "task.scheduleTimeout")
+            #expect(server.app.workers.statistics("images")?.queued == 0)
             #expect(try await Self.claim(server).isEmpty)
         }
     }
 
     @Test func aTimeoutCountsFromTheClaimAndTheClaimSaysWhen() async throws {
-        try await withServer(Self.external) { server in
+        let clock = ManualClock()
+        try await withServer(clock: clock, Self.external) { server in
             let id = try await server.submitID(Self.job("t", #", "timeoutMs": 300"#))
-            try await Task.sleep(for: .milliseconds(500))  // queued time does not count
+            clock.advance(by: .milliseconds(500))  // queued time does not count
             let item = try #require(try await Self.claim(server).first)
-            #expect(item["deadline"]?.stringValue.map(isRFC3339Millis) == true)
+            let deadline = Timestamp(milliseconds: clock.now().milliseconds + 300)
+            #expect(item["deadline"]?.stringValue == deadline.rfc3339)
+            clock.advance(by: .milliseconds(299))
+            #expect(try await server.get("/v1/jobs/\(id)").json["state"] == "running")
+            clock.advance(by: .milliseconds(1))
             let job = try await server.finished(id)
             #expect(job["error"]?["code"] == "task.timeout")
         }
@@ -484,24 +502,33 @@ struct WorkersAPITests {
     // MARK: - The hub on its own: bounds and draining
 
     @Test func theThousandAndFirstWaitingClaimIsRefusedWith429() throws {
-        let hub = WorkerHub(pools: ["images"])
+        let clock = ManualClock()
+        let hub = WorkerHub(pools: ["images"], clock: clock)
         var waiting: [Future<[WorkerHub.Claimed]>] = []
         for index in 0..<WorkerHub.maxWaitingClaims {
             waiting.append(try hub.claim(pool: "images", workerId: "w\(index)", actions: nil, max: 1, waitMs: 60_000))
         }
         #expect(hub.statistics("images")?.waitingClaims == 1000)
-        do {
+        #expect(throws: WorkerHubError.tooManyClaims(pool: "images", limit: 1000)) {
             _ = try hub.claim(pool: "images", workerId: "late", actions: nil, max: 1, waitMs: 60_000)
-            Issue.record("the 1001st waiting claim was accepted")
-        } catch {
-            #expect(error.status == .tooManyRequests)
-            #expect(error.code == "executor.tooManyClaims")
-            #expect(error.headers.first(name: "retry-after") == "1")
         }
+        let problem = WorkersAPI.problem(.tooManyClaims(pool: "images", limit: 1000))
+        #expect(problem.status == .tooManyRequests)
+        #expect(problem.code == "executor.tooManyClaims")
+        #expect(problem.headers.first(name: "retry-after") == "1")
         // A claim that does not wait is still answered.
         #expect(try hub.claim(pool: "images", workerId: "late", actions: nil, max: 1, waitMs: 0).outcome != nil)
+        // Half the claims' wait passes: they all still wait; then all of it: each is answered empty.
+        clock.advance(by: .seconds(30))
+        #expect(hub.statistics("images")?.waitingClaims == 1000)
+        #expect(waiting.allSatisfy { $0.outcome == nil })
+        clock.advance(by: .seconds(30))
+        #expect(waiting.allSatisfy { $0.outcome?.value?.isEmpty == true }, "every waiting claim timed out")
+        #expect(hub.statistics("images")?.waitingClaims == 0)
+        #expect(clock.pendingTimers == 0)
+        let late = try hub.claim(pool: "images", workerId: "late", actions: nil, max: 1, waitMs: 60_000)
         hub.drain()
-        #expect(waiting.allSatisfy { $0.outcome?.value?.isEmpty == true }, "draining answers every waiting claim")
+        #expect(late.outcome?.value?.isEmpty == true, "draining answers every waiting claim")
         #expect(hub.statistics("images")?.waitingClaims == 0)
         #expect(try hub.claim(pool: "images", workerId: "w", actions: nil, max: 1, waitMs: 60_000).outcome != nil)
     }

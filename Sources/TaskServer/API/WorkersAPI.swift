@@ -56,14 +56,33 @@ struct WorkersAPI: Sendable {
         pool: String,
         withdrawnBy withdrawal: CancellationToken
     ) throws(HTTPProblem) -> Future<[JSONValue]> {
-        try self.hub.claim(
-            pool: pool,
-            workerId: claim.workerId,
-            actions: claim.actions,
-            max: claim.max,
-            waitMs: claim.waitMs,
-            withdrawnBy: withdrawal
-        ).map { claimed in claimed.map(Self.json) }
+        do {
+            return try self.hub.claim(
+                pool: pool,
+                workerId: claim.workerId,
+                actions: claim.actions,
+                max: claim.max,
+                waitMs: claim.waitMs,
+                withdrawnBy: withdrawal
+            ).map { claimed in claimed.map(Self.json) }
+        } catch {
+            throw Self.problem(error)
+        }
+    }
+
+    /// The answer to a refusal of the worker hub.
+    static func problem(_ error: WorkerHubError) -> HTTPProblem {
+        switch error {
+        case .tooManyClaims(let pool, let limit):
+            var headers = HTTPHeaders()
+            headers.add(name: "retry-after", value: "1")
+            return HTTPProblem(
+                .tooManyRequests,
+                code: "executor.tooManyClaims",
+                detail: "\(limit) claims already wait on executor \(pool); retry later or claim more tasks per request",
+                headers: headers
+            )
+        }
     }
 
     /// A claim item (SPEC §6).

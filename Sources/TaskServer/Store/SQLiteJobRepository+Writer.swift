@@ -508,6 +508,7 @@ extension SQLiteJobRepository {
         try db.prepared("DELETE FROM jobs WHERE position = ?").bind(.int(position)).run()
         let removed = self.cache.withLock { cache in
             cache.count -= 1
+            cache.deletes &+= 1
             return cache.finished.removeValue(forKey: id)
         }
         withExtendedLifetime(removed) {}
@@ -562,9 +563,11 @@ extension SQLiteJobRepository {
         let seconds = Double(retention.components.seconds)
         let period = Duration.milliseconds(Int64(max(1, min(60, seconds / 10)) * 1000))
         self.enqueue(
-            .expire(before: Timestamp(milliseconds: Timestamp.now().milliseconds - retention.wholeMilliseconds))
+            .expire(
+                before: Timestamp(milliseconds: self.options.clock.now().milliseconds - retention.wholeMilliseconds)
+            )
         )
-        let timer = TimerQueue.shared.schedule(after: period) { [weak self] in self?.scheduleRetention(retention) }
+        let timer = self.options.clock.schedule(after: period) { [weak self] in self?.scheduleRetention(retention) }
         self.retentionTimer.withLock { $0 = timer }
     }
 }

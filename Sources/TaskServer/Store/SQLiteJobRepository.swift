@@ -43,6 +43,8 @@ public final class SQLiteJobRepository: JobRepository {
         public var retention: Duration?
         /// Told how long each transaction took, after it ends (metrics); must be quick.
         public var onCommit: @Sendable (_ nanoseconds: UInt64) -> Void = { _ in }
+        /// The time retention counts by, and its timer.
+        public var clock: any ServerClock = SystemClock()
         public init() {}
     }
 
@@ -57,7 +59,7 @@ public final class SQLiteJobRepository: JobRepository {
     let readers: Mutex<[SQLiteConnection]>
     let cache = Mutex(Cache())
     let queue = Mutex(WriteQueue())
-    let retentionTimer = Mutex<TimerQueue.ID?>(nil)
+    let retentionTimer = Mutex<ClockTimer?>(nil)
     /// The position the last new job was given (`jobs.position`): positions are handed out when
     /// a batch is planned, so a job's rows can be written without asking SQLite for its rowid.
     let nextPosition: Atomic<Int64>
@@ -85,6 +87,9 @@ public final class SQLiteJobRepository: JobRepository {
         var order: [String] = []
         var orderHead = 0
         var count = 0
+        /// Counts deletes: a record read from the file is cached only if no delete happened while
+        /// it was read (else a read racing a delete would put a deleted job back).
+        var deletes: UInt64 = 0
     }
 
     /// Opens (creating the file and its directory if needed) and migrates the file.
@@ -142,9 +147,10 @@ public final class SQLiteJobRepository: JobRepository {
     public func job(_ id: String) -> Future<StoredJob?> {
         if let job = self.cache.withLock({ $0.finished[id] }) { return Future(value: job) }
         guard JobID.isPlausible(id) else { return Future(value: nil) }
+        let deletes = self.cache.withLock { $0.deletes }
         return self.read { db in try self.load(id, db) }.map { job in
             guard let job else { return nil }
-            if job.state.isTerminal { self.cacheFinished([job]) }
+            if job.state.isTerminal { self.cacheFinished([job], ifNoDeleteSince: deletes) }
             return job
         }
     }
@@ -289,7 +295,7 @@ public final class SQLiteJobRepository: JobRepository {
     /// exit; the future completes when that is done.
     @discardableResult
     public func close() -> Future<Void> {
-        if let timer = self.retentionTimer.withLock({ $0 }) { TimerQueue.shared.cancel(timer) }
+        if let timer = self.retentionTimer.withLock({ $0 }) { self.options.clock.cancel(timer) }
         let closed = Promise<Void>()
         self.flush().whenComplete { _ in
             self.writerPool.execute {
@@ -329,9 +335,10 @@ public final class SQLiteJobRepository: JobRepository {
 
     /// Keeps the records of finished jobs (read from the file, or just committed) for fast reads;
     /// the oldest beyond the cache's size leave it (freed outside the lock).
-    func cacheFinished(_ jobs: [StoredJob]) {
+    func cacheFinished(_ jobs: [StoredJob], ifNoDeleteSince deletes: UInt64? = nil) {
         if jobs.isEmpty { return }
         let evicted: [StoredJob] = self.cache.withLock { cache in
+            if let deletes, cache.deletes != deletes { return [] }
             for job in jobs where cache.finished.updateValue(job, forKey: job.id) == nil { cache.order.append(job.id) }
             let excess = cache.order.count - cache.orderHead - self.options.cachedFinishedJobs
             guard excess > 0 else { return [] }

@@ -1,24 +1,21 @@
 import NIOCore
-import NIOHTTP1
 import Synchronization
 import TaskCore
 import TaskGraph
 
-/// The external worker pools of one server (SPEC §6): each pool's FIFO queue of ready attempts,
-/// its waiting claims, and every live lease — one owner of all of it, under one lock.
+/// The server-side half of external pools (SPEC §6): each pool's ready queue and waiting claims,
+/// and the lease table — one owner of all of it, under one lock.
 ///
 /// - A ready attempt goes straight to the oldest waiting claim that accepts its action (sync
-///   match: no polling interval on either side), or joins its pool's queue.
-/// - A claim takes queued attempts in FIFO order; with nothing queued it waits (bounded: at most
-///   `maxWaitingClaims` per pool; the next one is refused with 429).
-/// - A lease is one claimed attempt with a heartbeat deadline. It ends exactly once: completed by
-///   its worker, expired (`task.heartbeatTimeout`, then the task's `retry` decides), timed out
-///   (`timeoutMs` from the claim), or cancelled with its job or node. Ended leases are remembered
-///   (the last `maxRememberedLeases`) so that a late call is told `409 lease.gone`, not `404`.
-/// - With a durable store every lease is written (as a hash of its id) before its claim is
+///   match: no polling interval on either side), or joins its pool's `ReadyQueue`.
+/// - A claim takes queued attempts in the queue's order; with nothing queued it waits (bounded: at
+///   most `maxWaitingClaims` per pool; the next one is refused, `WorkerHubError.tooManyClaims`).
+/// - Leases live in the `LeaseTable`, a state machine whose actions (arm a timer, end an attempt,
+///   forget a stored lease) the hub carries out after releasing its lock.
+/// - With a durable repository every lease is written (as a hash of its id) before its claim is
 ///   answered, so after a restart the worker can still heartbeat and complete it.
 ///
-/// Attempts are completed (and their nodes' events published) outside the lock.
+/// Time — deadlines, timers, when a worker was last seen — comes from the injected `ServerClock`.
 public final class WorkerHub: Sendable {
     /// Claims that may wait on one pool at once.
     public static let maxWaitingClaims = 1000
@@ -33,60 +30,7 @@ public final class WorkerHub: Sendable {
     private let poolIndex: [String: Int]
     private let state: Mutex<State>
     private let journalSlot = Mutex<(any LeaseJournal)?>(nil)
-
-    public init(pools names: some Sequence<String>) {
-        let sorted = Set(names).sorted()
-        self.names = sorted
-        self.poolIndex = Dictionary(uniqueKeysWithValues: sorted.enumerated().map { ($0.element, $0.offset) })
-        var state = State()
-        state.pools = Array(repeating: PoolState(), count: sorted.count)
-        self.state = Mutex(state)
-    }
-
-    /// The engine's view of each pool.
-    public var executors: [any ExternalExecutor] { self.names.map { ExternalPool(name: $0, hub: self) } }
-
-    public func isPool(_ name: String) -> Bool { self.names.contains(name) }
-
-    /// Where leases are made durable (the store); none: leases live in memory only.
-    public func attach(journal: any LeaseJournal) { self.journalSlot.withLock { $0 = journal } }
-
-    private var journal: (any LeaseJournal)? { self.journalSlot.withLock { $0 } }
-
-    // MARK: - State
-
-    /// An attempt handed to the hub, with where it is now. Its mutable fields are only read and
-    /// written under `WorkerHub.state`'s lock (the invariant behind `@unchecked Sendable`).
-    final class Work: @unchecked Sendable {
-        enum Place {
-            case queued
-            case leased(String)
-            case ended
-        }
-
-        let task: WorkerTask
-        /// The index of the pool in `State.pools`.
-        let pool: Int
-        var place = Place.queued
-        var scheduleTimer: TimerQueue.ID?
-
-        init(task: WorkerTask, pool: Int) {
-            self.task = task
-            self.pool = pool
-        }
-    }
-
-    struct Lease {
-        let work: Work
-        var workerId: String
-        /// When the lease expires unless heartbeated (monotonic nanoseconds).
-        var deadline: UInt64
-        let heartbeat: UInt64
-        /// The hash the store keeps; nil in memory-only servers.
-        let storedHash: String?
-        var expiryTimer: TimerQueue.ID?
-        var attemptTimer: TimerQueue.ID?
-    }
+    let clock: any ServerClock
 
     struct Waiter {
         let id: UInt64
@@ -101,13 +45,11 @@ public final class WorkerHub: Sendable {
     }
 
     struct PoolState {
-        var queue = CircularBuffer<Work>()
-        /// Live attempts in `queue` (ended ones are dropped when reached).
-        var queued = 0
+        var queue: any ReadyQueue = FIFOReadyQueue()
         var waiters = CircularBuffer<Waiter>()
         /// The waiters' `waitMs` timers by waiter id (an entry exists while its waiter waits; the
-        /// timer is set once scheduled): found without a scan of `waiters`.
-        var waitTimers: [UInt64: TimerQueue.ID?] = [:]
+        /// timer is set once armed): found without a scan of `waiters`.
+        var waitTimers: [UInt64: ClockTimer?] = [:]
         var leased = 0
         var workers: [String: WorkerSeen] = [:]
         var claimed = 0
@@ -117,14 +59,7 @@ public final class WorkerHub: Sendable {
     struct State {
         /// By `poolIndex`.
         var pools: [PoolState] = []
-        /// Live leases by id — or, for a lease restored after a restart, by `#` and its hash.
-        var leases: [String: Lease] = [:]
-        /// Ended leases (same keys): `true` when the attempt was cancelled.
-        var ended: [String: Bool] = [:]
-        var endedOrder = CircularBuffer<String>()
-        /// Leases stored before a restart, by job and task, until their attempts come back.
-        var restored: [String: StoredLease] = [:]
-        var hasRestoredLeases = false
+        var leases = LeaseTable(maxRemembered: WorkerHub.maxRememberedLeases)
         var nextWaiterID: UInt64 = 0
         var draining = false
     }
@@ -136,53 +71,115 @@ public final class WorkerHub: Sendable {
         let deadline: Timestamp?
     }
 
+    public init(pools names: some Sequence<String>, clock: any ServerClock = SystemClock()) {
+        let sorted = Set(names).sorted()
+        self.names = sorted
+        self.poolIndex = Dictionary(uniqueKeysWithValues: sorted.enumerated().map { ($0.element, $0.offset) })
+        var state = State()
+        state.pools = Array(repeating: PoolState(), count: sorted.count)
+        self.state = Mutex(state)
+        self.clock = clock
+    }
+
+    /// The engine's view of each pool.
+    public var executors: [any ExternalExecutor] { self.names.map { ExternalPool(name: $0, hub: self) } }
+
+    public func isPool(_ name: String) -> Bool { self.names.contains(name) }
+
+    /// Where leases are made durable (the repository); none: leases live in memory only.
+    public func attach(journal: any LeaseJournal) { self.journalSlot.withLock { $0 = journal } }
+
+    private var journal: (any LeaseJournal)? { self.journalSlot.withLock { $0 } }
+
+    // MARK: - Carrying out the lease table's actions
+
+    /// Carries out `actions` (outside the lock); returns what a `finish` among them returned.
+    @discardableResult
+    private func run(_ actions: [LeaseTable.Action]) -> Bool? {
+        var finished: Bool?
+        for action in actions {
+            switch action {
+            case .checkExpiry(let key, let delay):
+                self.arm(key, after: delay) { [weak self] in self?.expiryDue(key) }
+            case .limitAttempt(let key, let delay, let timeoutMs):
+                self.arm(key, after: delay) { [weak self] in
+                    self?.end(
+                        key,
+                        with: TaskError(
+                            code: "task.timeout",
+                            message: "the attempt did not finish within \(timeoutMs) ms"
+                        )
+                    )
+                }
+            case .cancelTimer(let timer):
+                self.clock.cancel(timer)
+            case .finish(let attempt, let outcome, let retryable):
+                finished = attempt.task.finish(outcome, retryable: retryable)
+            case .forget(let hash):
+                self.journal?.removeLeases([hash])
+            }
+        }
+        return finished
+    }
+
+    private func arm(_ key: String, after delay: Duration, _ work: @escaping @Sendable () -> Void) {
+        let timer = self.clock.schedule(after: delay, work)
+        if !self.state.withLock({ $0.leases.armed(timer, for: key) }) { self.clock.cancel(timer) }
+    }
+
     // MARK: - Queueing (the engine's side)
 
     func enqueue(_ task: WorkerTask, pool name: String) {
         guard let pool = self.poolIndex[name] else { return }
-        let work = Work(task: task, pool: pool)
+        let attempt = ReadyAttempt(task: task, pool: pool)
         enum Placed {
             case queued
-            case resumed(workerId: String)
-            case handedOff(Waiter, TimerQueue.ID?, Claimed, StoredLease?)
+            case resumed(workerId: String, [LeaseTable.Action])
+            case handedOff(Waiter, ClockTimer?, Claimed, StoredLease?, [LeaseTable.Action])
         }
+        let now = self.clock.monotonicNanoseconds()
         let placed: Placed = self.state.withLock { state in
-            if !state.restored.isEmpty,
-                let stored = state.restored.removeValue(forKey: Self.restoreKey(task.jobID, task.taskID))
-            {
+            if let stored = state.leases.takeRestored(jobID: task.jobID, taskID: task.taskID) {
                 // The attempt was leased before the restart: the lease carries on under its old id.
-                let key = "#" + stored.hash
-                self.startLease(work, key: key, workerId: stored.workerId, storedHash: stored.hash, in: &state)
-                return .resumed(workerId: stored.workerId)
+                let actions = self.startLease(
+                    attempt,
+                    key: "#" + stored.hash,
+                    workerId: stored.workerId,
+                    storedHash: stored.hash,
+                    now: now,
+                    in: &state
+                )
+                return .resumed(workerId: stored.workerId, actions)
             }
             if let index = state.pools[pool].waiters.firstIndex(where: { $0.actions?.contains(task.action) ?? true }) {
                 let waiter = state.pools[pool].waiters.remove(at: index)
                 let timer = state.pools[pool].waitTimers.removeValue(forKey: waiter.id) ?? nil
-                let (claimed, stored) = self.lease(work, workerId: waiter.workerId, in: &state)
-                return .handedOff(waiter, timer, claimed, stored)
+                let (claimed, stored, actions) = self.lease(attempt, workerId: waiter.workerId, now: now, in: &state)
+                return .handedOff(waiter, timer, claimed, stored, actions)
             }
-            state.pools[pool].queue.append(work)
-            state.pools[pool].queued += 1
+            state.pools[pool].queue.push(attempt)
             return .queued
         }
-        task.future.whenComplete { [weak self] _ in self?.attemptEnded(work) }
+        task.future.whenComplete { [weak self] _ in self?.attemptEnded(attempt) }
         switch placed {
         case .queued:
             if let scheduleTimeoutMs = task.scheduleTimeoutMs {
-                let timer = TimerQueue.shared.schedule(after: .milliseconds(scheduleTimeoutMs)) { [weak self] in
-                    self?.scheduleTimedOut(work, after: scheduleTimeoutMs)
+                let timer = self.clock.schedule(after: .milliseconds(scheduleTimeoutMs)) { [weak self] in
+                    self?.scheduleTimedOut(attempt, after: scheduleTimeoutMs)
                 }
                 let stillQueued = self.state.withLock { _ -> Bool in
-                    guard case .queued = work.place else { return false }
-                    work.scheduleTimer = timer
+                    guard attempt.isQueued else { return false }
+                    attempt.scheduleTimer = timer
                     return true
                 }
-                if !stillQueued { TimerQueue.shared.cancel(timer) }
+                if !stillQueued { self.clock.cancel(timer) }
             }
-        case .resumed(let workerId):
+        case .resumed(let workerId, let actions):
+            self.run(actions)
             task.markClaimed(by: workerId)
-        case .handedOff(let waiter, let timer, let claimed, let stored):
-            if let timer { TimerQueue.shared.cancel(timer) }
+        case .handedOff(let waiter, let timer, let claimed, let stored, let actions):
+            if let timer { self.clock.cancel(timer) }
+            self.run(actions)
             self.deliver([claimed], stored: stored.map { [$0] } ?? [], to: waiter.promise)
         }
     }
@@ -192,7 +189,7 @@ public final class WorkerHub: Sendable {
         var live: [Claimed] = []
         live.reserveCapacity(claimed.count)
         for item in claimed {
-            let workerId = self.state.withLock { $0.leases[item.leaseID]?.workerId }
+            let workerId = self.state.withLock { $0.leases.live[item.leaseID]?.workerId }
             // A lease that ended meanwhile (its job was cancelled) is not handed out.
             if let workerId, item.task.markClaimed(by: workerId) { live.append(item) }
         }
@@ -210,61 +207,55 @@ public final class WorkerHub: Sendable {
         }
     }
 
-    /// Creates a lease on `work` for `workerId` (under the lock).
-    private func lease(_ work: Work, workerId: String, in state: inout State) -> (Claimed, StoredLease?) {
+    /// Creates a lease on `attempt` for `workerId` (under the lock).
+    private func lease(
+        _ attempt: ReadyAttempt,
+        workerId: String,
+        now: UInt64,
+        in state: inout State
+    ) -> (Claimed, StoredLease?, [LeaseTable.Action]) {
         let id = LeaseID.make()
         let durable = self.journalSlot.withLock { $0 != nil }
         let hash = durable ? LeaseID.hash(id) : nil
-        self.startLease(work, key: id, workerId: workerId, storedHash: hash, in: &state)
-        let task = work.task
-        let deadline = task.timeoutMs.map { Timestamp(milliseconds: Timestamp.now().milliseconds + Int64($0)) }
+        let actions = self.startLease(attempt, key: id, workerId: workerId, storedHash: hash, now: now, in: &state)
+        let task = attempt.task
+        let wall = self.clock.now()
+        let deadline = task.timeoutMs.map { Timestamp(milliseconds: wall.milliseconds + Int64($0)) }
         let stored = hash.map {
             StoredLease(
                 hash: $0,
                 jobID: task.jobID,
                 taskID: task.taskID,
-                executor: self.names[work.pool],
+                executor: self.names[attempt.pool],
                 workerId: workerId,
                 attempt: task.attempt,
                 heartbeatTimeoutMs: task.heartbeatTimeoutMs,
-                claimedAt: .now()
+                claimedAt: wall
             )
         }
-        return (Claimed(leaseID: id, task: task, deadline: deadline), stored)
+        return (Claimed(leaseID: id, task: task, deadline: deadline), stored, actions)
     }
 
-    private func startLease(_ work: Work, key: String, workerId: String, storedHash: String?, in state: inout State) {
-        let task = work.task
-        let heartbeat = UInt64(task.heartbeatTimeoutMs) * 1_000_000
-        var lease = Lease(
-            work: work,
-            workerId: workerId,
-            deadline: monotonicNanoseconds() &+ heartbeat,
-            heartbeat: heartbeat,
-            storedHash: storedHash
-        )
-        lease.expiryTimer = TimerQueue.shared.schedule(after: .milliseconds(task.heartbeatTimeoutMs)) { [weak self] in
-            self?.checkExpiry(key)
-        }
-        if let timeoutMs = task.timeoutMs {
-            lease.attemptTimer = TimerQueue.shared.schedule(after: .milliseconds(timeoutMs)) { [weak self] in
-                self?.end(
-                    key,
-                    with: TaskError(code: "task.timeout", message: "the attempt did not finish within \(timeoutMs) ms")
-                )
-            }
-        }
-        state.leases[key] = lease
-        work.place = .leased(key)
-        state.pools[work.pool].leased += 1
-        state.pools[work.pool].claimed += 1
-        self.noteWorker(workerId, pool: work.pool, leases: 1, in: &state)
+    private func startLease(
+        _ attempt: ReadyAttempt,
+        key: String,
+        workerId: String,
+        storedHash: String?,
+        now: UInt64,
+        in state: inout State
+    ) -> [LeaseTable.Action] {
+        let actions = state.leases.start(attempt, key: key, workerId: workerId, storedHash: storedHash, now: now)
+        state.pools[attempt.pool].leased += 1
+        state.pools[attempt.pool].claimed += 1
+        self.noteWorker(workerId, pool: attempt.pool, leases: 1, in: &state)
+        return actions
     }
 
     // MARK: - Claims (the workers' side)
 
     /// Up to `max` attempts of pool `name` (with an action in `actions`, when given), waiting up to
-    /// `waitMs` for the first. Throws 429 when the pool already has its fill of waiting claims.
+    /// `waitMs` for the first. Throws `tooManyClaims` when the pool already has its fill of waiting
+    /// claims.
     func claim(
         pool name: String,
         workerId: String,
@@ -272,63 +263,45 @@ public final class WorkerHub: Sendable {
         max: Int,
         waitMs: Int,
         withdrawnBy withdrawal: CancellationToken = .none
-    ) throws(HTTPProblem) -> Future<[Claimed]> {
+    ) throws(WorkerHubError) -> Future<[Claimed]> {
         guard let pool = self.poolIndex[name] else { return Future(value: []) }
         let promise = Promise<[Claimed]>()
-        let (taken, stored, waiterID): ([Claimed], [StoredLease], UInt64?) = try self.state.withLock {
-            state throws(HTTPProblem) in
-            self.noteWorker(workerId, pool: pool, leases: 0, in: &state)
-            var picked: [Work] = []
-            if let actions {
-                // By offset: CircularBuffer's indices do not survive a removal.
-                var offset = 0
-                while picked.count < max, offset < state.pools[pool].queue.count {
-                    let index = state.pools[pool].queue.index(state.pools[pool].queue.startIndex, offsetBy: offset)
-                    let work = state.pools[pool].queue[index]
-                    if case .queued = work.place, !actions.contains(work.task.action) {
-                        offset += 1
-                        continue
+        let now = self.clock.monotonicNanoseconds()
+        let (taken, stored, leaseActions, waiterID): ([Claimed], [StoredLease], [LeaseTable.Action], UInt64?) =
+            try self.state.withLock {
+                state throws(WorkerHubError) in
+                self.noteWorker(workerId, pool: pool, leases: 0, in: &state)
+                let picked = state.pools[pool].queue.pop(
+                    max: max,
+                    accepting: actions.map { actions in { actions.contains($0.task.action) } }
+                )
+                if picked.isEmpty {
+                    if waitMs == 0 || state.draining { return ([], [], [], nil) }
+                    if state.pools[pool].waiters.count >= Self.maxWaitingClaims {
+                        throw .tooManyClaims(pool: name, limit: Self.maxWaitingClaims)
                     }
-                    state.pools[pool].queue.remove(at: index)
-                    if case .queued = work.place { picked.append(work) }
-                }
-            } else {
-                while picked.count < max, let work = state.pools[pool].queue.popFirst() {
-                    if case .queued = work.place { picked.append(work) }
-                }
-            }
-            state.pools[pool].queued -= picked.count
-            if picked.isEmpty {
-                if waitMs == 0 || state.draining { return ([], [], nil) }
-                if state.pools[pool].waiters.count >= Self.maxWaitingClaims {
-                    var headers = HTTPHeaders()
-                    headers.add(name: "retry-after", value: "1")
-                    throw HTTPProblem(
-                        .tooManyRequests,
-                        code: "executor.tooManyClaims",
-                        detail:
-                            "\(Self.maxWaitingClaims) claims already wait on executor \(name); retry later or claim more tasks per request",
-                        headers: headers
+                    state.nextWaiterID += 1
+                    let id = state.nextWaiterID
+                    state.pools[pool].waiters.append(
+                        Waiter(id: id, workerId: workerId, actions: actions, promise: promise)
                     )
+                    state.pools[pool].waitTimers[id] = .some(nil)
+                    return ([], [], [], id)
                 }
-                state.nextWaiterID += 1
-                let id = state.nextWaiterID
-                state.pools[pool].waiters.append(Waiter(id: id, workerId: workerId, actions: actions, promise: promise))
-                state.pools[pool].waitTimers[id] = .some(nil)
-                return ([], [], id)
+                var taken: [Claimed] = []
+                var stored: [StoredLease] = []
+                var leaseActions: [LeaseTable.Action] = []
+                for attempt in picked {
+                    if let timer = attempt.scheduleTimer { leaseActions.append(.cancelTimer(timer)) }
+                    let (claimed, record, actions) = self.lease(attempt, workerId: workerId, now: now, in: &state)
+                    taken.append(claimed)
+                    leaseActions += actions
+                    if let record { stored.append(record) }
+                }
+                return (taken, stored, leaseActions, nil)
             }
-            var taken: [Claimed] = []
-            var stored: [StoredLease] = []
-            for work in picked {
-                if let timer = work.scheduleTimer { TimerQueue.shared.cancel(timer) }
-                let (claimed, record) = self.lease(work, workerId: workerId, in: &state)
-                taken.append(claimed)
-                if let record { stored.append(record) }
-            }
-            return (taken, stored, nil)
-        }
         if let waiterID {
-            let timer = TimerQueue.shared.schedule(after: .milliseconds(waitMs)) { [weak self] in
+            let timer = self.clock.schedule(after: .milliseconds(waitMs)) { [weak self] in
                 self?.expireWaiter(waiterID, pool: pool)
             }
             let answered = self.state.withLock { state -> Bool in
@@ -337,7 +310,7 @@ public final class WorkerHub: Sendable {
                 return false
             }
             if answered {
-                TimerQueue.shared.cancel(timer)
+                self.clock.cancel(timer)
             } else if withdrawal !== CancellationToken.none {
                 // The client went away: its claim stops waiting, so no task is leased to nobody.
                 let registration = withdrawal.register { [weak self] in self?.expireWaiter(waiterID, pool: pool) }
@@ -345,29 +318,30 @@ public final class WorkerHub: Sendable {
             }
             return promise.future
         }
+        self.run(leaseActions)
         if taken.isEmpty { return Future(value: []) }
         self.deliver(taken, stored: stored, to: promise)
         return promise.future
     }
 
     private func expireWaiter(_ id: UInt64, pool: Int) {
-        let found: (Waiter, TimerQueue.ID?)? = self.state.withLock { state in
+        let found: (Waiter, ClockTimer?)? = self.state.withLock { state in
             guard let timer = state.pools[pool].waitTimers.removeValue(forKey: id),
                 let index = state.pools[pool].waiters.firstIndex(where: { $0.id == id })
             else { return nil }
             return (state.pools[pool].waiters.remove(at: index), timer)
         }
         guard let (waiter, timer) = found else { return }
-        if let timer { TimerQueue.shared.cancel(timer) }
+        if let timer { self.clock.cancel(timer) }
         waiter.promise.succeed([])
     }
 
     /// Answers every waiting claim with nothing, and every later claim at once (SIGTERM).
     public func drain() {
-        let (waiters, timers): ([Waiter], [TimerQueue.ID]) = self.state.withLock { state in
+        let (waiters, timers): ([Waiter], [ClockTimer]) = self.state.withLock { state in
             state.draining = true
             var all: [Waiter] = []
-            var timers: [TimerQueue.ID] = []
+            var timers: [ClockTimer] = []
             for pool in state.pools.indices {
                 all += Array(state.pools[pool].waiters)
                 timers += state.pools[pool].waitTimers.values.compactMap { $0 }
@@ -376,38 +350,23 @@ public final class WorkerHub: Sendable {
             }
             return (all, timers)
         }
-        for timer in timers { TimerQueue.shared.cancel(timer) }
+        for timer in timers { self.clock.cancel(timer) }
         for waiter in waiters { waiter.promise.succeed([]) }
     }
 
     // MARK: - Leases
 
-    enum LeaseState: Equatable {
-        case live
-        case cancelled
-        case gone
-        case unknown
-    }
-
-    /// The key of lease `id` in `state.leases`/`state.ended` (an id or, after a restart, a hash).
-    private func find(_ id: String, in state: State) -> (key: String, state: LeaseState) {
-        if state.leases[id] != nil { return (id, .live) }
-        if let cancelled = state.ended[id] { return (id, cancelled ? .cancelled : .gone) }
-        return (id, .unknown)
-    }
-
-    private func locate(_ id: String) -> (key: String, state: LeaseState) {
-        let found = self.state.withLock { state -> (key: String, state: LeaseState)? in
-            let found = self.find(id, in: state)
-            return found.state == .unknown && state.hasRestoredLeases ? nil : found
+    /// The key of lease `id` in the table (an id or, after a restart, `#` and its hash).
+    private func locate(_ id: String) -> (key: String, found: LeaseTable.Found) {
+        let found = self.state.withLock { state -> LeaseTable.Found? in
+            let found = state.leases.find(id)
+            return found == .unknown && state.leases.hasRestoredLeases ? nil : found
         }
-        if let found { return found }
+        if let found { return (id, found) }
         // Maybe a lease from before a restart, known by its hash only.
         let key = "#" + LeaseID.hash(id)
-        return self.state.withLock { state in
-            let found = self.find(key, in: state)
-            return found.state == .unknown ? (id, .unknown) : found
-        }
+        let restored = self.state.withLock { $0.leases.find(key) }
+        return restored == .unknown ? (id, .unknown) : (key, restored)
     }
 
     enum HeartbeatResult: Equatable {
@@ -426,12 +385,11 @@ public final class WorkerHub: Sendable {
         case .cancelled: return .ok(cancelRequested: true)
         case .live: break
         }
+        let now = self.clock.monotonicNanoseconds()
         let task: WorkerTask? = self.state.withLock { state in
-            guard var lease = state.leases[key] else { return nil }
-            lease.deadline = monotonicNanoseconds() &+ lease.heartbeat
-            state.leases[key] = lease
-            self.noteWorker(lease.workerId, pool: lease.work.pool, leases: 0, in: &state)
-            return lease.work.task
+            guard let lease = state.leases.heartbeat(key, now: now) else { return nil }
+            self.noteWorker(lease.workerId, pool: lease.attempt.pool, leases: 0, in: &state)
+            return lease.attempt.task
         }
         guard let task else { return self.heartbeat(id, progress: progress) }  // it ended meanwhile
         if let progress { task.setProgress(progress) }
@@ -450,81 +408,62 @@ public final class WorkerHub: Sendable {
         guard LeaseID.isPlausible(id) else { return .notFound }
         let (key, found) = self.locate(id)
         guard case .live = found else { return found == .unknown ? .notFound : .gone(pool: nil, workerId: nil) }
-        let ended: (Lease, String?)? = self.state.withLock { state in self.endLease(key, cancelled: false, in: &state) }
-        guard let (lease, storedHash) = ended else { return .gone(pool: nil, workerId: nil) }
-        let pool = self.names[lease.work.pool]
-        // The outcome first, then the lease row: the journal writes in order, so a crash between
-        // the two leaves the outcome, never a lease-less running task that silently runs again.
-        let finished = lease.work.task.finish(outcome, retryable: retryable)
-        if let storedHash { self.journal?.removeLeases([storedHash]) }
-        guard finished else { return .gone(pool: pool, workerId: lease.workerId) }
-        return .done(lease.work.task, pool: pool, workerId: lease.workerId)
+        let ended = self.state.withLock { state in
+            self.endLease(key, cancelled: false, finishing: (outcome, retryable), in: &state)
+        }
+        guard let (lease, actions) = ended else { return .gone(pool: nil, workerId: nil) }
+        let pool = self.names[lease.attempt.pool]
+        guard self.run(actions) == true else { return .gone(pool: pool, workerId: lease.workerId) }
+        return .done(lease.attempt.task, pool: pool, workerId: lease.workerId)
     }
 
-    /// Removes live lease `key` (under the lock): remembered as ended, timers cancelled, counts
-    /// updated. Returns the lease and the hash to delete from the store.
-    private func endLease(_ key: String, cancelled: Bool, in state: inout State) -> (Lease, String?)? {
-        guard let lease = state.leases.removeValue(forKey: key) else { return nil }
-        lease.work.place = .ended
-        if let timer = lease.expiryTimer { TimerQueue.shared.cancel(timer) }
-        if let timer = lease.attemptTimer { TimerQueue.shared.cancel(timer) }
-        state.pools[lease.work.pool].leased -= 1
-        self.noteWorker(lease.workerId, pool: lease.work.pool, leases: -1, in: &state)
-        state.ended[key] = cancelled
-        state.endedOrder.append(key)
-        if state.endedOrder.count > Self.maxRememberedLeases, let oldest = state.endedOrder.popFirst() {
-            state.ended[oldest] = nil
+    /// Ends live lease `key` in the table and updates the pool's counts (under the lock).
+    private func endLease(
+        _ key: String,
+        cancelled: Bool,
+        finishing: (outcome: Outcome<JSONValue>, retryable: Bool)? = nil,
+        in state: inout State
+    ) -> (LeaseTable.Lease, [LeaseTable.Action])? {
+        guard let (lease, actions) = state.leases.end(key, cancelled: cancelled, finishing: finishing) else {
+            return nil
         }
-        return (lease, lease.storedHash)
+        state.pools[lease.attempt.pool].leased -= 1
+        self.noteWorker(lease.workerId, pool: lease.attempt.pool, leases: -1, in: &state)
+        return (lease, actions)
     }
 
     /// The heartbeat timer of lease `key` fired: it expires unless a heartbeat moved its deadline.
-    private func checkExpiry(_ key: String) {
-        let expired: (Lease, String?)? = self.state.withLock { state in
-            guard var lease = state.leases[key] else { return nil }
-            let now = monotonicNanoseconds()
-            if lease.deadline > now {
-                let remaining = Duration.nanoseconds(Int64(lease.deadline - now))
-                lease.expiryTimer = TimerQueue.shared.schedule(after: remaining) { [weak self] in
-                    self?.checkExpiry(key)
-                }
-                state.leases[key] = lease
-                return nil
+    private func expiryDue(_ key: String) {
+        let now = self.clock.monotonicNanoseconds()
+        let actions: [LeaseTable.Action] = self.state.withLock { state in
+            let (expired, actions) = state.leases.expiryDue(key, now: now)
+            if let expired {
+                state.pools[expired.attempt.pool].expired += 1
+                state.pools[expired.attempt.pool].leased -= 1
+                self.noteWorker(expired.workerId, pool: expired.attempt.pool, leases: -1, in: &state)
             }
-            state.pools[lease.work.pool].expired += 1
-            return self.endLease(key, cancelled: false, in: &state)
+            return actions
         }
-        guard let (lease, storedHash) = expired else { return }
-        defer { if let storedHash { self.journal?.removeLeases([storedHash]) } }
-        let milliseconds = lease.heartbeat / 1_000_000
-        lease.work.task.finish(
-            .failure(
-                TaskError(
-                    code: "task.heartbeatTimeout",
-                    message: "worker \(lease.workerId) sent no heartbeat within \(milliseconds) ms",
-                    details: ["workerId": .string(lease.workerId), "heartbeatTimeoutMs": .int(Int(milliseconds))]
-                )
-            )
-        )
+        self.run(actions)
     }
 
     /// Ends lease `key`'s attempt with `error` (its `timeoutMs` passed).
     private func end(_ key: String, with error: TaskError) {
-        let ended = self.state.withLock { state in self.endLease(key, cancelled: false, in: &state) }
-        guard let (lease, storedHash) = ended else { return }
-        lease.work.task.finish(.failure(error))
-        if let storedHash { self.journal?.removeLeases([storedHash]) }
+        let ended = self.state.withLock { state in
+            self.endLease(key, cancelled: false, finishing: (.failure(error), true), in: &state)
+        }
+        if let (_, actions) = ended { self.run(actions) }
     }
 
-    private func scheduleTimedOut(_ work: Work, after milliseconds: Int) {
+    private func scheduleTimedOut(_ attempt: ReadyAttempt, after milliseconds: Int) {
         let timedOut = self.state.withLock { state -> Bool in
-            guard case .queued = work.place else { return false }
-            work.place = .ended
-            state.pools[work.pool].queued -= 1
+            guard attempt.isQueued else { return false }
+            attempt.place = .ended
+            state.pools[attempt.pool].queue.remove(attempt)
             return true
         }
         if timedOut {
-            work.task.finish(
+            attempt.task.finish(
                 .failure(
                     TaskError(
                         code: "task.scheduleTimeout",
@@ -537,38 +476,24 @@ public final class WorkerHub: Sendable {
 
     /// The attempt's future completed, whoever completed it: a queued attempt leaves the queue and
     /// a live lease ends (cancelled with its job or node).
-    private func attemptEnded(_ work: Work) {
-        let storedHash: String? = self.state.withLock { state in
-            switch work.place {
+    private func attemptEnded(_ attempt: ReadyAttempt) {
+        let actions: [LeaseTable.Action] = self.state.withLock { state in
+            switch attempt.place {
             case .queued:
-                work.place = .ended
-                state.pools[work.pool].queued -= 1
-                if let timer = work.scheduleTimer { TimerQueue.shared.cancel(timer) }
-                self.compactQueue(work.pool, in: &state)
-                return nil
+                attempt.place = .ended
+                state.pools[attempt.pool].queue.remove(attempt)
+                return attempt.scheduleTimer.map { [.cancelTimer($0)] } ?? []
             case .leased(let key):
-                return self.endLease(key, cancelled: work.task.isCancelled, in: &state)?.1
+                return self.endLease(key, cancelled: attempt.task.isCancelled, in: &state)?.1 ?? []
             case .ended:
-                return nil
+                return []
             }
         }
-        if let storedHash { self.journal?.removeLeases([storedHash]) }
-    }
-
-    /// Drops ended attempts from a queue where they outnumber the live ones.
-    private func compactQueue(_ pool: Int, in state: inout State) {
-        let queue = state.pools[pool].queue
-        guard queue.count > 1024, queue.count > 2 * state.pools[pool].queued else { return }
-        state.pools[pool].queue = CircularBuffer(
-            queue.filter {
-                if case .queued = $0.place { return true }
-                return false
-            }
-        )
+        if !actions.isEmpty { self.run(actions) }
     }
 
     private func noteWorker(_ workerId: String, pool: Int, leases delta: Int, in state: inout State) {
-        let now = Timestamp.now()
+        let now = self.clock.now()
         if state.pools[pool].workers[workerId] == nil, state.pools[pool].workers.count >= Self.maxWorkersPerPool {
             let cutoff = now.milliseconds - 600_000
             state.pools[pool].workers = state.pools[pool].workers.filter {
@@ -578,7 +503,7 @@ public final class WorkerHub: Sendable {
             if state.pools[pool].workers.count >= Self.maxWorkersPerPool { return }
         }
         state.pools[pool].workers[workerId, default: WorkerSeen(lastSeen: now, leases: 0)].lastSeen = now
-        state.pools[pool].workers[workerId]!.leases = max(0, state.pools[pool].workers[workerId]!.leases + delta)
+        state.pools[pool].workers[workerId]!.leases = Swift.max(0, state.pools[pool].workers[workerId]!.leases + delta)
     }
 
     // MARK: - Restart
@@ -586,30 +511,17 @@ public final class WorkerHub: Sendable {
     /// Leases stored before a restart: each carries on when its attempt is queued again by the
     /// resumed job (call before the jobs are resumed).
     public func restore(_ leases: [StoredLease]) {
-        self.state.withLock { state in
-            for lease in leases where self.poolIndex[lease.executor] != nil {
-                state.restored[Self.restoreKey(lease.jobID, lease.taskID)] = lease
-                state.hasRestoredLeases = true
-            }
-        }
+        self.state.withLock { state in state.leases.restore(leases.filter { self.poolIndex[$0.executor] != nil }) }
     }
 
     /// Forgets stored leases whose attempts did not come back (their jobs ended or were deleted).
     public func finishRestoring() {
-        let stale: [String] = self.state.withLock { state in
-            defer { state.restored = [:] }
-            return state.restored.values.map(\.hash)
-        }
-        if !stale.isEmpty { self.journal?.removeLeases(stale) }
+        self.run(self.state.withLock { $0.leases.finishRestoring() })
     }
-
-    private static func restoreKey(_ jobID: String, _ taskID: String) -> String { jobID + "\u{0}" + taskID }
 
     /// Whether a lease stored before the restart waits for this task's attempt to come back.
     func holdsRestoredLease(jobID: String, taskID: String) -> Bool {
-        self.state.withLock { state in
-            !state.restored.isEmpty && state.restored[Self.restoreKey(jobID, taskID)] != nil
-        }
+        self.state.withLock { $0.leases.holdsRestoredLease(jobID: jobID, taskID: taskID) }
     }
 
     // MARK: - Reading
@@ -625,12 +537,12 @@ public final class WorkerHub: Sendable {
     }
 
     public func statistics(_ name: String) -> PoolStatistics? {
-        let cutoff = Timestamp.now().milliseconds - 60_000
+        let cutoff = self.clock.now().milliseconds - 60_000
         guard let index = self.poolIndex[name] else { return nil }
         return self.state.withLock { state in
             let pool = state.pools[index]
             return PoolStatistics(
-                queued: pool.queued,
+                queued: pool.queue.count,
                 leased: pool.leased,
                 waitingClaims: pool.waiters.count,
                 workers: pool.workers.values.count { $0.lastSeen.milliseconds >= cutoff },
@@ -642,7 +554,7 @@ public final class WorkerHub: Sendable {
 
     /// Workers of pool `name` seen in the last 10 minutes, most recent first.
     public func workers(_ name: String) -> [(workerId: String, lastSeen: Timestamp, leases: Int)]? {
-        let cutoff = Timestamp.now().milliseconds - 600_000
+        let cutoff = self.clock.now().milliseconds - 600_000
         guard let index = self.poolIndex[name] else { return nil }
         return self.state.withLock { state in
             state.pools[index].workers.filter { $0.value.lastSeen.milliseconds >= cutoff || $0.value.leases > 0 }
@@ -650,6 +562,12 @@ public final class WorkerHub: Sendable {
                 .sorted { ($0.lastSeen.milliseconds, $1.workerId) > ($1.lastSeen.milliseconds, $0.workerId) }
         }
     }
+}
+
+/// Why the worker hub refused a request, in its own terms (the HTTP layer maps it to a problem).
+enum WorkerHubError: Error, Equatable {
+    /// `limit` claims already wait on `pool`.
+    case tooManyClaims(pool: String, limit: Int)
 }
 
 /// One external pool as the engine sees it.

@@ -1,0 +1,186 @@
+import NIOCore
+import TaskCore
+import TaskGraph
+
+/// Every live lease of a server's external pools, as a state machine: each call changes the table
+/// and returns what must happen because of it (`Action`s: arm a timer, end an attempt, forget a
+/// stored lease), which the worker hub carries out after releasing its lock. So no timer is armed,
+/// no job is told, and no store is written while the lock is held (the shape of async-http-client's
+/// connection pool).
+///
+/// A lease is one claimed attempt with a heartbeat deadline. It ends exactly once: completed by
+/// its worker, expired (`task.heartbeatTimeout`, then the task's `retry` decides), timed out
+/// (`timeoutMs` from the claim), or cancelled with its job or node. Ended leases are remembered
+/// (the last `maxRemembered`) so that a late call is told `409 lease.gone`, not `404`.
+///
+/// Keys are lease ids, or — for a lease restored after a restart, whose id only its worker knows —
+/// `#` and the id's hash.
+struct LeaseTable: Sendable {
+    struct Lease: Sendable {
+        let attempt: ReadyAttempt
+        var workerId: String
+        /// When the lease expires unless heartbeated (monotonic nanoseconds).
+        var deadline: UInt64
+        /// The heartbeat timeout, in nanoseconds.
+        let heartbeat: UInt64
+        /// The hash the store keeps; nil in memory-only servers.
+        let storedHash: String?
+        /// The timers armed for it (heartbeat check, attempt limit).
+        var timers: [ClockTimer] = []
+    }
+
+    /// What a change of the table asks of its owner, in order.
+    enum Action {
+        /// Arm a timer that calls `expiryDue(key, …)` after `delay`.
+        case checkExpiry(key: String, after: Duration)
+        /// Arm the attempt's time limit: after `delay`, end it with `task.timeout`.
+        case limitAttempt(key: String, after: Duration, timeoutMs: Int)
+        case cancelTimer(ClockTimer)
+        /// End the attempt with this outcome (its job decides what follows: a retry, or the end).
+        case finish(ReadyAttempt, Outcome<JSONValue>, retryable: Bool)
+        /// Delete the stored lease with this hash.
+        case forget(String)
+    }
+
+    enum Found: Equatable {
+        case live
+        /// Ended because its job or node was cancelled.
+        case cancelled
+        /// Ended otherwise.
+        case gone
+        case unknown
+    }
+
+    let maxRemembered: Int
+    private(set) var live: [String: Lease] = [:]
+    /// Ended leases: `true` when the attempt was cancelled.
+    private var ended: [String: Bool] = [:]
+    private var endedOrder = CircularBuffer<String>()
+    /// Leases stored before a restart, by job and task, until their attempts come back.
+    private(set) var restored: [String: StoredLease] = [:]
+    private(set) var hasRestoredLeases = false
+
+    init(maxRemembered: Int) {
+        self.maxRemembered = maxRemembered
+    }
+
+    func find(_ key: String) -> Found {
+        if self.live[key] != nil { return .live }
+        if let cancelled = self.ended[key] { return cancelled ? .cancelled : .gone }
+        return .unknown
+    }
+
+    // MARK: - Starting and keeping
+
+    /// Leases `attempt` to `workerId` under `key`.
+    mutating func start(
+        _ attempt: ReadyAttempt,
+        key: String,
+        workerId: String,
+        storedHash: String?,
+        now: UInt64
+    ) -> [Action] {
+        let task = attempt.task
+        let heartbeat = UInt64(task.heartbeatTimeoutMs) * 1_000_000
+        self.live[key] = Lease(
+            attempt: attempt,
+            workerId: workerId,
+            deadline: now &+ heartbeat,
+            heartbeat: heartbeat,
+            storedHash: storedHash
+        )
+        attempt.place = .leased(key)
+        var actions: [Action] = [.checkExpiry(key: key, after: .milliseconds(task.heartbeatTimeoutMs))]
+        if let timeoutMs = task.timeoutMs {
+            actions.append(.limitAttempt(key: key, after: .milliseconds(timeoutMs), timeoutMs: timeoutMs))
+        }
+        return actions
+    }
+
+    /// Records a timer armed for lease `key`; `false` when the lease ended meanwhile (the owner
+    /// then cancels the timer).
+    mutating func armed(_ timer: ClockTimer, for key: String) -> Bool {
+        guard self.live[key] != nil else { return false }
+        self.live[key]!.timers.append(timer)
+        return true
+    }
+
+    /// Pushes lease `key`'s deadline back by its heartbeat timeout; returns the lease (nil: not live).
+    mutating func heartbeat(_ key: String, now: UInt64) -> Lease? {
+        guard self.live[key] != nil else { return nil }
+        self.live[key]!.deadline = now &+ self.live[key]!.heartbeat
+        return self.live[key]
+    }
+
+    /// The heartbeat check of lease `key` fired: re-armed for the rest of a moved deadline, or the
+    /// lease ends and its attempt fails with `task.heartbeatTimeout`.
+    mutating func expiryDue(_ key: String, now: UInt64) -> (expired: Lease?, actions: [Action]) {
+        guard let lease = self.live[key] else { return (nil, []) }
+        if lease.deadline > now {
+            return (nil, [.checkExpiry(key: key, after: .nanoseconds(Int64(lease.deadline - now)))])
+        }
+        let milliseconds = lease.heartbeat / 1_000_000
+        let error = TaskError(
+            code: "task.heartbeatTimeout",
+            message: "worker \(lease.workerId) sent no heartbeat within \(milliseconds) ms",
+            details: ["workerId": .string(lease.workerId), "heartbeatTimeoutMs": .int(Int(milliseconds))]
+        )
+        let (ended, actions) = self.end(key, cancelled: false, finishing: (.failure(error), true))!
+        return (ended, actions)
+    }
+
+    // MARK: - Ending
+
+    /// Ends live lease `key`: remembered as ended, its timers cancelled, then — with `finishing` —
+    /// its attempt ended with that outcome, then its stored row forgotten (in that order: a crash
+    /// between the two leaves the outcome, never a lease-less running task that silently runs
+    /// again). Returns the lease, or nil when it is not live.
+    mutating func end(
+        _ key: String,
+        cancelled: Bool,
+        finishing: (outcome: Outcome<JSONValue>, retryable: Bool)? = nil
+    ) -> (Lease, [Action])? {
+        guard let lease = self.live.removeValue(forKey: key) else { return nil }
+        lease.attempt.place = .ended
+        self.ended[key] = cancelled
+        self.endedOrder.append(key)
+        if self.endedOrder.count > self.maxRemembered, let oldest = self.endedOrder.popFirst() {
+            self.ended[oldest] = nil
+        }
+        var actions = lease.timers.map(Action.cancelTimer)
+        if let finishing {
+            actions.append(.finish(lease.attempt, finishing.outcome, retryable: finishing.retryable))
+        }
+        if let hash = lease.storedHash { actions.append(.forget(hash)) }
+        return (lease, actions)
+    }
+
+    // MARK: - Restart
+
+    static func restoreKey(_ jobID: String, _ taskID: String) -> String { jobID + "\u{0}" + taskID }
+
+    /// Leases stored before a restart (of pools that still exist).
+    mutating func restore(_ leases: some Sequence<StoredLease>) {
+        for lease in leases {
+            self.restored[Self.restoreKey(lease.jobID, lease.taskID)] = lease
+            self.hasRestoredLeases = true
+        }
+    }
+
+    /// Whether a stored lease waits for this task's attempt.
+    func holdsRestoredLease(jobID: String, taskID: String) -> Bool {
+        !self.restored.isEmpty && self.restored[Self.restoreKey(jobID, taskID)] != nil
+    }
+
+    /// The stored lease of this task's attempt, taken (the attempt came back).
+    mutating func takeRestored(jobID: String, taskID: String) -> StoredLease? {
+        if self.restored.isEmpty { return nil }
+        return self.restored.removeValue(forKey: Self.restoreKey(jobID, taskID))
+    }
+
+    /// The stored leases whose attempts did not come back, forgotten.
+    mutating func finishRestoring() -> [Action] {
+        defer { self.restored = [:] }
+        return self.restored.values.map { .forget($0.hash) }
+    }
+}
