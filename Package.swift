@@ -55,11 +55,13 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
-            // The API contract, served at /openapi.yaml, is compiled into the binary from the
-            // repository's own file (Resources/openapi.yaml links to it): no copy to keep in step.
-            // So is the dashboard (SPEC §7): static files of our own, served at /ui/.
+            // The API contract, served at /openapi.yaml and /openapi.json, is compiled into the
+            // binary from the repository's own files (Resources/ links to them): openapi.json is
+            // generated from openapi.yaml by scripts/openapi-json.py, and `make test` checks it is
+            // current. So is the dashboard (SPEC §7): static files of our own, served at /ui/.
             resources: [
                 .embedInCode("Resources/openapi.yaml"),
+                .embedInCode("Resources/openapi.json"),
                 .embedInCode("Resources/ui/index.html"),
                 .embedInCode("Resources/ui/app.js"),
                 .embedInCode("Resources/ui/states.js"),

@@ -17,7 +17,7 @@ import uuid
 from typing import Any
 
 import httpx
-import yaml  # PyYAML, a dependency of openapi-python-client
+import yaml  # PyYAML (scripts/requirements.txt)
 
 from taskserver_client import Client
 from taskserver_client.api.events import list_events
@@ -158,8 +158,8 @@ def tour() -> None:
     yaml_text = httpx.get(BASE_URL + "/openapi.yaml", timeout=10).text
     check(f"\n  version: {spec_version}\n" in yaml_text, "openapi.json and openapi.yaml carry the same version",
           spec_version)
-    # The server converts its YAML itself (a reader of the YAML subset the file uses): the JSON it
-    # serves must be exactly what PyYAML reads from the YAML it serves.
+    # The server serves openapi.json as committed (generated from openapi.yaml by
+    # scripts/openapi-json.py): it must be exactly what PyYAML reads from the YAML it serves.
     served_json = httpx.get(BASE_URL + "/openapi.json", timeout=10).json()
     check(served_json == yaml.safe_load(yaml_text), "openapi.json is openapi.yaml as PyYAML reads it",
           "they differ")

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of TaskServer:
-#   1. the Swift test suites (TaskCore, TaskGraph, TaskServer) — `swift test`;
+#   1. openapi.json is what scripts/openapi-json.py makes from openapi.yaml (checked once the
+#      build is done, when the Python environment made beside it is ready); then the Swift test
+#      suites (TaskCore, TaskGraph, TaskServer) — `swift test`;
 #   2. every suite again under ThreadSanitizer, with the TSan-visible lock (-DTASKSERVER_TSAN);
 #      any "WARNING: ThreadSanitizer" in the output fails the step;
 #   3. the built server, started on a port of its choosing (--port 0), against its OpenAPI
@@ -78,6 +80,11 @@ swift format lint --strict -r Sources Tests Benchmarks Package.swift
 
 stage "swift build --build-tests"
 swift build --build-tests
+stage "openapi.json is generated from openapi.yaml (scripts/openapi-json.py --check)"
+# Here rather than first: the Python environment is ready by now on a fresh clone, so the check
+# costs nothing, and it still runs before the Swift tests that read openapi.json.
+venv_ready
+"$py" scripts/openapi-json.py --check
 stage "swift test"
 swift test
 
@@ -109,8 +116,6 @@ rm -f "$tsan_log"
 [ "$tsan_status" -eq 0 ] || { echo "swift test under ThreadSanitizer failed (exit $tsan_status)"; exit 1; }
 echo "ThreadSanitizer: every suite passed, no warnings"
 
-stage "Python environment (made during the Swift stages; waiting for it)"
-venv_ready
 stage "live server: start"
 bin=$(swift build --show-bin-path)/taskserver
 log=$(mktemp)

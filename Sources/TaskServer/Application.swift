@@ -127,7 +127,7 @@ public final class Application: Sendable {
         )
     }
 
-    /// The routes of the API (the test that compares them with openapi.yaml reads this too).
+    /// The routes of the API (the test that compares them with the contract reads this too).
     public var router: Router {
         var router = Router()
         JobsAPI(app: self).register(in: &router)
@@ -146,8 +146,6 @@ public final class Application: Sendable {
     /// Resumes the jobs that were unfinished when the server last stopped, then starts serving;
     /// returns the bound port.
     public func start() async throws -> Int {
-        // The contract must convert to JSON (GET /openapi.json): a broken one stops the start.
-        _ = try ServiceAPI.openAPIJSONBytes.get()
         // Leases from before the restart first: the resumed jobs' attempts take them up again.
         self.workers.restore(try await self.repository.storedLeases().value)
         let recovered = try await self.jobs.recover().value

@@ -62,13 +62,9 @@ struct ServiceAPI: Sendable {
         return Future(value: Response(status: .ok, headers: headers, body: PackageResources.openapi_yaml))
     }
 
-    /// The contract as JSON, for clients and generators that read no YAML: converted once from the
-    /// embedded openapi.yaml by `YAMLDocument` (a failure stops `Application.start`).
-    static let openAPIJSONBytes = Result { () throws(YAMLParseError) -> [UInt8] in
-        try YAMLDocument.parse(PackageResources.openapi_yaml).jsonBytes
-    }
-
+    /// The contract as JSON, for clients and generators that read no YAML: the repository's
+    /// openapi.json as embedded, which scripts/openapi-json.py generates from openapi.yaml.
     @Sendable func openAPIJSON(_ request: Request) throws -> Future<Response> {
-        Future(value: .json(bytes: try Self.openAPIJSONBytes.get()))
+        Future(value: .json(bytes: PackageResources.openapi_json))
     }
 }

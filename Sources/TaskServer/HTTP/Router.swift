@@ -38,7 +38,7 @@ public struct Router: Sendable {
         self.routes.append(Route(template: template, segments: segments, handlers: [method.rawValue: handler]))
     }
 
-    /// Every (method, template) pair, for the test that compares routes with openapi.yaml.
+    /// Every (method, template) pair, for the test that compares routes with the contract.
     public var table: [(method: String, template: String)] {
         self.routes.flatMap { route in route.handlers.keys.sorted().map { ($0, route.template) } }
     }
