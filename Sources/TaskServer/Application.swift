@@ -28,8 +28,8 @@ public final class Application: Sendable {
     public let dispatcher: WebhookDispatcher
     /// The external worker pools (SPEC §6): queues, waiting claims and leases.
     public let workers: WorkerHub
-    /// Every job's `job.*` events, server-wide (`GET /v1/events`).
-    let serverEvents: ServerEventLog
+    /// Every job's committed `job.*` events, server-wide (`GET /v1/events`).
+    let eventFeed: any EventFeed
     /// The dashboard's files (`/ui/`).
     let dashboard: DashboardFiles
     let metrics: Metrics
@@ -87,8 +87,8 @@ public final class Application: Sendable {
         self.workers = workers
         // Leases are durable where jobs are; in memory they die with the process anyway.
         if repository.isDurable { workers.attach(journal: repository) }
-        let serverEvents = ServerEventLog()
-        self.serverEvents = serverEvents
+        let eventFeed = InProcessEventFeed()
+        self.eventFeed = eventFeed
         var engineConfiguration = EngineConfiguration(
             executors: configuration.executors,
             actions: actions,
@@ -99,10 +99,8 @@ public final class Application: Sendable {
         // With a durable repository, event readers (long-polls, streams) see an event once it is
         // committed: a crash never takes back an event a client has seen.
         engineConfiguration.eventsAwaitDurability = repository.isDurable
-        engineConfiguration.eventsBecameDurable = { _ in serverEvents.wake() }
         self.engine = Engine(configuration: engineConfiguration)
         self.engine.addObserver(metrics)
-        self.engine.addObserver(self.serverEvents)
         if logger.logLevel <= .debug { self.engine.addObserver(JobLog(logger: logger)) }
         var backgroundLogger = logger
         backgroundLogger[metadataKey: "activity"] = "webhooks"
@@ -123,6 +121,7 @@ public final class Application: Sendable {
             repository: repository,
             planner: WebhookPlanner(configuration: configuration),
             dispatcher: self.dispatcher,
+            eventFeed: eventFeed,
             logger: logger
         )
     }

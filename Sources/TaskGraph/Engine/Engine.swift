@@ -22,8 +22,6 @@ public struct EngineConfiguration: Sendable {
     public var externalExecutors: [any ExternalExecutor]
     /// See `Engine.eventsAwaitDurability`.
     public var eventsAwaitDurability = false
-    /// See `Engine.eventsBecameDurable`.
-    public var eventsBecameDurable: (@Sendable (JobRun) -> Void)?
 
     public init(
         executors: [String: Int] = ["default": 8],
@@ -66,8 +64,6 @@ public final class Engine: Sendable {
     /// Whether readers of events (`JobRun.events`, `waitForEvents`) see only those the store
     /// committed (`JobRun.markDurable`). A durable store sets it before any job exists.
     public let eventsAwaitDurability: Bool
-    /// Called after a run's events became visible to readers (the server-wide event log's wake-up).
-    public let eventsBecameDurable: (@Sendable (JobRun) -> Void)?
 
     public init(configuration: EngineConfiguration = EngineConfiguration()) {
         var sizes = configuration.executors
@@ -82,7 +78,6 @@ public final class Engine: Sendable {
         for name in externalNames { sizes[name] = nil }
         self.externalList = configuration.externalExecutors
         self.eventsAwaitDurability = configuration.eventsAwaitDurability
-        self.eventsBecameDurable = configuration.eventsBecameDurable
         self.hasExternalExecutors = !configuration.externalExecutors.isEmpty
         var pools: [String: WorkerPool] = [:]
         for (name, size) in sizes { pools[name] = WorkerPool(name: name, size: max(1, size)) }

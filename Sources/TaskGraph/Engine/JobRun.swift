@@ -396,7 +396,6 @@ public final class JobRun: Sendable {
         }
         guard let waiters else { return }
         for waiter in waiters { waiter.trySucceed(()) }
-        self.engine.eventsBecameDurable?(self)
     }
 
     /// Tells observers, then waiters, about new events. One thread at a time delivers to the

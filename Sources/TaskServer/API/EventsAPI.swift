@@ -30,7 +30,8 @@ struct EventsAPI: Sendable {
             if stream {
                 return Future(
                     value: ServerSentEvents.response { writer in
-                        JobEventStream(job: job, writer: writer, keepAlive: keepAlive).pump(after: after)
+                        EventStreamPump(source: JobEventSource(job: job), writer: writer, keepAlive: keepAlive)
+                            .pump(after: after)
                     }
                 )
             }
@@ -45,42 +46,38 @@ struct EventsAPI: Sendable {
     /// `GET /v1/events`: as a stream (`?stream=true`) from `Last-Event-ID` or `after` (a cursor),
     /// or as JSON pages `{"items", "next", "reset"?}`, long-polled with `waitMs`.
     @Sendable func serverEvents(_ request: Request) throws -> Future<Response> {
-        let log = self.app.serverEvents
+        let feed = self.app.eventFeed
         let stream = try ServerSentEvents.isRequested(request)
         let waitMs = try request.integerQuery("waitMs", in: 0...self.app.configuration.maxWaitMs)
         let limit = try request.integerQuery("limit", in: 1...10_000) ?? 1000
         let cursor = (stream ? ServerSentEvents.lastEventID(request) : nil) ?? request.query["after"]
-        let start = log.start(cursor)
-        let keepAlive = self.app.configuration.streamKeepAlive
+        let start = feed.start(cursor)
+        let position: Int
+        switch start {
+        case .now: position = feed.latest
+        case .after(let after): position = after
+        // Another process's cursor: everything held is newer than it.
+        case .stale: position = -1
+        }
         if stream {
+            let keepAlive = self.app.configuration.streamKeepAlive
             return Future(
                 value: ServerSentEvents.response { writer in
-                    let events = ServerEventStream(log: log, writer: writer, keepAlive: keepAlive)
-                    switch start {
-                    case .now: events.pump(after: log.latest)
-                    case .after(let position): events.pump(after: position)
-                    // Another process's cursor: everything held is newer than it.
-                    case .stale: events.pump(after: -1)
-                    }
+                    EventStreamPump(source: FeedEventSource(feed: feed), writer: writer, keepAlive: keepAlive)
+                        .pump(after: position)
                 }
             )
         }
-        let position: Int
-        switch start {
-        case .now: position = log.latest
-        case .after(let after): position = after
-        case .stale: position = -1
-        }
         let respond: @Sendable () -> Response = {
-            let (entries, gap) = log.entries(after: position, limit: limit)
+            let (entries, gap) = feed.entries(after: position, limit: limit)
             var json = JSONWriter(capacity: 256 + entries.count * 400)
             json.beginObject()
             json.key("items")
             json.beginArray()
-            for entry in entries { json.encoded(log.json(entry)) }
+            for entry in entries { json.encoded(entry.json) }
             json.endArray()
             json.key("next")
-            json.string(log.cursor(entries.last?.position ?? max(position, 0)))
+            json.string(feed.cursor(entries.last?.position ?? max(position, 0)))
             if gap || start == .stale {
                 json.key("reset")
                 json.value(.bool(true))
@@ -89,6 +86,6 @@ struct EventsAPI: Sendable {
             return .json(bytes: json.bytes)
         }
         guard let waitMs, waitMs > 0 else { return Future(value: respond()) }
-        return log.waitForEntries(after: position, timeout: .milliseconds(waitMs)).map { respond() }
+        return feed.waitForEntries(after: position, timeout: .milliseconds(waitMs)).map { respond() }
     }
 }

@@ -6,12 +6,13 @@ import TaskGraph
 /// timers — injected, so that tests move time by hand (`ManualClock`) instead of sleeping.
 ///
 /// Which timers go through it, and which stay where they are:
-/// - **Through the clock**: everything the server decides by time about its own state — worker
-///   leases (heartbeat expiry, attempt and schedule timeouts, waiting claims, when a worker was
-///   last seen), retention, the keep-alive of event streams.
+/// - **Through the clock**: what the server decides by time about state it owns — worker leases
+///   (heartbeat expiry, attempt and schedule timeouts, waiting claims, when a worker was last
+///   seen) and retention.
 /// - **TaskCore's `TimerQueue.shared`** stays for the engine's own waits (`delay` actions, task
-///   and job timeouts, retry back-off, long-poll expiry): they are the Bolts model's timers, below
-///   TaskServer, and tests of them run in milliseconds.
+///   and job timeouts, retry back-off) and for the waits of readers on a job or the event feed
+///   (long-polls, and with them the keep-alive of event streams): they are the Bolts model's
+///   timers, below TaskServer, and tests of them run in milliseconds without sleeping.
 /// - **NIO's `scheduleTask`** stays for connection timeouts: they belong to one event loop and
 ///   fire on it.
 /// - **`DispatchQueue.asyncAfter`** stays for the shutdown grace period of `taskserver serve` (a

@@ -23,6 +23,8 @@ public final class JobService: JobObserver, Sendable {
     public let repository: any JobRepository
     let planner: WebhookPlanner
     let dispatcher: WebhookDispatcher?
+    /// Where committed `job.*` events go for server-wide readers.
+    let eventFeed: (any EventFeed)?
     let logger: Logger
     /// Whether events are gated on commits (`repository.isDurable`).
     let durable: Bool
@@ -41,6 +43,7 @@ public final class JobService: JobObserver, Sendable {
         repository: any JobRepository,
         planner: WebhookPlanner = WebhookPlanner(),
         dispatcher: WebhookDispatcher? = nil,
+        eventFeed: (any EventFeed)? = nil,
         logger: Logger
     ) {
         precondition(
@@ -51,6 +54,7 @@ public final class JobService: JobObserver, Sendable {
         self.repository = repository
         self.planner = planner
         self.dispatcher = dispatcher
+        self.eventFeed = eventFeed
         self.logger = logger
         self.durable = repository.isDurable
         engine.addObserver(self)
@@ -327,9 +331,13 @@ public final class JobService: JobObserver, Sendable {
     public func job(_ run: JobRun, appended events: ArraySlice<JobEvent>) {
         let deliveries = self.planner.plan(run, events: events)
         let ends = events.last?.type.isTerminal == true
+        // Most batches hold task events only.
+        let feed = events.contains(where: \.type.isJobEvent) ? self.eventFeed : nil
         // A repository that keeps nothing across restarts is told only what it lists by: the
         // job's start and end (and the deliveries it keeps for `GET …/deliveries`).
         guard self.durable || ends || !deliveries.isEmpty || events.contains(where: { $0.type == .jobStarted }) else {
+            // Nothing to commit: the job events are as good as committed.
+            feed?.publish(jobID: run.id, events: events, job: run.snapshot)
             return
         }
         var batch = JournalBatch(id: run.id, key: run.storeKey.load(ordering: .relaxed), events: Array(events))
@@ -342,15 +350,16 @@ public final class JobService: JobObserver, Sendable {
         }
         let lastSeq = batch.lastSeq
         let dispatcher = deliveries.isEmpty ? nil : self.dispatcher
-        if self.durable || ends || dispatcher != nil {
-            batch.committed = { durable in
-                if durable {
-                    if self.durable { run.markDurable(through: lastSeq) }
-                    // Deliveries are sent only once they are stored with the events they announce.
-                    dispatcher?.dispatch(deliveries)
-                }
-                if ends { self.ended(run) }
+        let durable = self.durable
+        let jobEvents = feed == nil ? [] : batch.events
+        batch.committed = { committed in
+            if committed {
+                if durable { run.markDurable(through: lastSeq) }
+                // Server-wide readers, and deliveries, get only what is stored.
+                if let feed { feed.publish(jobID: run.id, events: jobEvents, job: run.snapshot) }
+                dispatcher?.dispatch(deliveries)
             }
+            if ends { self.ended(run) }
         }
         self.repository.append(batch)
     }

@@ -48,37 +48,67 @@ enum ServerSentEvents {
     }
 }
 
-/// Streams one job's events (SPEC §7): from a position on, live, with keep-alive comments, until
-/// the job's terminal event. One write at a time: the events themselves live in the job, so a slow
-/// reader costs one chunk of memory, and is cut off when a chunk waits `StreamWriter.writeTimeout`.
-struct JobEventStream: Sendable {
-    let job: any JobView
+/// What an event stream sends: chunks of encoded events after a position, and a wait for more.
+protocol EventStreamSource: Sendable {
+    /// The next chunk after `position` — its bytes (none when nothing is new), the position after
+    /// it, and whether the stream ends with it.
+    func chunk(after position: Int) -> (bytes: [UInt8], next: Int, ends: Bool)
+    /// Completes when there may be more after `position`, or after `timeout`.
+    func waitForMore(after position: Int, timeout: Duration) -> Future<Void>
+}
+
+/// Sends a stream's events (SPEC §7) from a position on, live, one chunk at a time, each write
+/// waiting for the last: the events themselves live in their source, so a slow reader costs one
+/// chunk of memory, and is cut off when a chunk waits `StreamWriter.writeTimeout`. An idle stream
+/// gets a keep-alive comment every `keepAlive`. One pump serves both streams: a job's
+/// (`JobEventSource`) and the server's (`FeedEventSource`).
+struct EventStreamPump<Source: EventStreamSource>: Sendable {
+    let source: Source
     let writer: StreamWriter
     let keepAlive: Duration
-    /// Events per chunk: a big job's history goes out in slices, each waiting for the last.
-    static let chunkEvents = 256
+    /// Events per chunk: a big history goes out in slices, each waiting for the last.
+    static var chunkEvents: Int { 256 }
 
-    func pump(after: Int) {
+    /// Sends what there is after `position`; with nothing to send, waits for more, and writes a
+    /// keep-alive comment once the stream has been idle for `keepAlive` (since `idleSince`).
+    func pump(after position: Int, idleSince: UInt64 = monotonicNanoseconds()) {
         if self.writer.isFinished { return }
-        let events = self.job.events(after: after, limit: Self.chunkEvents)
-        guard let last = events.last else {
-            // Nothing new. A finished job's stream ends (its terminal event was sent); else wait.
-            if self.job.isTerminalAndVisible {
+        let chunk = self.source.chunk(after: position)
+        if chunk.bytes.isEmpty {
+            if chunk.ends {
                 self.writer.finish()
                 return
             }
-            self.job.waitForEvents(after: after, timeout: self.keepAlive).whenComplete { _ in
-                if self.writer.isFinished { return }
-                if self.job.events(after: after, limit: 1).isEmpty {
-                    self.writer.write(ServerSentEvents.keepAlive).whenComplete { outcome in
-                        if outcome.value != nil { self.pump(after: after) }
-                    }
-                } else {
-                    self.pump(after: after)
-                }
+            let idle = Duration.nanoseconds(Int64(monotonicNanoseconds() &- idleSince))
+            if idle >= self.keepAlive {
+                self.send(ServerSentEvents.keepAlive, then: position, ends: false)
+                return
+            }
+            self.source.waitForMore(after: position, timeout: self.keepAlive - idle).whenComplete { _ in
+                self.pump(after: position, idleSince: idleSince)
             }
             return
         }
+        self.send(chunk.bytes, then: chunk.next, ends: chunk.ends)
+    }
+
+    private func send(_ bytes: [UInt8], then position: Int, ends: Bool) {
+        self.writer.write(bytes).whenComplete { outcome in
+            // A failed write closed the connection (gone, or cut off as too slow): nothing to do.
+            guard outcome.value != nil else { return }
+            if ends { self.writer.finish() } else { self.pump(after: position) }
+        }
+    }
+}
+
+/// One job's events, until its terminal one.
+struct JobEventSource: EventStreamSource {
+    let job: any JobView
+
+    func chunk(after position: Int) -> (bytes: [UInt8], next: Int, ends: Bool) {
+        let events = self.job.events(after: position, limit: EventStreamPump<Self>.chunkEvents)
+        // Nothing new: a finished job's stream ends (its terminal event was sent).
+        guard let last = events.last else { return ([], position, self.job.isTerminalAndVisible) }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(events.count * 160)
         for event in events {
@@ -89,11 +119,40 @@ struct JobEventStream: Sendable {
                 to: &bytes
             )
         }
-        let ended = last.type.isTerminal
-        self.writer.write(bytes).whenComplete { outcome in
-            // A failed write closed the connection (gone, or cut off as too slow): nothing to do.
-            guard outcome.value != nil else { return }
-            if ended { self.writer.finish() } else { self.pump(after: last.seq) }
+        return (bytes, last.seq, last.type.isTerminal)
+    }
+
+    func waitForMore(after position: Int, timeout: Duration) -> Future<Void> {
+        self.job.waitForEvents(after: position, timeout: timeout)
+    }
+}
+
+/// The server's `job.*` events, until the server drains. A reader that falls out of the feed's
+/// window is told (`stream.reset`) and continues from the oldest entry held.
+struct FeedEventSource: EventStreamSource {
+    let feed: any EventFeed
+
+    func chunk(after position: Int) -> (bytes: [UInt8], next: Int, ends: Bool) {
+        let (entries, gap) = self.feed.entries(after: position, limit: EventStreamPump<Self>.chunkEvents)
+        var bytes: [UInt8] = []
+        var next = position
+        if gap {
+            next = self.feed.beforeOldest
+            ServerSentEvents.append(
+                id: self.feed.cursor(max(0, next)),
+                event: "stream.reset",
+                data: Array(#"{"reason":"events after this cursor are no longer held; reload and continue"}"#.utf8),
+                to: &bytes
+            )
         }
+        for entry in entries {
+            ServerSentEvents.append(id: entry.cursor, event: entry.event.type.rawValue, data: entry.json, to: &bytes)
+            next = entry.position
+        }
+        return (bytes, next, false)
+    }
+
+    func waitForMore(after position: Int, timeout: Duration) -> Future<Void> {
+        self.feed.waitForEntries(after: position, timeout: timeout)
     }
 }

@@ -1,0 +1,168 @@
+import NIOCore
+import Synchronization
+import TaskCore
+import TaskGraph
+
+/// Every job's committed `job.*` events, in one ordered feed with server-wide cursors (SPEC §7
+/// `GET /v1/events`): what the dashboard's live list and other server-wide readers follow.
+///
+/// The job service publishes a job's events once they are committed, each with the job as it was
+/// then; the feed holds values (ids, events, snapshots, their encoded bytes), never a live job.
+/// `InProcessEventFeed` is this process's feed; in a cluster the feed is the events table, and a
+/// cursor means the same on every node.
+public protocol EventFeed: Sendable {
+    /// Adds committed `events` of job `jobID` (its `job.*` events only are kept), with the job as
+    /// it was when they were committed, and wakes the readers.
+    func publish(jobID: String, events: some Collection<JobEvent>, job: JobSnapshot)
+    /// Where a reader's cursor starts: now (no cursor), after a position, or stale.
+    func start(_ cursor: String?) -> FeedStart
+    /// The position of the latest entry (0 before any).
+    var latest: Int { get }
+    /// The position before the oldest entry held (where a reader that fell behind resumes).
+    var beforeOldest: Int { get }
+    /// Entries after `position`, at most `limit`; `gap` when some after it are no longer held.
+    func entries(after position: Int, limit: Int) -> (entries: [FeedEntry], gap: Bool)
+    /// Completes when an entry after `position` exists (or a reader fell out of the window), or
+    /// after `timeout`; a wake-up may come early.
+    func waitForEntries(after position: Int, timeout: Duration) -> Future<Void>
+    /// The cursor of `position`.
+    func cursor(_ position: Int) -> String
+}
+
+/// Where a reader of the feed starts.
+public enum FeedStart: Equatable, Sendable {
+    case now
+    case after(Int)
+    /// A cursor of another process, or malformed: everything held is newer than it.
+    case stale
+}
+
+/// One event of the feed. Its JSON is made once, by the first reader that sends it, and shared
+/// by every other: ten server-wide readers cost one encoding per event, not ten.
+public final class FeedEntry: Sendable {
+    let position: Int
+    let jobID: String
+    let event: JobEvent
+    let job: JobSnapshot
+    /// The feed's part of the cursor (`InProcessEventFeed.boot`).
+    let boot: String
+    private let encoded = Mutex<[UInt8]?>(nil)
+
+    init(position: Int, jobID: String, event: JobEvent, job: JobSnapshot, boot: String) {
+        self.position = position
+        self.jobID = jobID
+        self.event = event
+        self.job = job
+        self.boot = boot
+    }
+
+    var cursor: String { "\(self.boot).\(self.position)" }
+
+    /// The entry as JSON: the event, its job's id and cursor, and the job as it was (as list views
+    /// show it: without input and result).
+    var json: [UInt8] {
+        if let bytes = self.encoded.withLock({ $0 }) { return bytes }
+        var json = JSONWriter(capacity: 512)
+        json.beginObject()
+        json.key("cursor")
+        json.string(self.cursor)
+        json.key("jobId")
+        json.string(self.jobID)
+        json.key("seq")
+        json.int(self.event.seq)
+        json.key("type")
+        json.string(self.event.type.rawValue)
+        json.key("time")
+        json.timestamp(self.event.time)
+        if let data = self.event.data {
+            json.key("data")
+            json.value(data)
+        }
+        json.key("job")
+        self.job.write(to: &json, includePayloads: false)
+        json.endObject()
+        let bytes = json.bytes
+        self.encoded.withLock { $0 = bytes }
+        return bytes
+    }
+}
+
+/// The feed of one process: a bounded window of the latest `capacity` entries.
+///
+/// Cursors are `<boot>.<n>`: `n` counts from 1 in this process and `boot` names the process (its
+/// start time), so a cursor from before a restart is recognised as stale rather than misread.
+public final class InProcessEventFeed: EventFeed {
+    static let capacity = 10_000
+
+    public init() {}
+
+    private struct State {
+        var entries = CircularBuffer<FeedEntry>()
+        var next = 1
+        var waiters: [Promise<Void>] = []
+    }
+
+    private let state = Mutex(State())
+    /// This process's part of every cursor.
+    let boot = String(UInt64(Timestamp.now().milliseconds), radix: 36)
+
+    public func publish(jobID: String, events: some Collection<JobEvent>, job: JobSnapshot) {
+        let waiters: [Promise<Void>] = self.state.withLock { state in
+            for event in events where event.type.isJobEvent {
+                let position = state.next
+                state.entries.append(
+                    FeedEntry(position: position, jobID: jobID, event: event, job: job, boot: self.boot)
+                )
+                state.next += 1
+                if state.entries.count > Self.capacity { state.entries.removeFirst() }
+            }
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.trySucceed(()) }
+    }
+
+    public func cursor(_ position: Int) -> String { "\(self.boot).\(position)" }
+
+    public func start(_ cursor: String?) -> FeedStart {
+        guard let cursor else { return .now }
+        let parts = cursor.split(separator: ".", maxSplits: 1)
+        guard parts.count == 2, parts[0] == self.boot, let position = Int(parts[1]), position >= 0 else {
+            return .stale
+        }
+        return .after(position)
+    }
+
+    public var latest: Int { self.state.withLock { $0.next - 1 } }
+
+    public var beforeOldest: Int { self.state.withLock { ($0.entries.first?.position ?? $0.next) - 1 } }
+
+    public func entries(after position: Int, limit: Int) -> (entries: [FeedEntry], gap: Bool) {
+        self.state.withLock { state in Self.entries(after: position, limit: limit, in: state) }
+    }
+
+    private static func entries(after position: Int, limit: Int, in state: State) -> (entries: [FeedEntry], gap: Bool) {
+        guard let first = state.entries.first else { return ([], position < state.next - 1) }
+        let gap = position < first.position - 1
+        let start = max(0, position - first.position + 1)
+        guard start < state.entries.count else { return ([], gap) }
+        let end = min(state.entries.count, start + limit)
+        let from = state.entries.index(state.entries.startIndex, offsetBy: start)
+        let to = state.entries.index(state.entries.startIndex, offsetBy: end)
+        return (Array(state.entries[from..<to]), gap)
+    }
+
+    public func waitForEntries(after position: Int, timeout: Duration) -> Future<Void> {
+        let promise = Promise<Void>()
+        let ready = self.state.withLock { state -> Bool in
+            let (entries, gap) = Self.entries(after: position, limit: 1, in: state)
+            if gap || !entries.isEmpty { return true }
+            state.waiters.append(promise)
+            return false
+        }
+        if ready { return Future(value: ()) }
+        let timer = TimerQueue.shared.schedule(after: timeout) { promise.trySucceed(()) }
+        promise.future.whenComplete { _ in TimerQueue.shared.cancel(timer) }
+        return promise.future
+    }
+}
