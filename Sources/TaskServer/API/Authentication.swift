@@ -12,21 +12,13 @@ struct Authentication: Sendable {
 
     /// `router` with every `/v1/` handler wrapped in the key check.
     func protect(_ router: Router) -> Router {
-        var protected = Router()
-        for route in router.table {
-            guard let method = Optional(HTTPMethod(rawValue: route.method)),
-                let handler = router.handler(method, route.template)
-            else { continue }
-            if route.template.hasPrefix("/v1/") {
-                protected.add(method, route.template) { request in
-                    try self.check(request)
-                    return try handler(request)
-                }
-            } else {
-                protected.add(method, route.template, handler)
+        router.wrapping { template, handler in
+            guard template.hasPrefix("/v1/") else { return handler }
+            return { request in
+                try self.check(request)
+                return try handler(request)
             }
         }
-        return protected
     }
 
     func check(_ request: Request) throws(HTTPProblem) {

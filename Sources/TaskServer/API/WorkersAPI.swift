@@ -16,8 +16,9 @@ struct WorkersAPI: Sendable {
     func register(in router: inout Router) {
         router.add(.POST, "/v1/executors/{name}/claim", self.claim)
         router.add(.GET, "/v1/executors/{name}/workers", self.workers)
-        router.add(.POST, "/v1/leases/{leaseId}/heartbeat", self.heartbeat)
-        router.add(.POST, "/v1/leases/{leaseId}/complete", self.complete)
+        // A lease id is a capability (SPEC §6): never logged, never echoed.
+        router.add(.POST, "/v1/leases/{leaseId}/heartbeat", redactsPath: true, self.heartbeat)
+        router.add(.POST, "/v1/leases/{leaseId}/complete", redactsPath: true, self.complete)
         router.add(.POST, "/v1/leases/heartbeat", self.batchHeartbeat)
         router.add(.POST, "/v1/leases/complete", self.batchComplete)
     }

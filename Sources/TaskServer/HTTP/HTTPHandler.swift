@@ -178,8 +178,8 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         let future: Future<Response>
         switch self.router.match(head.method, segments) {
         case .notFound:
-            // Never echo a lease id (a capability) back, even in a mistyped path.
-            let path = request.path.hasPrefix("/v1/leases/") ? "/v1/leases/…" : request.path
+            // Never echo a secret path (a lease id) back, even a mistyped one.
+            let path = self.router.shownPath(request.path, segments: segments, template: nil)
             future = Future(value: HTTPProblem.notFound("route.notFound", "no route for \(path)").response)
         case .methodNotAllowed(let allowed, let template):
             request.route = template
@@ -209,11 +209,9 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         if self.logger.logLevel <= .debug {
             var logger = self.logger
             logger[metadataKey: "http.request.id"] = .string(requestID)
-            // A lease id is a capability (SPEC §6): targets under /v1/leases/ are logged as their route.
-            let target =
-                head.uri.hasPrefix("/v1/leases/")
-                ? (request.route ?? "/v1/leases/…")
-                : head.uri.utf8.count <= 200 ? head.uri : String(head.uri.prefix(200))
+            // A secret path (a lease id, SPEC §6) is logged as its route.
+            let shown = self.router.shownPath(head.uri, segments: segments, template: request.route)
+            let target = shown.utf8.count <= 200 ? shown : String(shown.prefix(200))
             logger.debug(
                 "request received",
                 metadata: ["http.method": "\(head.method.rawValue)", "http.target": "\(target)"]

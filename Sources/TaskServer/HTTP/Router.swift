@@ -14,6 +14,8 @@ public struct Router: Sendable {
         let template: String
         let segments: [Segment]
         var handlers: [String: Handler]
+        /// The path holds a capability (a lease id): logs and error messages show the template.
+        let redactsPath: Bool
     }
 
     enum Segment: Sendable, Equatable {
@@ -26,7 +28,15 @@ public struct Router: Sendable {
     public init() {}
 
     /// Adds `handler` for `method` on `template`; `{name}` segments are parameters.
-    public mutating func add(_ method: HTTPMethod, _ template: String, _ handler: @escaping Handler) {
+    /// Adds `handler` for `method` on `template`. `redactsPath`: the path's parameters are secrets
+    /// (a lease id is a capability, SPEC §6): no log line and no error message shows such a path —
+    /// nor any path under the template's leading literal segments, matched or not.
+    public mutating func add(
+        _ method: HTTPMethod,
+        _ template: String,
+        redactsPath: Bool = false,
+        _ handler: @escaping Handler
+    ) {
         if let index = self.routes.firstIndex(where: { $0.template == template }) {
             self.routes[index].handlers[method.rawValue] = handler
             return
@@ -35,17 +45,47 @@ public struct Router: Sendable {
             if part.hasPrefix("{"), part.hasSuffix("}") { return .parameter(String(part.dropFirst().dropLast())) }
             return .literal(String(part))
         }
-        self.routes.append(Route(template: template, segments: segments, handlers: [method.rawValue: handler]))
+        self.routes.append(
+            Route(
+                template: template,
+                segments: segments,
+                handlers: [method.rawValue: handler],
+                redactsPath: redactsPath
+            )
+        )
+    }
+
+    /// The same routes, each handler replaced by `transform(template, handler)`.
+    func wrapping(_ transform: (_ template: String, _ handler: @escaping Handler) -> Handler) -> Router {
+        var router = self
+        for index in router.routes.indices {
+            let template = router.routes[index].template
+            router.routes[index].handlers = router.routes[index].handlers.mapValues { transform(template, $0) }
+        }
+        return router
+    }
+
+    /// How a request's path may be shown (logs, error messages): as it is, or — under a route
+    /// that redacts its path — as the matched template, else the redacted prefix and `…`.
+    func shownPath(_ path: String, segments: [String], template: String?) -> String {
+        for route in self.routes where route.redactsPath {
+            let literals = route.segments.prefix { if case .literal = $0 { true } else { false } }
+            guard segments.count >= literals.count,
+                zip(literals, segments).allSatisfy({ $0 == .literal($1) })
+            else { continue }
+            if let template { return template }
+            let prefix = literals.map { segment -> String in
+                if case .literal(let text) = segment { return text }
+                return ""
+            }
+            return "/" + prefix.joined(separator: "/") + "/…"
+        }
+        return path
     }
 
     /// Every (method, template) pair, for the test that compares routes with the contract.
     public var table: [(method: String, template: String)] {
         self.routes.flatMap { route in route.handlers.keys.sorted().map { ($0, route.template) } }
-    }
-
-    /// The handler registered for exactly `method` on `template`.
-    func handler(_ method: HTTPMethod, _ template: String) -> Handler? {
-        self.routes.first { $0.template == template }?.handlers[method.rawValue]
     }
 
     /// The outcome of matching a request.
