@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import TaskWorkerProtocol
 
 /// `taskserver worker`: the reference worker of an external pool (SPEC §6). It runs a command for
 /// each task it claims; the work is in `WorkerRuntime`.
@@ -99,11 +100,11 @@ struct Worker: ParsableCommand {
         }
         guard !self.executor.isEmpty else { throw ValidationError("--executor must not be empty") }
         guard (1...256).contains(self.concurrency) else { throw ValidationError("--concurrency must be from 1 to 256") }
-        for action in self.actions where !Self.isValidAction(action) {
+        for action in self.actions where !WorkerActionName.isValid(action) {
             throw ValidationError("--action \"\(action.prefix(100))\" must match [A-Za-z0-9_.:-]{1,100}")
         }
         guard self.actions.count <= 100 else { throw ValidationError("at most 100 --action") }
-        if let workerId = self.workerId, !Self.isValidWorkerId(workerId) {
+        if let workerId = self.workerId, !WorkerID.isValid(workerId) {
             throw ValidationError("--worker-id must be 1 to 200 printable ASCII characters without spaces")
         }
         guard self.graceSeconds >= 0 && self.graceSeconds <= 86_400 else {
@@ -158,20 +159,6 @@ struct Worker: ParsableCommand {
         let signals = WorkerSignals.install()
         let status = WorkerRuntime(settings: settings, client: client, logger: logger).run(signals: signals)
         if status != 0 { throw ExitCode(status) }
-    }
-
-    /// `^[A-Za-z0-9_.:-]{1,100}$`, as the server checks it.
-    static func isValidAction(_ action: String) -> Bool {
-        (1...100).contains(action.utf8.count)
-            && action.utf8.allSatisfy { byte in
-                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
-                    || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
-                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || "_.:-".utf8.contains(byte)
-            }
-    }
-
-    static func isValidWorkerId(_ id: String) -> Bool {
-        (1...200).contains(id.utf8.count) && id.utf8.allSatisfy { (0x21...0x7E).contains($0) }
     }
 
     /// `HOST:PID`, the host name reduced to what a worker id allows.
