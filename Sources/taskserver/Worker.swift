@@ -11,13 +11,15 @@ struct Worker: ParsableCommand {
         usage: "taskserver worker --executor <name> [<options>] -- <command> [<argument> ...]",
         discussion: """
             The server must declare the executor external (taskserver serve --executor images=external). \
-            The worker claims that executor's tasks over HTTP and runs COMMAND once per task, up to \
-            --concurrency at a time, e.g.
+            The worker claims that executor's tasks over HTTP, or HTTPS with --server https://… (--cacert \
+            for a certificate of a private authority), and runs COMMAND once per task, up to --concurrency \
+            at a time, e.g.
               taskserver worker --executor images --action resize -- python3 resize.py
 
             COMMAND's standard input is the task, as one JSON object (attempt counts from 1):
               {"action", "params", "input", "jobId", "taskId", "attempt"}
-            Exit status 0: the task succeeds with standard output as its result: parsed as JSON, or as a \
+            Exit status 0: the task succeeds with standard output as its result: parsed as JSON (objects keep \
+            their members in the order written), or as a \
             string (one trailing newline removed) when it is not JSON. Standard output is limited to \
             --max-output-bytes; more fails the attempt (worker.outputTooLarge, not retried).
             Any other exit status, or death by a signal, fails the attempt with error code worker.exit, \
@@ -56,11 +58,20 @@ struct Worker: ParsableCommand {
     @Option(help: "How many commands may run at once, 1...256.")
     var concurrency: Int = 1
 
-    @Option(help: "The server's base URL (env TASKSERVER_URL; default http://127.0.0.1:8080).")
+    @Option(help: "The server's base URL, http:// or https:// (env TASKSERVER_URL; default http://127.0.0.1:8080).")
     var server: String?
 
     @Option(help: "The API key (env TASKSERVER_API_KEY; prefer the variable: options show in ps).")
     var apiKey: String?
+
+    @Option(
+        name: .customLong("cacert"),
+        help: ArgumentHelp(
+            "A PEM file of the certificate authorities to verify an https:// server with, instead of the system's (env TASKSERVER_CACERT).",
+            valueName: "path"
+        )
+    )
+    var caFile: String?
 
     @Option(help: "How this worker names itself to the server: printable ASCII, no spaces (default HOST:PID).")
     var workerId: String?
@@ -116,6 +127,9 @@ struct Worker: ParsableCommand {
         guard (1024...(1 << 30)).contains(self.maxOutputBytes) else {
             throw ValidationError("--max-output-bytes must be from 1024 to 1073741824")
         }
+        if let caFile = self.caFile ?? ClientOptions.environment("TASKSERVER_CACERT"), access(caFile, R_OK) != 0 {
+            throw ValidationError("--cacert: cannot read \(caFile)")
+        }
         if Self.executablePath(name) == nil {
             throw ValidationError(
                 name.contains("/")
@@ -138,11 +152,16 @@ struct Worker: ParsableCommand {
         }
         logger.logLevel = level
 
-        let client = try runClient { () throws(ClientError) in
-            try TaskServerClient(
+        let client: WorkerClient
+        do {
+            client = try WorkerClient(
                 server: self.server ?? environment["TASKSERVER_URL"] ?? "http://127.0.0.1:8080",
-                apiKey: self.apiKey ?? environment["TASKSERVER_API_KEY"]
+                apiKey: self.apiKey ?? environment["TASKSERVER_API_KEY"],
+                caFile: self.caFile ?? environment["TASKSERVER_CACERT"]
             )
+        } catch {
+            FileHandle.standardError.write(Data("taskserver: \(error)\n".utf8))
+            throw ExitCode(ClientExit.error)
         }
         let settings = WorkerSettings(
             executor: self.executor,

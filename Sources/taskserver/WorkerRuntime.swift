@@ -3,6 +3,8 @@ import Foundation
 import Logging
 import Synchronization
 import TaskCore
+import TaskGraph
+import TaskWorkerProtocol
 
 /// What `taskserver worker` was told to do, checked.
 struct WorkerSettings: Sendable {
@@ -23,7 +25,7 @@ struct WorkerSettings: Sendable {
     static let claimWaitMs = 20_000
 }
 
-/// A running `taskserver worker`: plain threads around blocking `TaskServerClient` requests.
+/// A running `taskserver worker`: plain threads around blocking `WorkerClient` requests.
 ///
 /// - a claimer long-polls `POST /v1/executors/NAME/claim` for as many tasks as there are free slots;
 /// - each claimed task gets a thread that runs COMMAND (`ChildCommand`) and queues its completion;
@@ -35,7 +37,7 @@ struct WorkerSettings: Sendable {
 /// Lease ids travel only in request bodies (batch forms); they are never logged.
 final class WorkerRuntime: Sendable {
     let settings: WorkerSettings
-    let client: TaskServerClient
+    let client: WorkerClient
     let logger: Logger
     let state = Mutex(WorkerState())
     // Wake-ups: each thread re-reads the state when its semaphore is signalled; an extra signal
@@ -44,14 +46,15 @@ final class WorkerRuntime: Sendable {
     let heartbeaterWake = DispatchSemaphore(value: 0)
     let completerWake = DispatchSemaphore(value: 0)
     let coordinatorWake = DispatchSemaphore(value: 0)
-    let claimCancellation = RequestCancellation()
+    /// Ends the long-polling claim in flight on the first SIGTERM/SIGINT.
+    let claimCancellation = CancellationTokenSource()
 
     /// The exit status when the server refuses the worker (as the other terminal commands).
     static let failureExitStatus = ClientExit.error
     /// Leases per heartbeat or completion batch (the server's limit).
     static let batchLimit = 100
 
-    init(settings: WorkerSettings, client: TaskServerClient, logger: Logger) {
+    init(settings: WorkerSettings, client: WorkerClient, logger: Logger) {
         self.settings = settings
         self.client = client
         self.logger = logger
@@ -185,7 +188,7 @@ final class WorkerRuntime: Sendable {
             self.coordinatorWake.signal()
         }
         var backoff = Backoff()
-        let path = "/v1/executors/\(TaskServerClient.escape(self.settings.executor))/claim"
+        let path = "/v1/executors/\(WorkerClient.escape(self.settings.executor))/claim"
         while true {
             let free: Int? = self.state.withLock { state in
                 state.isStopping ? nil : self.settings.concurrency - state.running
@@ -195,22 +198,21 @@ final class WorkerRuntime: Sendable {
                 _ = self.claimerWake.wait(timeout: dispatchTime(after: .seconds(1)))
                 continue
             }
-            var body: [String: Any] = [
-                "workerId": self.settings.workerId, "max": min(free, Self.batchLimit),
-                "waitMs": WorkerSettings.claimWaitMs,
-            ]
-            if !self.settings.actions.isEmpty { body["actions"] = self.settings.actions }
-            let response: TaskServerClient.Response
+            var body = JSONObject()
+            body["workerId"] = .string(self.settings.workerId)
+            if !self.settings.actions.isEmpty { body["actions"] = .array(self.settings.actions.map { .string($0) }) }
+            body["max"] = .int(min(free, Self.batchLimit))
+            body["waitMs"] = .int(WorkerSettings.claimWaitMs)
+            let response: WorkerClient.Response
             do {
-                response = try self.client.send(
-                    "POST",
+                response = try self.client.post(
                     path,
-                    body: try JSONSerialization.data(withJSONObject: body),
-                    timeout: WorkerSettings.claimWaitMs / 1000 + 30,
-                    cancellation: self.claimCancellation
+                    json: JSONValue.object(body).jsonBytes,
+                    timeout: .milliseconds(WorkerSettings.claimWaitMs) + .seconds(30),
+                    cancellation: self.claimCancellation.token
                 )
             } catch {
-                if self.claimCancellation.isCancelled { return }
+                if self.claimCancellation.isCancellationRequested { return }
                 self.serverUnreachable(error)
                 _ = self.claimerWake.wait(timeout: dispatchTime(after: backoff.next()))
                 continue
@@ -219,19 +221,19 @@ final class WorkerRuntime: Sendable {
             case 200:
                 self.serverReachable()
                 backoff.reset()
-                for item in response.json?["items"] as? [[String: Any]] ?? [] {
-                    guard let task = LeasedTask(claimItem: item) else {
+                for item in response.json?["items"]?.arrayValue ?? [] {
+                    guard let claimed = ClaimItem(json: item) else {
                         self.logger.error("a claim item lacks a field the worker needs; left to expire")
                         continue
                     }
-                    self.start(task)
+                    self.start(LeasedTask(claimed))
                 }
             case 429, 500...:
-                self.serverUnreachable(ClientError(problem: response))
+                self.serverUnreachable(WorkerClientError(problem: response))
                 _ = self.claimerWake.wait(timeout: dispatchTime(after: backoff.next(retryAfter: response.retryAfter)))
             default:
                 self.fail(
-                    "cannot claim tasks from executor \"\(self.settings.executor)\": \(ClientError(problem: response))"
+                    "cannot claim tasks from executor \"\(self.settings.executor)\": \(WorkerClientError(problem: response))"
                 )
                 return
             }
@@ -267,7 +269,7 @@ final class WorkerRuntime: Sendable {
                 leaseId: task.leaseId,
                 code: "worker.startFailed",
                 message: "cannot start \(self.settings.commandName): \(error.localizedDescription)",
-                details: [:],
+                details: [],
                 retryable: true
             )
         }
@@ -345,9 +347,4 @@ struct Backoff {
 func dispatchTime(after duration: Duration) -> DispatchTime {
     let (seconds, attoseconds) = duration.components
     return .now() + .nanoseconds(Int(max(seconds, 0)) * 1_000_000_000 + Int(max(attoseconds, 0) / 1_000_000_000))
-}
-
-extension TaskServerClient.Response {
-    /// `Retry-After` in seconds, when the server sent one.
-    var retryAfter: Duration? { self.header("Retry-After").flatMap { Int($0) }.map { .seconds($0) } }
 }
