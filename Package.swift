@@ -82,10 +82,24 @@ let package = Package(
                 .embedInCode("Resources/ui/favicon.svg"),
             ]
         ),
+        // The runtime of `taskserver worker` (a worker of an external pool that runs a command per
+        // task). It uses TaskServer only for CurlClient; moving that client into a target of its
+        // own would spare the worker none of the executable's dependencies.
+        .target(
+            name: "TaskServerWorker",
+            dependencies: [
+                "TaskCore",
+                "TaskGraph",
+                "TaskWorkerProtocol",
+                "TaskServer",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "taskserver",
             dependencies: [
                 "TaskServer",
+                "TaskServerWorker",
                 "TaskWorkerProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import TaskServerWorker
 import TaskWorkerProtocol
 
 /// `taskserver worker`: the reference worker of an external pool (SPEC §6). It runs a command for

@@ -7,22 +7,46 @@ import TaskGraph
 import TaskWorkerProtocol
 
 /// What `taskserver worker` was told to do, checked.
-struct WorkerSettings: Sendable {
-    var executor: String
-    var actions: [String]
-    var concurrency: Int
-    var workerId: String
-    var grace: Duration
+package struct WorkerSettings: Sendable {
+    package var executor: String
+    package var actions: [String]
+    package var concurrency: Int
+    package var workerId: String
+    package var grace: Duration
     /// Heartbeats at least this often (they are also sent every third of a task's heartbeat timeout).
-    var maxHeartbeatInterval: Duration?
-    var maxOutputBytes: Int
+    package var maxHeartbeatInterval: Duration?
+    package var maxOutputBytes: Int
     /// COMMAND as given, for messages.
-    var commandName: String
-    var executable: String
-    var arguments: [String]
+    package var commandName: String
+    package var executable: String
+    package var arguments: [String]
 
     /// How long a claim waits on the server for a task.
     static let claimWaitMs = 20_000
+
+    package init(
+        executor: String,
+        actions: [String],
+        concurrency: Int,
+        workerId: String,
+        grace: Duration,
+        maxHeartbeatInterval: Duration?,
+        maxOutputBytes: Int,
+        commandName: String,
+        executable: String,
+        arguments: [String]
+    ) {
+        self.executor = executor
+        self.actions = actions
+        self.concurrency = concurrency
+        self.workerId = workerId
+        self.grace = grace
+        self.maxHeartbeatInterval = maxHeartbeatInterval
+        self.maxOutputBytes = maxOutputBytes
+        self.commandName = commandName
+        self.executable = executable
+        self.arguments = arguments
+    }
 }
 
 /// A running `taskserver worker`: plain threads around blocking `WorkerClient` requests.
@@ -35,7 +59,7 @@ struct WorkerSettings: Sendable {
 /// - the calling thread coordinates the shutdown (SIGTERM/SIGINT, or an error it cannot recover from).
 ///
 /// Lease ids travel only in request bodies (batch forms); they are never logged.
-final class WorkerRuntime: Sendable {
+package final class WorkerRuntime: Sendable {
     let settings: WorkerSettings
     let client: WorkerClient
     let logger: Logger
@@ -49,12 +73,13 @@ final class WorkerRuntime: Sendable {
     /// Ends the long-polling claim in flight on the first SIGTERM/SIGINT.
     let claimCancellation = CancellationTokenSource()
 
-    /// The exit status when the server refuses the worker (as the other terminal commands).
-    static let failureExitStatus = ClientExit.error
+    /// The exit status when the server refuses the worker (as the other terminal commands'
+    /// `ClientExit.error`).
+    package static let failureExitStatus: Int32 = 3
     /// Leases per heartbeat or completion batch (the server's limit).
     static let batchLimit = 100
 
-    init(settings: WorkerSettings, client: WorkerClient, logger: Logger) {
+    package init(settings: WorkerSettings, client: WorkerClient, logger: Logger) {
         self.settings = settings
         self.client = client
         self.logger = logger
@@ -65,7 +90,7 @@ final class WorkerRuntime: Sendable {
     ///
     /// - Note: Blocks the calling thread. `signals` is the read end of the pipe the signal handler
     ///   writes to.
-    func run(signals: Int32) -> Int32 {
+    package func run(signals: Int32) -> Int32 {
         // The request threads keep SIGTERM/SIGINT blocked, so the handler never interrupts their
         // socket calls; the threads that start commands unblock them for the commands' sake.
         self.logger.info(

@@ -14,7 +14,7 @@ import TaskServer
 ///
 /// - Note: `post` blocks the calling thread until the answer (the worker's threads are plain
 ///   threads, one request at a time each).
-final class WorkerClient: Sendable {
+package final class WorkerClient: Sendable {
     /// An answer of the server (any status).
     struct Response: Sendable {
         var status: Int
@@ -46,7 +46,7 @@ final class WorkerClient: Sendable {
     ///   - server: An `http://` or `https://` URL, optionally with a base path.
     ///   - caFile: A PEM file of certificate authorities to verify an `https://` server with.
     /// - Throws: `WorkerClientError` when `server` is not such a URL.
-    init(server: String, apiKey: String?, caFile: String?) throws(WorkerClientError) {
+    package init(server: String, apiKey: String?, caFile: String?) throws(WorkerClientError) {
         guard let components = URLComponents(string: server), let host = components.host, !host.isEmpty,
             let scheme = components.scheme?.lowercased()
         else {
@@ -125,8 +125,8 @@ final class WorkerClient: Sendable {
 
 /// A request that got no answer, or an answer the worker cannot go on with: what it logs, or
 /// prints before it exits.
-struct WorkerClientError: Error, CustomStringConvertible {
-    var description: String
+package struct WorkerClientError: Error, CustomStringConvertible {
+    package var description: String
     init(_ description: String) { self.description = description }
 
     /// The server's answer as a readable error: `404 executor.notFound: no executor images`.
