@@ -133,6 +133,19 @@ let package = Package(
         .testTarget(name: "TaskGraphTests", dependencies: ["TaskGraph", "TestSupport"]),
         .testTarget(name: "TaskWorkerProtocolTests", dependencies: ["TaskWorkerProtocol", "TaskGraph", "TaskCore"]),
         .testTarget(
+            name: "TaskServerWorkerTests",
+            dependencies: [
+                "TaskServerWorker",
+                "TaskServer",
+                "TaskWorkerProtocol",
+                "TaskGraph",
+                "TaskCore",
+                "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
             name: "TaskServerTests",
             dependencies: [
                 "TaskServer",

@@ -11,7 +11,7 @@ extension WorkerRuntime {
 
     func heartbeatLoop() {
         var backoff = Backoff()
-        while true {
+        while !self.state.withLock({ $0.isFinished }) {
             let now = ContinuousClock.now
             let (dueLeases, next) = self.state.withLock { $0.dueHeartbeats(now: now, limit: Self.batchLimit) }
             guard !dueLeases.isEmpty else {
@@ -75,7 +75,7 @@ extension WorkerRuntime {
 
     func completeLoop() {
         var backoff = Backoff()
-        while true {
+        while !self.state.withLock({ $0.isFinished }) {
             let batch = self.state.withLock { state in
                 state.takeBatch(limit: Self.batchLimit, maxBytes: self.settings.maxOutputBytes)
             }

@@ -89,10 +89,11 @@ package final class WorkerRuntime: Sendable {
     /// or until the server refuses the worker (then returns `failureExitStatus`).
     ///
     /// - Note: Blocks the calling thread. `signals` is the read end of the pipe the signal handler
-    ///   writes to.
+    ///   writes to (each byte read is one signal); the thread that reads it ends when the pipe is
+    ///   closed.
     package func run(signals: Int32) -> Int32 {
         // The request threads keep SIGTERM/SIGINT blocked, so the handler never interrupts their
-        // socket calls; the threads that start commands unblock them for the commands' sake.
+        // socket calls; ChildCommand gives each command an empty signal mask of its own.
         self.logger.info(
             "worker started",
             metadata: [
@@ -106,7 +107,13 @@ package final class WorkerRuntime: Sendable {
         Thread.detachNewThread { self.heartbeatLoop() }
         Thread.detachNewThread { self.completeLoop() }
         WorkerSignals.restore(blocked)
-        return self.coordinate()
+        let status = self.coordinate()
+        // The heartbeater and the completer end too (the claimer has, or does at its next
+        // answer): a process that goes on after `run`, such as a test, keeps no threads behind.
+        self.state.withLock { $0.isFinished = true }
+        self.heartbeaterWake.signal()
+        self.completerWake.signal()
+        return status
     }
 
     // MARK: - Coordination
@@ -276,8 +283,6 @@ package final class WorkerRuntime: Sendable {
     // MARK: - Commands
 
     private func runTask(_ number: Int, _ task: LeasedTask) {
-        // Inherited from the claimer; a command must not start with them blocked.
-        WorkerSignals.unblock()
         let command = ChildCommand(
             executable: self.settings.executable,
             arguments: self.settings.arguments,

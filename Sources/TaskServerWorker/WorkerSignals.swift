@@ -49,11 +49,6 @@ package enum WorkerSignals {
         return old
     }
 
-    static func unblock() {
-        var set = Self.set
-        pthread_sigmask(SIG_UNBLOCK, &set, nil)
-    }
-
     static func restore(_ mask: sigset_t) {
         var mask = mask
         pthread_sigmask(SIG_SETMASK, &mask, nil)

@@ -89,6 +89,8 @@ struct WorkerState {
     /// Why the worker must stop with an error.
     var failure: String?
     var isServerUnreachable = false
+    /// Set when `WorkerRuntime.run` returns: the threads still running end.
+    var isFinished = false
 
     mutating func add(_ task: LeasedTask, now: ContinuousClock.Instant, maxInterval: Duration?) -> Int {
         let number = self.nextNumber
