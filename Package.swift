@@ -18,6 +18,7 @@ let package = Package(
     products: [
         .library(name: "TaskCore", targets: ["TaskCore"]),
         .library(name: "TaskGraph", targets: ["TaskGraph"]),
+        .library(name: "TaskWorkerProtocol", targets: ["TaskWorkerProtocol"]),
         .library(name: "TaskServer", targets: ["TaskServer"]),
         .executable(name: "taskserver", targets: ["taskserver"]),
         .executable(name: "taskcore-bench", targets: ["taskcore-bench"]),
@@ -41,11 +42,15 @@ let package = Package(
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "TaskGraph", dependencies: ["TaskCore"]),
+        // The worker protocol's bodies and rules (SPEC §6), shared by the server (WorkersAPI,
+        // TasksAPI) and `taskserver worker`: JSON values only, no NIO, no HTTP.
+        .target(name: "TaskWorkerProtocol", dependencies: ["TaskCore", "TaskGraph"]),
         .target(
             name: "TaskServer",
             dependencies: [
                 "TaskCore",
                 "TaskGraph",
+                "TaskWorkerProtocol",
                 "CCurl",
                 "CCrypto",
                 "CSQLite",
@@ -79,10 +84,25 @@ let package = Package(
                 .embedInCode("Resources/ui/favicon.svg"),
             ]
         ),
+        // The runtime of `taskserver worker` (a worker of an external pool that runs a command per
+        // task). It uses TaskServer only for CurlClient; moving that client into a target of its
+        // own would spare the worker none of the executable's dependencies.
+        .target(
+            name: "TaskServerWorker",
+            dependencies: [
+                "TaskCore",
+                "TaskGraph",
+                "TaskWorkerProtocol",
+                "TaskServer",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "taskserver",
             dependencies: [
                 "TaskServer",
+                "TaskServerWorker",
+                "TaskWorkerProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -113,6 +133,20 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "TaskCoreTests", dependencies: ["TaskCore", "TestSupport"]),
         .testTarget(name: "TaskGraphTests", dependencies: ["TaskGraph", "TestSupport"]),
+        .testTarget(name: "TaskWorkerProtocolTests", dependencies: ["TaskWorkerProtocol", "TaskGraph", "TaskCore"]),
+        .testTarget(
+            name: "TaskServerWorkerTests",
+            dependencies: [
+                "TaskServerWorker",
+                "TaskServer",
+                "TaskWorkerProtocol",
+                "TaskGraph",
+                "TaskCore",
+                "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
+            ]
+        ),
         .testTarget(
             name: "TaskServerTests",
             dependencies: [

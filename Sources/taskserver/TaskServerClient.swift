@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import TaskCore
 import TaskServer
 
@@ -48,24 +47,16 @@ struct TaskServerClient {
 
     /// Sends one request and returns the response, or throws a `ClientError` that says what went
     /// wrong at the connection level. `timeout` bounds each read and write (a long-poll passes its
-    /// wait plus a margin). A request sent with a `cancellation` ends (throwing) as soon as it is
-    /// cancelled, from any thread.
+    /// wait plus a margin).
     func send(
         _ method: String,
         _ path: String,
         body: Data? = nil,
         headers: [(String, String)] = [],
-        timeout: Int = 30,
-        cancellation: RequestCancellation? = nil
+        timeout: Int = 30
     ) throws(ClientError) -> Response {
         let fd = try self.connect(timeout: timeout)
-        defer {
-            // Before the descriptor is closed (and its number reused), so that a late cancel
-            // cannot shut down an unrelated socket.
-            cancellation?.end()
-            close(fd)
-        }
-        if let cancellation, !cancellation.begin(fd) { throw ClientError("the request was cancelled") }
+        defer { close(fd) }
         var head =
             "\(method) \(self.basePath)\(path) HTTP/1.1\r\nHost: \(self.host):\(self.port)\r\nConnection: close\r\n"
         head += "User-Agent: taskserver/\(TaskServerVersion.current)\r\nAccept: application/json\r\n"
@@ -161,50 +152,6 @@ struct TaskServerClient {
     }
 
     private static func errnoText() -> String { String(cString: strerror(errno)) }
-}
-
-/// Lets another thread end a request in flight (`taskserver worker` ends its long-polling claim
-/// this way on SIGTERM): `cancel()` shuts the request's socket down, which wakes the blocked
-/// read at once. Once cancelled it stays cancelled; requests sent with it afterwards fail at once.
-final class RequestCancellation: Sendable {
-    private enum State {
-        case idle
-        case active(Int32)
-        case cancelled
-    }
-
-    private let state = Mutex(State.idle)
-
-    var isCancelled: Bool {
-        self.state.withLock { state in
-            if case .cancelled = state { return true }
-            return false
-        }
-    }
-
-    func cancel() {
-        self.state.withLock { state in
-            // Under the lock: `end()` takes it before the descriptor is closed, so `fd` is still
-            // the request's socket here.
-            if case .active(let fd) = state { shutdown(fd, Int32(SHUT_RDWR)) }
-            state = .cancelled
-        }
-    }
-
-    /// Called with the connected socket; false when the request was already cancelled.
-    fileprivate func begin(_ fd: Int32) -> Bool {
-        self.state.withLock { state in
-            if case .cancelled = state { return false }
-            state = .active(fd)
-            return true
-        }
-    }
-
-    fileprivate func end() {
-        self.state.withLock { state in
-            if case .active = state { state = .idle }
-        }
-    }
 }
 
 /// A failure the terminal commands report on stderr: connection trouble, or an error the server

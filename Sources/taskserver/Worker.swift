@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
 import Logging
+import TaskServerWorker
+import TaskWorkerProtocol
 
 /// `taskserver worker`: the reference worker of an external pool (SPEC §6). It runs a command for
 /// each task it claims; the work is in `WorkerRuntime`.
@@ -10,13 +12,15 @@ struct Worker: ParsableCommand {
         usage: "taskserver worker --executor <name> [<options>] -- <command> [<argument> ...]",
         discussion: """
             The server must declare the executor external (taskserver serve --executor images=external). \
-            The worker claims that executor's tasks over HTTP and runs COMMAND once per task, up to \
-            --concurrency at a time, e.g.
+            The worker claims that executor's tasks over HTTP, or HTTPS with --server https://… (--cacert \
+            for a certificate of a private authority), and runs COMMAND once per task, up to --concurrency \
+            at a time, e.g.
               taskserver worker --executor images --action resize -- python3 resize.py
 
             COMMAND's standard input is the task, as one JSON object (attempt counts from 1):
               {"action", "params", "input", "jobId", "taskId", "attempt"}
-            Exit status 0: the task succeeds with standard output as its result: parsed as JSON, or as a \
+            Exit status 0: the task succeeds with standard output as its result: parsed as JSON (objects keep \
+            their members in the order written), or as a \
             string (one trailing newline removed) when it is not JSON. Standard output is limited to \
             --max-output-bytes; more fails the attempt (worker.outputTooLarge, not retried).
             Any other exit status, or death by a signal, fails the attempt with error code worker.exit, \
@@ -55,11 +59,20 @@ struct Worker: ParsableCommand {
     @Option(help: "How many commands may run at once, 1...256.")
     var concurrency: Int = 1
 
-    @Option(help: "The server's base URL (env TASKSERVER_URL; default http://127.0.0.1:8080).")
+    @Option(help: "The server's base URL, http:// or https:// (env TASKSERVER_URL; default http://127.0.0.1:8080).")
     var server: String?
 
     @Option(help: "The API key (env TASKSERVER_API_KEY; prefer the variable: options show in ps).")
     var apiKey: String?
+
+    @Option(
+        name: .customLong("cacert"),
+        help: ArgumentHelp(
+            "A PEM file of the certificate authorities to verify an https:// server with, instead of the system's (env TASKSERVER_CACERT).",
+            valueName: "path"
+        )
+    )
+    var caFile: String?
 
     @Option(help: "How this worker names itself to the server: printable ASCII, no spaces (default HOST:PID).")
     var workerId: String?
@@ -99,11 +112,11 @@ struct Worker: ParsableCommand {
         }
         guard !self.executor.isEmpty else { throw ValidationError("--executor must not be empty") }
         guard (1...256).contains(self.concurrency) else { throw ValidationError("--concurrency must be from 1 to 256") }
-        for action in self.actions where !Self.isValidAction(action) {
+        for action in self.actions where !WorkerActionName.isValid(action) {
             throw ValidationError("--action \"\(action.prefix(100))\" must match [A-Za-z0-9_.:-]{1,100}")
         }
         guard self.actions.count <= 100 else { throw ValidationError("at most 100 --action") }
-        if let workerId = self.workerId, !Self.isValidWorkerId(workerId) {
+        if let workerId = self.workerId, !WorkerID.isValid(workerId) {
             throw ValidationError("--worker-id must be 1 to 200 printable ASCII characters without spaces")
         }
         guard self.graceSeconds >= 0 && self.graceSeconds <= 86_400 else {
@@ -114,6 +127,9 @@ struct Worker: ParsableCommand {
         }
         guard (1024...(1 << 30)).contains(self.maxOutputBytes) else {
             throw ValidationError("--max-output-bytes must be from 1024 to 1073741824")
+        }
+        if let caFile = self.caFile ?? ClientOptions.environment("TASKSERVER_CACERT"), access(caFile, R_OK) != 0 {
+            throw ValidationError("--cacert: cannot read \(caFile)")
         }
         if Self.executablePath(name) == nil {
             throw ValidationError(
@@ -137,11 +153,16 @@ struct Worker: ParsableCommand {
         }
         logger.logLevel = level
 
-        let client = try runClient { () throws(ClientError) in
-            try TaskServerClient(
+        let client: WorkerClient
+        do {
+            client = try WorkerClient(
                 server: self.server ?? environment["TASKSERVER_URL"] ?? "http://127.0.0.1:8080",
-                apiKey: self.apiKey ?? environment["TASKSERVER_API_KEY"]
+                apiKey: self.apiKey ?? environment["TASKSERVER_API_KEY"],
+                caFile: self.caFile ?? environment["TASKSERVER_CACERT"]
             )
+        } catch {
+            FileHandle.standardError.write(Data("taskserver: \(error)\n".utf8))
+            throw ExitCode(ClientExit.error)
         }
         let settings = WorkerSettings(
             executor: self.executor,
@@ -158,20 +179,6 @@ struct Worker: ParsableCommand {
         let signals = WorkerSignals.install()
         let status = WorkerRuntime(settings: settings, client: client, logger: logger).run(signals: signals)
         if status != 0 { throw ExitCode(status) }
-    }
-
-    /// `^[A-Za-z0-9_.:-]{1,100}$`, as the server checks it.
-    static func isValidAction(_ action: String) -> Bool {
-        (1...100).contains(action.utf8.count)
-            && action.utf8.allSatisfy { byte in
-                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
-                    || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
-                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || "_.:-".utf8.contains(byte)
-            }
-    }
-
-    static func isValidWorkerId(_ id: String) -> Bool {
-        (1...200).contains(id.utf8.count) && id.utf8.allSatisfy { (0x21...0x7E).contains($0) }
     }
 
     /// `HOST:PID`, the host name reduced to what a worker id allows.

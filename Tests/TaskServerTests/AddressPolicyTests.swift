@@ -43,6 +43,15 @@ struct AddressPolicyTests {
         #expect(decision(policy, "169.254.169.254") == .denied(rule: "built-in rule 169.254.0.0/16"))
     }
 
+    @Test func theUnrestrictedPolicyAllowsEveryAddress() {
+        for address in [
+            "169.254.169.254", "fe80::1", "100.100.100.200", "fd00:ec2::254", "168.63.129.16", "192.0.0.192",
+            "::ffff:169.254.169.254", "127.0.0.1", "::1", "10.0.0.1", "192.168.1.1", "8.8.8.8",
+        ] {
+            #expect(decision(.unrestricted, address) == .allowed, "\(address)")
+        }
+    }
+
     @Test func theMostSpecificRangeWinsAndDenyWinsATie() {
         // Allow re-opens a default-denied range; a narrower deny inside it closes part again.
         let policy = AddressPolicy(

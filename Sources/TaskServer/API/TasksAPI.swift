@@ -1,6 +1,7 @@
 import NIOHTTP1
 import TaskCore
 import TaskGraph
+import TaskWorkerProtocol
 
 /// `/v1/jobs/{id}/tasks…`: nodes, cancelling one, completing an `await` task.
 struct TasksAPI: Sendable {
@@ -64,58 +65,19 @@ struct TasksAPI: Sendable {
         }
     }
 
-    /// `{"result": any}` or `{"error": {"code", "message", "details"?}}`, nothing else.
+    /// `{"result": any}` or `{"error": {"code", "message", "details"?}}`, nothing else (the shared
+    /// parser's `awaitTask` form), or `422 graph.invalid` with every problem.
     static func completion(_ body: JSONValue) throws(HTTPProblem) -> Outcome<JSONValue> {
-        guard case .object(let object) = body else {
+        switch CompletionBody.read(body, form: .awaitTask) {
+        case .success(let completion):
+            return completion.outcome
+        case .failure(let error):
             throw HTTPProblem(
                 .unprocessableEntity,
                 code: "graph.invalid",
-                detail: "the body must be an object",
-                errors: [ValidationProblem(pointer: "", message: "must be an object")]
+                detail: body.objectValue == nil ? "the body must be an object" : "the completion body is invalid",
+                errors: error.problems
             )
         }
-        var problems: [ValidationProblem] = []
-        for key in object.keys where key != "result" && key != "error" {
-            problems.append(
-                ValidationProblem(pointer: JSONPointer.appending("", key), message: "unknown field \"\(key)\"")
-            )
-        }
-        let hasResult = object["result"] != nil
-        let errorValue = object["error"]
-        if hasResult == (errorValue != nil) {
-            problems.append(ValidationProblem(pointer: "", message: "give exactly one of \"result\" and \"error\""))
-        }
-        var error: TaskError?
-        if let errorValue {
-            if case .object(let fields) = errorValue {
-                for key in fields.keys where !["code", "message", "details"].contains(key) {
-                    problems.append(
-                        ValidationProblem(
-                            pointer: JSONPointer.appending("/error", key),
-                            message: "unknown field \"\(key)\""
-                        )
-                    )
-                }
-                if fields["code"]?.stringValue?.isEmpty != false {
-                    problems.append(ValidationProblem(pointer: "/error/code", message: "must be a non-empty string"))
-                }
-                if fields["message"]?.stringValue == nil {
-                    problems.append(ValidationProblem(pointer: "/error/message", message: "must be a string"))
-                }
-                error = TaskError(json: errorValue)
-            } else {
-                problems.append(ValidationProblem(pointer: "/error", message: "must be an object"))
-            }
-        }
-        guard problems.isEmpty else {
-            throw HTTPProblem(
-                .unprocessableEntity,
-                code: "graph.invalid",
-                detail: "the completion body is invalid",
-                errors: problems
-            )
-        }
-        if let error { return .failure(error) }
-        return .success(object["result"] ?? .null)
     }
 }

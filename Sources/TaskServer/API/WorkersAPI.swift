@@ -2,6 +2,7 @@ import NIOCore
 import NIOHTTP1
 import TaskCore
 import TaskGraph
+import TaskWorkerProtocol
 
 /// The external worker protocol (SPEC §6): claims, heartbeats and completions of leases, and the
 /// workers of a pool.
@@ -89,17 +90,17 @@ struct WorkersAPI: Sendable {
     /// A claim item (SPEC §6).
     static func json(_ claimed: WorkerHub.Claimed) -> JSONValue {
         let task = claimed.task
-        var object = JSONObject()
-        object["leaseId"] = .string(claimed.leaseID)
-        object["jobId"] = .string(task.jobID)
-        object["taskId"] = .string(task.taskID)
-        object["action"] = .string(task.action)
-        object["params"] = task.params
-        object["input"] = task.input
-        object["attempt"] = .int(task.attempt)
-        object["heartbeatTimeoutMs"] = .int(task.heartbeatTimeoutMs)
-        if let deadline = claimed.deadline { object["deadline"] = .string(deadline.rfc3339) }
-        return .object(object)
+        return ClaimItem(
+            leaseId: claimed.leaseID,
+            jobId: task.jobID,
+            taskId: task.taskID,
+            action: task.action,
+            params: task.params,
+            input: task.input,
+            attempt: task.attempt,
+            heartbeatTimeoutMs: task.heartbeatTimeoutMs,
+            deadline: claimed.deadline?.rfc3339
+        ).json
     }
 
     @Sendable func workers(_ request: Request) throws -> Future<Response> {
@@ -133,7 +134,8 @@ struct WorkersAPI: Sendable {
     @Sendable func complete(_ request: Request) throws -> Future<Response> {
         let completion = try CompleteRequest(try self.app.jsonBody(request), leaseId: request.parameter("leaseId"))
         let outcome = completion.outcome
-        switch self.hub.complete(outcome.leaseId, with: outcome.outcome, retryable: outcome.retryable) {
+        let completed = outcome.completion
+        switch self.hub.complete(outcome.leaseId, with: completed.outcome, retryable: completed.isRetryable) {
         case .notFound: throw Self.notFound
         case .gone: throw Self.gone
         case .done(let task, let pool, let workerId):
@@ -182,7 +184,8 @@ struct WorkersAPI: Sendable {
         var completedJobs: Set<String> = []
         for item in batch.items {
             var object: JSONObject = ["leaseId": .string(item.leaseId)]
-            switch self.hub.complete(item.leaseId, with: item.outcome, retryable: item.retryable) {
+            let completion = item.completion
+            switch self.hub.complete(item.leaseId, with: completion.outcome, retryable: completion.isRetryable) {
             case .done(let task, let pool, let workerId):
                 completedJobs.insert(task.jobID)
                 object["status"] = 200

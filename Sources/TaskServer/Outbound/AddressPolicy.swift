@@ -81,6 +81,12 @@ public struct AddressPolicy: Sendable, Equatable {
         "192.0.0.192/32",  // Oracle Cloud metadata
     ].map { CIDR($0)! }
 
+    /// Every address allowed, link-local and metadata included: for a client that talks only to
+    /// a server its operator named (`taskserver worker` to its own server, usually on loopback or
+    /// a private network), never to URLs that jobs supply. Each built-in range is re-opened by an
+    /// allow of the same length, which beats it (rule 2).
+    public static let unrestricted = AddressPolicy(allow: Self.defaultDenied)
+
     public var allow: [CIDR]
     public var deny: [CIDR]
 

@@ -18,8 +18,9 @@ import Musl
 ///
 /// - At most `maxConcurrentTransfers` transfers run at once; the rest wait in FIFO order.
 /// - A request's `timeout` counts from `send`, queueing included.
-/// - Redirects are not followed unless the request asks; TLS peers and host names are verified;
-///   proxies from the environment are ignored (the address policy must see the real peer).
+/// - Redirects are not followed unless the request asks; TLS peers and host names are verified
+///   (against the system's certificate authorities, or `Configuration.caFile`'s); proxies from the
+///   environment are ignored (the address policy must see the real peer).
 /// - The address policy is checked on every address libcurl is about to connect to
 ///   (`CURLOPT_OPENSOCKETFUNCTION`): a refused address never gets a socket.
 /// - Cancelling the token passed to `send` removes the transfer from the multi handle at once: the
@@ -43,17 +44,22 @@ public final class CurlClient: Sendable {
         public var policy: AddressPolicy
         /// The `User-Agent` sent unless a request sets its own.
         public var userAgent: String
+        /// A PEM file of the certificate authorities that TLS servers are verified with, instead of
+        /// the system's (nil, the default): for a server with a private or self-signed certificate.
+        public var caFile: String?
 
         public init(
             maxConcurrentTransfers: Int = 256,
             maxResponseBytes: Int = 4 << 20,
             policy: AddressPolicy = AddressPolicy(),
-            userAgent: String = "TaskServer/\(TaskServerVersion.current)"
+            userAgent: String = "TaskServer/\(TaskServerVersion.current)",
+            caFile: String? = nil
         ) {
             self.maxConcurrentTransfers = maxConcurrentTransfers
             self.maxResponseBytes = maxResponseBytes
             self.policy = policy
             self.userAgent = userAgent
+            self.caFile = caFile
         }
     }
 

@@ -228,6 +228,7 @@ final class CurlLoop {
         check(ts_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, remainingMilliseconds)))
         check(ts_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1))
         check(ts_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2))
+        if let caFile = self.core.configuration.caFile { check(ts_easy_setopt_string(easy, CURLOPT_CAINFO, caFile)) }
         // No proxy, whatever the environment says: the address policy must see the real peer.
         check(ts_easy_setopt_string(easy, CURLOPT_PROXY, ""))
         check(ts_easy_setopt_string(easy, CURLOPT_USERAGENT, self.core.configuration.userAgent))

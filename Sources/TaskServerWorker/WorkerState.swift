@@ -1,4 +1,6 @@
 import Foundation
+import TaskGraph
+import TaskWorkerProtocol
 
 /// A task this worker holds a lease on, as a claim handed it out (SPEC §6).
 struct LeasedTask: Sendable {
@@ -8,28 +10,22 @@ struct LeasedTask: Sendable {
     var attempt: Int
     var heartbeatTimeoutMs: Int
     var deadline: Date?
-    /// What COMMAND reads: `{"action", "params", "input", "jobId", "taskId", "attempt"}`.
+    /// What COMMAND reads: `{"action", "params", "input", "jobId", "taskId", "attempt"}`, params
+    /// and input as the server sent them.
     var stdin: Data
 
-    /// Nil when the item lacks a field the worker needs.
-    init?(claimItem item: [String: Any]) {
-        guard let leaseId = item["leaseId"] as? String, let jobId = item["jobId"] as? String,
-            let taskId = item["taskId"] as? String, let action = item["action"] as? String,
-            let attempt = item["attempt"] as? Int, let heartbeatTimeoutMs = item["heartbeatTimeoutMs"] as? Int
-        else { return nil }
-        let stdin: [String: Any] = [
-            "action": action, "params": item["params"] ?? NSNull(), "input": item["input"] ?? NSNull(),
-            "jobId": jobId, "taskId": taskId, "attempt": attempt,
+    init(_ item: ClaimItem) {
+        let stdin: JSONValue = [
+            "action": .string(item.action), "params": item.params, "input": item.input,
+            "jobId": .string(item.jobId), "taskId": .string(item.taskId), "attempt": .int(item.attempt),
         ]
-        guard let data = try? JSONSerialization.data(withJSONObject: stdin, options: [.withoutEscapingSlashes])
-        else { return nil }
-        self.leaseId = leaseId
-        self.jobId = jobId
-        self.taskId = taskId
-        self.attempt = attempt
-        self.heartbeatTimeoutMs = heartbeatTimeoutMs
-        self.deadline = (item["deadline"] as? String).flatMap(Self.date)
-        self.stdin = data
+        self.leaseId = item.leaseId
+        self.jobId = item.jobId
+        self.taskId = item.taskId
+        self.attempt = item.attempt
+        self.heartbeatTimeoutMs = item.heartbeatTimeoutMs
+        self.deadline = item.deadline.flatMap(Self.date)
+        self.stdin = Data(stdin.jsonBytes)
     }
 
     /// An RFC 3339 time, with or without fractional seconds.
@@ -68,7 +64,7 @@ struct WorkerState {
         /// Set when the command must stop and its attempt not be completed.
         var stopReason: StopReason?
         /// The batch item (`{"leaseId", "result"}` or `{"leaseId", "error", …}`), once the command ended.
-        var completion: Data?
+        var completion: [UInt8]?
         /// For the log line: `succeeded`, `failed`, …
         var outcome = ""
         var exitStatus: Int32?
@@ -93,6 +89,8 @@ struct WorkerState {
     /// Why the worker must stop with an error.
     var failure: String?
     var isServerUnreachable = false
+    /// Set when `WorkerRuntime.run` returns: the threads still running end.
+    var isFinished = false
 
     mutating func add(_ task: LeasedTask, now: ContinuousClock.Instant, maxInterval: Duration?) -> Int {
         let number = self.nextNumber
@@ -117,7 +115,7 @@ struct WorkerState {
 
     /// The command of lease `number` ended. Returns the lease when the worker leaves it (it was
     /// stopped), nil when its completion is queued.
-    mutating func childEnded(_ number: Int, completion: Data, outcome: String, exitStatus: Int32?) -> Lease? {
+    mutating func childEnded(_ number: Int, completion: [UInt8], outcome: String, exitStatus: Int32?) -> Lease? {
         self.running -= 1
         guard var lease = self.leases[number] else { return nil }
         lease.isChildRunning = false
@@ -182,8 +180,8 @@ struct WorkerState {
 
     /// Takes the next completions to send: at most `limit` items and about `maxBytes` of them (at
     /// least one), and marks them as being sent.
-    mutating func takeBatch(limit: Int, maxBytes: Int) -> [(number: Int, item: Data)] {
-        var batch: [(number: Int, item: Data)] = []
+    mutating func takeBatch(limit: Int, maxBytes: Int) -> [(number: Int, item: [UInt8])] {
+        var batch: [(number: Int, item: [UInt8])] = []
         var bytes = 0
         while batch.count < limit, let number = self.outbox.first {
             guard var lease = self.leases[number], let item = lease.completion else {

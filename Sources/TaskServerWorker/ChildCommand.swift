@@ -55,7 +55,21 @@ struct ChildCommand {
         process.standardError = stderr
         let exit = ChildExit()
         process.terminationHandler = { _ in exit.set() }
-        try process.run()
+        // A spawned child starts with the calling thread's signal mask, and passes it on to what it
+        // starts. Whatever thread runs this (the worker's block SIGTERM and SIGINT, Dispatch's
+        // block nearly everything), the child gets an empty one, so that it and its own children
+        // die of the SIGTERM they are sent.
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        var mask = sigset_t()
+        pthread_sigmask(SIG_SETMASK, &empty, &mask)
+        do {
+            try process.run()
+        } catch {
+            pthread_sigmask(SIG_SETMASK, &mask, nil)
+            throw error
+        }
+        pthread_sigmask(SIG_SETMASK, &mask, nil)
         // After the spawn: the child must not inherit a blocked SIGPIPE.
         Self.blockSIGPIPE()
         let pid = process.processIdentifier

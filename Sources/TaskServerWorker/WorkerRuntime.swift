@@ -3,27 +3,53 @@ import Foundation
 import Logging
 import Synchronization
 import TaskCore
+import TaskGraph
+import TaskWorkerProtocol
 
 /// What `taskserver worker` was told to do, checked.
-struct WorkerSettings: Sendable {
-    var executor: String
-    var actions: [String]
-    var concurrency: Int
-    var workerId: String
-    var grace: Duration
+package struct WorkerSettings: Sendable {
+    package var executor: String
+    package var actions: [String]
+    package var concurrency: Int
+    package var workerId: String
+    package var grace: Duration
     /// Heartbeats at least this often (they are also sent every third of a task's heartbeat timeout).
-    var maxHeartbeatInterval: Duration?
-    var maxOutputBytes: Int
+    package var maxHeartbeatInterval: Duration?
+    package var maxOutputBytes: Int
     /// COMMAND as given, for messages.
-    var commandName: String
-    var executable: String
-    var arguments: [String]
+    package var commandName: String
+    package var executable: String
+    package var arguments: [String]
 
     /// How long a claim waits on the server for a task.
     static let claimWaitMs = 20_000
+
+    package init(
+        executor: String,
+        actions: [String],
+        concurrency: Int,
+        workerId: String,
+        grace: Duration,
+        maxHeartbeatInterval: Duration?,
+        maxOutputBytes: Int,
+        commandName: String,
+        executable: String,
+        arguments: [String]
+    ) {
+        self.executor = executor
+        self.actions = actions
+        self.concurrency = concurrency
+        self.workerId = workerId
+        self.grace = grace
+        self.maxHeartbeatInterval = maxHeartbeatInterval
+        self.maxOutputBytes = maxOutputBytes
+        self.commandName = commandName
+        self.executable = executable
+        self.arguments = arguments
+    }
 }
 
-/// A running `taskserver worker`: plain threads around blocking `TaskServerClient` requests.
+/// A running `taskserver worker`: plain threads around blocking `WorkerClient` requests.
 ///
 /// - a claimer long-polls `POST /v1/executors/NAME/claim` for as many tasks as there are free slots;
 /// - each claimed task gets a thread that runs COMMAND (`ChildCommand`) and queues its completion;
@@ -33,9 +59,9 @@ struct WorkerSettings: Sendable {
 /// - the calling thread coordinates the shutdown (SIGTERM/SIGINT, or an error it cannot recover from).
 ///
 /// Lease ids travel only in request bodies (batch forms); they are never logged.
-final class WorkerRuntime: Sendable {
+package final class WorkerRuntime: Sendable {
     let settings: WorkerSettings
-    let client: TaskServerClient
+    let client: WorkerClient
     let logger: Logger
     let state = Mutex(WorkerState())
     // Wake-ups: each thread re-reads the state when its semaphore is signalled; an extra signal
@@ -44,14 +70,16 @@ final class WorkerRuntime: Sendable {
     let heartbeaterWake = DispatchSemaphore(value: 0)
     let completerWake = DispatchSemaphore(value: 0)
     let coordinatorWake = DispatchSemaphore(value: 0)
-    let claimCancellation = RequestCancellation()
+    /// Ends the long-polling claim in flight on the first SIGTERM/SIGINT.
+    let claimCancellation = CancellationTokenSource()
 
-    /// The exit status when the server refuses the worker (as the other terminal commands).
-    static let failureExitStatus = ClientExit.error
+    /// The exit status when the server refuses the worker (as the other terminal commands'
+    /// `ClientExit.error`).
+    package static let failureExitStatus: Int32 = 3
     /// Leases per heartbeat or completion batch (the server's limit).
     static let batchLimit = 100
 
-    init(settings: WorkerSettings, client: TaskServerClient, logger: Logger) {
+    package init(settings: WorkerSettings, client: WorkerClient, logger: Logger) {
         self.settings = settings
         self.client = client
         self.logger = logger
@@ -61,10 +89,11 @@ final class WorkerRuntime: Sendable {
     /// or until the server refuses the worker (then returns `failureExitStatus`).
     ///
     /// - Note: Blocks the calling thread. `signals` is the read end of the pipe the signal handler
-    ///   writes to.
-    func run(signals: Int32) -> Int32 {
+    ///   writes to (each byte read is one signal); the thread that reads it ends when the pipe is
+    ///   closed.
+    package func run(signals: Int32) -> Int32 {
         // The request threads keep SIGTERM/SIGINT blocked, so the handler never interrupts their
-        // socket calls; the threads that start commands unblock them for the commands' sake.
+        // socket calls; ChildCommand gives each command an empty signal mask of its own.
         self.logger.info(
             "worker started",
             metadata: [
@@ -78,7 +107,13 @@ final class WorkerRuntime: Sendable {
         Thread.detachNewThread { self.heartbeatLoop() }
         Thread.detachNewThread { self.completeLoop() }
         WorkerSignals.restore(blocked)
-        return self.coordinate()
+        let status = self.coordinate()
+        // The heartbeater and the completer end too (the claimer has, or does at its next
+        // answer): a process that goes on after `run`, such as a test, keeps no threads behind.
+        self.state.withLock { $0.isFinished = true }
+        self.heartbeaterWake.signal()
+        self.completerWake.signal()
+        return status
     }
 
     // MARK: - Coordination
@@ -185,7 +220,7 @@ final class WorkerRuntime: Sendable {
             self.coordinatorWake.signal()
         }
         var backoff = Backoff()
-        let path = "/v1/executors/\(TaskServerClient.escape(self.settings.executor))/claim"
+        let path = "/v1/executors/\(WorkerClient.escape(self.settings.executor))/claim"
         while true {
             let free: Int? = self.state.withLock { state in
                 state.isStopping ? nil : self.settings.concurrency - state.running
@@ -195,22 +230,21 @@ final class WorkerRuntime: Sendable {
                 _ = self.claimerWake.wait(timeout: dispatchTime(after: .seconds(1)))
                 continue
             }
-            var body: [String: Any] = [
-                "workerId": self.settings.workerId, "max": min(free, Self.batchLimit),
-                "waitMs": WorkerSettings.claimWaitMs,
-            ]
-            if !self.settings.actions.isEmpty { body["actions"] = self.settings.actions }
-            let response: TaskServerClient.Response
+            var body = JSONObject()
+            body["workerId"] = .string(self.settings.workerId)
+            if !self.settings.actions.isEmpty { body["actions"] = .array(self.settings.actions.map { .string($0) }) }
+            body["max"] = .int(min(free, Self.batchLimit))
+            body["waitMs"] = .int(WorkerSettings.claimWaitMs)
+            let response: WorkerClient.Response
             do {
-                response = try self.client.send(
-                    "POST",
+                response = try self.client.post(
                     path,
-                    body: try JSONSerialization.data(withJSONObject: body),
-                    timeout: WorkerSettings.claimWaitMs / 1000 + 30,
-                    cancellation: self.claimCancellation
+                    json: JSONValue.object(body).jsonBytes,
+                    timeout: .milliseconds(WorkerSettings.claimWaitMs) + .seconds(30),
+                    cancellation: self.claimCancellation.token
                 )
             } catch {
-                if self.claimCancellation.isCancelled { return }
+                if self.claimCancellation.isCancellationRequested { return }
                 self.serverUnreachable(error)
                 _ = self.claimerWake.wait(timeout: dispatchTime(after: backoff.next()))
                 continue
@@ -219,19 +253,19 @@ final class WorkerRuntime: Sendable {
             case 200:
                 self.serverReachable()
                 backoff.reset()
-                for item in response.json?["items"] as? [[String: Any]] ?? [] {
-                    guard let task = LeasedTask(claimItem: item) else {
+                for item in response.json?["items"]?.arrayValue ?? [] {
+                    guard let claimed = ClaimItem(json: item) else {
                         self.logger.error("a claim item lacks a field the worker needs; left to expire")
                         continue
                     }
-                    self.start(task)
+                    self.start(LeasedTask(claimed))
                 }
             case 429, 500...:
-                self.serverUnreachable(ClientError(problem: response))
+                self.serverUnreachable(WorkerClientError(problem: response))
                 _ = self.claimerWake.wait(timeout: dispatchTime(after: backoff.next(retryAfter: response.retryAfter)))
             default:
                 self.fail(
-                    "cannot claim tasks from executor \"\(self.settings.executor)\": \(ClientError(problem: response))"
+                    "cannot claim tasks from executor \"\(self.settings.executor)\": \(WorkerClientError(problem: response))"
                 )
                 return
             }
@@ -249,8 +283,6 @@ final class WorkerRuntime: Sendable {
     // MARK: - Commands
 
     private func runTask(_ number: Int, _ task: LeasedTask) {
-        // Inherited from the claimer; a command must not start with them blocked.
-        WorkerSignals.unblock()
         let command = ChildCommand(
             executable: self.settings.executable,
             arguments: self.settings.arguments,
@@ -267,7 +299,7 @@ final class WorkerRuntime: Sendable {
                 leaseId: task.leaseId,
                 code: "worker.startFailed",
                 message: "cannot start \(self.settings.commandName): \(error.localizedDescription)",
-                details: [:],
+                details: [],
                 retryable: true
             )
         }
@@ -345,9 +377,4 @@ struct Backoff {
 func dispatchTime(after duration: Duration) -> DispatchTime {
     let (seconds, attoseconds) = duration.components
     return .now() + .nanoseconds(Int(max(seconds, 0)) * 1_000_000_000 + Int(max(attoseconds, 0) / 1_000_000_000))
-}
-
-extension TaskServerClient.Response {
-    /// `Retry-After` in seconds, when the server sent one.
-    var retryAfter: Duration? { self.header("Retry-After").flatMap { Int($0) }.map { .seconds($0) } }
 }

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Synchronization
 import TaskCore
+import TaskGraph
 
 /// Heartbeats and completions of the leases a worker holds.
 extension WorkerRuntime {
@@ -10,7 +11,7 @@ extension WorkerRuntime {
 
     func heartbeatLoop() {
         var backoff = Backoff()
-        while true {
+        while !self.state.withLock({ $0.isFinished }) {
             let now = ContinuousClock.now
             let (dueLeases, next) = self.state.withLock { $0.dueHeartbeats(now: now, limit: Self.batchLimit) }
             guard !dueLeases.isEmpty else {
@@ -19,14 +20,10 @@ extension WorkerRuntime {
                 continue
             }
             let due = dueLeases.map(\.number)
-            let body = ["items": dueLeases.map { ["leaseId": $0.leaseId] }]
-            let response: TaskServerClient.Response
+            let body: JSONValue = ["items": .array(dueLeases.map { ["leaseId": .string($0.leaseId)] })]
+            let response: WorkerClient.Response
             do {
-                response = try self.client.send(
-                    "POST",
-                    "/v1/leases/heartbeat",
-                    body: try JSONSerialization.data(withJSONObject: body)
-                )
+                response = try self.client.post("/v1/leases/heartbeat", json: body.jsonBytes, timeout: .seconds(30))
             } catch {
                 self.serverUnreachable(error)
                 self.postponeHeartbeats(due, by: backoff.next())
@@ -36,12 +33,12 @@ extension WorkerRuntime {
             case 200:
                 self.serverReachable()
                 backoff.reset()
-                let items = response.json?["items"] as? [[String: Any]] ?? []
+                let items = response.json?["items"]?.arrayValue ?? []
                 for (index, number) in due.enumerated() {
                     let item = index < items.count ? items[index] : [:]
-                    switch item["status"] as? Int {
+                    switch item["status"]?.intValue {
                     case 200:
-                        if item["cancelRequested"] as? Bool == true {
+                        if item["cancelRequested"]?.boolValue == true {
                             self.stopLease(number, .cancelled)
                         } else {
                             self.state.withLock { $0.heartbeatAnswered(number, at: now) }
@@ -53,10 +50,10 @@ extension WorkerRuntime {
                     }
                 }
             case 429, 500...:
-                self.serverUnreachable(ClientError(problem: response))
+                self.serverUnreachable(WorkerClientError(problem: response))
                 self.postponeHeartbeats(due, by: backoff.next(retryAfter: response.retryAfter))
             default:
-                self.fail("the server refused a heartbeat: \(ClientError(problem: response))")
+                self.fail("the server refused a heartbeat: \(WorkerClientError(problem: response))")
                 self.postponeHeartbeats(due, by: .seconds(5))
             }
         }
@@ -78,7 +75,7 @@ extension WorkerRuntime {
 
     func completeLoop() {
         var backoff = Backoff()
-        while true {
+        while !self.state.withLock({ $0.isFinished }) {
             let batch = self.state.withLock { state in
                 state.takeBatch(limit: Self.batchLimit, maxBytes: self.settings.maxOutputBytes)
             }
@@ -86,16 +83,17 @@ extension WorkerRuntime {
                 _ = self.completerWake.wait(timeout: dispatchTime(after: .seconds(5)))
                 continue
             }
-            var body = Data(#"{"items":["#.utf8)
+            // The items are JSON already, each as its command's output was written: spliced in as is.
+            var body = Array(#"{"items":["#.utf8)
             for (index, entry) in batch.enumerated() {
                 if index > 0 { body.append(UInt8(ascii: ",")) }
-                body.append(entry.item)
+                body.append(contentsOf: entry.item)
             }
             body.append(contentsOf: Array("]}".utf8))
             let numbers = batch.map(\.number)
-            let response: TaskServerClient.Response
+            let response: WorkerClient.Response
             do {
-                response = try self.client.send("POST", "/v1/leases/complete", body: body)
+                response = try self.client.post("/v1/leases/complete", json: body, timeout: .seconds(60))
             } catch {
                 // A server that refuses a body larger than its limit may reset the connection
                 // before its 413 can be read: a completion that keeps failing so while the server
@@ -124,9 +122,9 @@ extension WorkerRuntime {
             case 200:
                 self.serverReachable()
                 backoff.reset()
-                self.completed(numbers, answer: response.json?["items"] as? [[String: Any]] ?? [])
+                self.completed(numbers, answer: response.json?["items"]?.arrayValue ?? [])
             case 429, 500...:
-                self.serverUnreachable(ClientError(problem: response))
+                self.serverUnreachable(WorkerClientError(problem: response))
                 self.putBack(numbers, alone: false)
                 _ = self.completerWake.wait(timeout: dispatchTime(after: backoff.next(retryAfter: response.retryAfter)))
             case 413, 422:
@@ -134,10 +132,10 @@ extension WorkerRuntime {
                     // One of them is too large or not acceptable: find out which by sending each alone.
                     self.putBack(numbers, alone: true)
                 } else {
-                    self.rejected(numbers[0], problem: "\(ClientError(problem: response))")
+                    self.rejected(numbers[0], problem: "\(WorkerClientError(problem: response))")
                 }
             default:
-                self.fail("the server refused a completion: \(ClientError(problem: response))")
+                self.fail("the server refused a completion: \(WorkerClientError(problem: response))")
                 self.putBack(numbers, alone: false)
                 _ = self.completerWake.wait(timeout: dispatchTime(after: .seconds(5)))
             }
@@ -145,19 +143,19 @@ extension WorkerRuntime {
     }
 
     /// The server answered a batch: each item has its own status.
-    private func completed(_ numbers: [Int], answer items: [[String: Any]]) {
+    private func completed(_ numbers: [Int], answer items: [JSONValue]) {
         let ended = self.state.withLock { state in numbers.map { state.leases.removeValue(forKey: $0) } }
         for (index, lease) in ended.enumerated() {
             guard let lease else { continue }
             // Items come in request order, each with its lease id.
             let item =
-                items.first { $0["leaseId"] as? String == lease.task.leaseId }
+                items.first { $0["leaseId"]?.stringValue == lease.task.leaseId }
                 ?? (index < items.count ? items[index] : [:])
-            let status = item["status"] as? Int ?? 0
+            let status = item["status"]?.intValue ?? 0
             if status == 200 {
                 self.logEnd(lease)
             } else {
-                self.logEnd(lease, notCompleted: item["code"] as? String ?? "status \(status)")
+                self.logEnd(lease, notCompleted: item["code"]?.stringValue ?? "status \(status)")
             }
         }
         self.coordinatorWake.signal()
@@ -173,7 +171,7 @@ extension WorkerRuntime {
                     leaseId: lease.task.leaseId,
                     code: "worker.resultRejected",
                     message: "the server refused the result of \(self.settings.commandName): \(problem)",
-                    details: [:],
+                    details: [],
                     retryable: false
                 ).item
             lease.outcome = Self.rejectedOutcome

@@ -16,9 +16,9 @@ private func handleTerminationSignal(_ signal: Int32) {
 /// `SIG_IGN` and a dispatch source as `serve` does, because commands inherit ignored signals
 /// (Foundation's `Process` does not reset them) but not handlers: a command must still die of
 /// the SIGTERM the worker passes on.
-enum WorkerSignals {
+package enum WorkerSignals {
     /// Installs the handler; returns the read end of its pipe.
-    static func install() -> Int32 {
+    package static func install() -> Int32 {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { return -1 }
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
@@ -47,11 +47,6 @@ enum WorkerSignals {
         var old = sigset_t()
         pthread_sigmask(SIG_BLOCK, &set, &old)
         return old
-    }
-
-    static func unblock() {
-        var set = Self.set
-        pthread_sigmask(SIG_UNBLOCK, &set, nil)
     }
 
     static func restore(_ mask: sigset_t) {
