@@ -439,11 +439,12 @@ struct HTTPLayerTests {
                 headers: [("Content-Type", "application/json")],
                 body: Jobs.delay(300).jsonBytes
             )
+            let app = server.app
             let responses = try await server.raw { connection in
+                // The others are sent once the server holds the first unanswered.
                 try connection.send(first)
-                usleep(100_000)
+                #expect(waitUntil { app.requestsInFlight == 1 })
                 try connection.send(HTTPRequestBytes.make("GET", "/healthz"))
-                usleep(50_000)
                 try connection.send(HTTPRequestBytes.make("GET", "/v1/jobs/nope"))
                 return try (0..<3).map { _ in try connection.readResponse() }
             }

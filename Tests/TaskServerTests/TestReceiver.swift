@@ -182,3 +182,14 @@ func eventually(timeout: Duration = .seconds(20), _ condition: () async throws -
     }
     return try await condition()
 }
+
+/// `eventually` for a blocking thread (inside `TestServer.raw`): checks every millisecond.
+func waitUntil(timeout: Duration = .seconds(20), _ condition: () -> Bool) -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        var pause = timespec(tv_sec: 0, tv_nsec: 1_000_000)
+        nanosleep(&pause, nil)
+    }
+    return condition()
+}
