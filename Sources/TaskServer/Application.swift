@@ -27,7 +27,7 @@ public final class Application: Sendable {
     /// The dispatcher that sends the outbox's webhook deliveries.
     public let dispatcher: WebhookDispatcher
     /// The external worker pools (SPEC §6): queues, waiting claims and leases.
-    public let workers: WorkerHub
+    public let externalPools: ExternalPools
     /// Every job's committed `job.*` events, server-wide (`GET /v1/events`).
     let eventFeed: any EventFeed
     /// The dashboard's files (`/ui/`).
@@ -83,10 +83,10 @@ public final class Application: Sendable {
         self.repository = repository
         var actions = actions
         if actions["http"] == nil { actions.register(HTTPAction(client: self.outbound)) }
-        let workers = WorkerHub(pools: configuration.externalExecutors, clock: clock)
-        self.workers = workers
+        let externalPools = ExternalPools(pools: configuration.externalExecutors, clock: clock)
+        self.externalPools = externalPools
         // Leases are durable where jobs are; in memory they die with the process anyway.
-        if repository.isDurable { workers.attach(journal: repository) }
+        if repository.isDurable { externalPools.attach(journal: repository) }
         let eventFeed = InProcessEventFeed()
         self.eventFeed = eventFeed
         var engineConfiguration = EngineConfiguration(
@@ -94,7 +94,7 @@ public final class Application: Sendable {
             actions: actions,
             limits: GraphLimits(maxNodes: configuration.maxNodes, maxDepth: configuration.maxDepth),
             jobFields: [WebhookField()],
-            externalExecutors: workers.executors
+            externalExecutors: externalPools.executors
         )
         // With a durable repository, event readers (long-polls, streams) see an event once it is
         // committed: a crash never takes back an event a client has seen.
@@ -133,7 +133,7 @@ public final class Application: Sendable {
         TasksAPI(app: self).register(in: &router)
         EventsAPI(app: self).register(in: &router)
         DeliveriesAPI(app: self).register(in: &router)
-        WorkersAPI(app: self).register(in: &router)
+        ExternalPoolsAPI(app: self).register(in: &router)
         DashboardAPI(files: self.dashboard).register(in: &router)
         ServiceAPI(app: self).register(in: &router)
         if !self.configuration.apiKeys.isEmpty {
@@ -146,9 +146,9 @@ public final class Application: Sendable {
     /// returns the bound port.
     public func start() async throws -> Int {
         // Leases from before the restart first: the resumed jobs' attempts take them up again.
-        self.workers.restore(try await self.repository.storedLeases().value)
+        self.externalPools.restore(try await self.repository.storedLeases().value)
         let recovered = try await self.jobs.recover().value
-        self.workers.finishRestoring()
+        self.externalPools.finishRestoring()
         if recovered > 0 {
             self.logger.notice("resumed unfinished jobs", metadata: ["count": "\(recovered)"])
         }
@@ -183,7 +183,7 @@ public final class Application: Sendable {
     public func beginDraining() {
         self.activity.isDraining.store(true, ordering: .relaxed)
         // Waiting claims are answered with nothing: a draining server hands out no more work.
-        self.workers.drain()
+        self.externalPools.drain()
         // Event streams end; their clients reconnect (to another server, or this one restarted).
         self.activity.streams.finishAll()
     }

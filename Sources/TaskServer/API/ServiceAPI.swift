@@ -34,8 +34,8 @@ struct ServiceAPI: Sendable {
             ]
             return (entry.name, item)
         }
-        for name in self.app.workers.names {
-            guard let statistics = self.app.workers.statistics(name) else { continue }
+        for name in self.app.externalPools.names {
+            guard let statistics = self.app.externalPools.statistics(name) else { continue }
             let item: JSONValue = [
                 "name": .string(name), "kind": "external", "queued": .int(statistics.queued),
                 "leased": .int(statistics.leased), "workers": .int(statistics.workers),

@@ -316,8 +316,8 @@ final class Metrics: JobObserver {
                 dynamic.executors[entry.name] = metrics
             }
         }
-        for name in app.workers.names {
-            guard let statistics = app.workers.statistics(name) else { continue }
+        for name in app.externalPools.names {
+            guard let statistics = app.externalPools.statistics(name) else { continue }
             self.dynamic.withLock { dynamic in
                 var metrics = dynamic.pools[name] ?? self.makePoolMetrics(name)
                 metrics.queued.set(Int64(statistics.queued))

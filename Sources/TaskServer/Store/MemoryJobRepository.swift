@@ -273,7 +273,7 @@ public final class MemoryJobRepository: JobRepository {
     @discardableResult
     public func close() -> Future<Void> { Future(value: ()) }
 
-    // MARK: - LeaseJournal: leases live in the worker hub's memory only, like everything else here.
+    // MARK: - LeaseJournal: leases live in the external pools' memory only, like everything else here.
 
     public func recordLeases(_ leases: [StoredLease]) -> Future<Void> { Future(value: ()) }
     public func removeLeases(_ hashes: [String]) {}

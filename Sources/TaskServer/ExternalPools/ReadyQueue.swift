@@ -1,9 +1,9 @@
 import NIOCore
 import TaskGraph
 
-/// One attempt of a task on an external pool, handed to the worker hub, with where it is now.
+/// One attempt of a task on an external pool, handed to the external pools, with where it is now.
 ///
-/// Its `place` is only read and written under `WorkerHub`'s lock (the invariant behind
+/// Its `place` is only read and written under `ExternalPools`'s lock (the invariant behind
 /// `@unchecked Sendable`).
 final class ReadyAttempt: @unchecked Sendable {
     enum Place {
@@ -14,7 +14,7 @@ final class ReadyAttempt: @unchecked Sendable {
     }
 
     let task: WorkerTask
-    /// The index of the pool in the hub's pools.
+    /// The index of the pool in `ExternalPools`.
     let pool: Int
     var place = Place.queued
     /// The `scheduleTimeoutMs` timer, while queued.
@@ -36,8 +36,8 @@ final class ReadyAttempt: @unchecked Sendable {
 /// and rate limits are disciplines of this seam (a PostgreSQL store will express the same
 /// discipline as the `ORDER BY … FOR UPDATE SKIP LOCKED` of its claim query).
 ///
-/// A queue is a value owned by the worker hub and used under its lock. An attempt that ends while
-/// queued (cancelled, timed out) is marked `.ended` by the hub and `remove`d: the queue may drop
+/// A queue is a value owned by the external pools and used under its lock. An attempt that ends while
+/// queued (cancelled, timed out) is marked `.ended` by its owner and `remove`d: the queue may drop
 /// it lazily, but never hands it out.
 protocol ReadyQueue: Sendable {
     /// Live attempts queued.

@@ -11,7 +11,7 @@ import TaskWorkerProtocol
 /// (`/v1/leases/heartbeat`, `/v1/leases/complete`) carry them in the body, which is what the
 /// reference worker and the examples use: proxies and access logs record URLs. This server never
 /// logs a lease id (request targets under `/v1/leases/` are logged as their route).
-struct WorkersAPI: Sendable {
+struct ExternalPoolsAPI: Sendable {
     let app: Application
 
     func register(in router: inout Router) {
@@ -24,12 +24,12 @@ struct WorkersAPI: Sendable {
         router.add(.POST, "/v1/leases/complete", self.batchComplete)
     }
 
-    private var hub: WorkerHub { self.app.workers }
+    private var pools: ExternalPools { self.app.externalPools }
 
     /// The external pool `name`, or the 404/409 problem.
     private func pool(_ request: Request) throws(HTTPProblem) -> String {
         let name = request.parameter("name")
-        if self.hub.isPool(name) { return name }
+        if self.pools.isPool(name) { return name }
         if self.app.engine.pools[name] != nil || name == Engine.immediateExecutor {
             throw HTTPProblem.conflict(
                 "executor.notExternal",
@@ -59,7 +59,7 @@ struct WorkersAPI: Sendable {
         withdrawnBy withdrawal: CancellationToken
     ) throws(HTTPProblem) -> Future<[JSONValue]> {
         do {
-            return try self.hub.claim(
+            return try self.pools.claim(
                 pool: pool,
                 workerId: claim.workerId,
                 actions: claim.actions,
@@ -72,8 +72,8 @@ struct WorkersAPI: Sendable {
         }
     }
 
-    /// The answer to a refusal of the worker hub.
-    static func problem(_ error: WorkerHubError) -> HTTPProblem {
+    /// The answer to a refusal of the external pools.
+    static func problem(_ error: ExternalPoolsError) -> HTTPProblem {
         switch error {
         case .tooManyClaims(let pool, let limit):
             var headers = HTTPHeaders()
@@ -88,7 +88,7 @@ struct WorkersAPI: Sendable {
     }
 
     /// A claim item (SPEC §6).
-    static func json(_ claimed: WorkerHub.Claimed) -> JSONValue {
+    static func json(_ claimed: ExternalPools.Claimed) -> JSONValue {
         let task = claimed.task
         return ClaimItem(
             leaseId: claimed.leaseID,
@@ -105,7 +105,7 @@ struct WorkersAPI: Sendable {
 
     @Sendable func workers(_ request: Request) throws -> Future<Response> {
         let pool = try self.pool(request)
-        let items: [JSONValue] = (self.hub.workers(pool) ?? []).map { worker in
+        let items: [JSONValue] = (self.pools.workers(pool) ?? []).map { worker in
             [
                 "workerId": .string(worker.workerId), "lastSeenAt": .string(worker.lastSeen.rfc3339),
                 "leases": .int(worker.leases),
@@ -124,7 +124,7 @@ struct WorkersAPI: Sendable {
             progress = reader.object["progress"]
             try reader.check("heartbeat")
         }
-        switch self.hub.heartbeat(leaseId, progress: progress) {
+        switch self.pools.heartbeat(leaseId, progress: progress) {
         case .ok(let cancelRequested): return Future(value: .json(["cancelRequested": .bool(cancelRequested)]))
         case .gone: throw Self.gone
         case .notFound: throw Self.notFound
@@ -135,7 +135,7 @@ struct WorkersAPI: Sendable {
         let completion = try CompleteRequest(try self.app.jsonBody(request), leaseId: request.parameter("leaseId"))
         let outcome = completion.outcome
         let completed = outcome.completion
-        switch self.hub.complete(outcome.leaseId, with: completed.outcome, retryable: completed.isRetryable) {
+        switch self.pools.complete(outcome.leaseId, with: completed.outcome, retryable: completed.isRetryable) {
         case .notFound: throw Self.notFound
         case .gone: throw Self.gone
         case .done(let task, let pool, let workerId):
@@ -160,7 +160,7 @@ struct WorkersAPI: Sendable {
         let batch = try BatchHeartbeatRequest(try self.app.jsonBody(request))
         let items: [JSONValue] = batch.items.map { item in
             var object: JSONObject = ["leaseId": .string(item.leaseId)]
-            switch self.hub.heartbeat(item.leaseId, progress: item.progress) {
+            switch self.pools.heartbeat(item.leaseId, progress: item.progress) {
             case .ok(let cancelRequested):
                 object["status"] = 200
                 object["cancelRequested"] = .bool(cancelRequested)
@@ -185,7 +185,7 @@ struct WorkersAPI: Sendable {
         for item in batch.items {
             var object: JSONObject = ["leaseId": .string(item.leaseId)]
             let completion = item.completion
-            switch self.hub.complete(item.leaseId, with: completion.outcome, retryable: completion.isRetryable) {
+            switch self.pools.complete(item.leaseId, with: completion.outcome, retryable: completion.isRetryable) {
             case .done(let task, let pool, let workerId):
                 completedJobs.insert(task.jobID)
                 object["status"] = 200

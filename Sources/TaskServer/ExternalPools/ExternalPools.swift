@@ -9,14 +9,14 @@ import TaskGraph
 /// - A ready attempt goes straight to the oldest waiting claim that accepts its action (sync
 ///   match: no polling interval on either side), or joins its pool's `ReadyQueue`.
 /// - A claim takes queued attempts in the queue's order; with nothing queued it waits (bounded: at
-///   most `maxWaitingClaims` per pool; the next one is refused, `WorkerHubError.tooManyClaims`).
+///   most `maxWaitingClaims` per pool; the next one is refused, `ExternalPoolsError.tooManyClaims`).
 /// - Leases live in the `LeaseTable`, a state machine whose actions (arm a timer, end an attempt,
-///   forget a stored lease) the hub carries out after releasing its lock.
+///   forget a stored lease) the owner carries out after releasing its lock.
 /// - With a durable repository every lease is written (as a hash of its id) before its claim is
 ///   answered, so after a restart the worker can still heartbeat and complete it.
 ///
 /// Time — deadlines, timers, when a worker was last seen — comes from the injected `ServerClock`.
-public final class WorkerHub: Sendable {
+public final class ExternalPools: Sendable {
     /// Claims that may wait on one pool at once.
     public static let maxWaitingClaims = 1000
     /// Ended leases remembered for `409 lease.gone` answers.
@@ -59,7 +59,7 @@ public final class WorkerHub: Sendable {
     struct State {
         /// By `poolIndex`.
         var pools: [PoolState] = []
-        var leases = LeaseTable(maxRemembered: WorkerHub.maxRememberedLeases)
+        var leases = LeaseTable(maxRemembered: ExternalPools.maxRememberedLeases)
         var nextWaiterID: UInt64 = 0
         var draining = false
     }
@@ -82,7 +82,7 @@ public final class WorkerHub: Sendable {
     }
 
     /// The engine's view of each pool.
-    public var executors: [any ExternalExecutor] { self.names.map { ExternalPool(name: $0, hub: self) } }
+    public var executors: [any ExternalExecutor] { self.names.map { ExternalPool(name: $0, pools: self) } }
 
     public func isPool(_ name: String) -> Bool { self.names.contains(name) }
 
@@ -263,13 +263,13 @@ public final class WorkerHub: Sendable {
         max: Int,
         waitMs: Int,
         withdrawnBy withdrawal: CancellationToken = .none
-    ) throws(WorkerHubError) -> Future<[Claimed]> {
+    ) throws(ExternalPoolsError) -> Future<[Claimed]> {
         guard let pool = self.poolIndex[name] else { return Future(value: []) }
         let promise = Promise<[Claimed]>()
         let now = self.clock.monotonicNanoseconds()
         let (taken, stored, leaseActions, waiterID): ([Claimed], [StoredLease], [LeaseTable.Action], UInt64?) =
             try self.state.withLock {
-                state throws(WorkerHubError) in
+                state throws(ExternalPoolsError) in
                 self.noteWorker(workerId, pool: pool, leases: 0, in: &state)
                 let picked = state.pools[pool].queue.pop(
                     max: max,
@@ -564,8 +564,8 @@ public final class WorkerHub: Sendable {
     }
 }
 
-/// Why the worker hub refused a request, in its own terms (the HTTP layer maps it to a problem).
-enum WorkerHubError: Error, Equatable {
+/// Why the external pools refused a request, in its own terms (the HTTP layer maps it to a problem).
+enum ExternalPoolsError: Error, Equatable {
     /// `limit` claims already wait on `pool`.
     case tooManyClaims(pool: String, limit: Int)
 }
@@ -573,11 +573,11 @@ enum WorkerHubError: Error, Equatable {
 /// One external pool as the engine sees it.
 struct ExternalPool: ExternalExecutor {
     let name: String
-    let hub: WorkerHub
+    let pools: ExternalPools
 
-    func enqueue(_ task: WorkerTask) { self.hub.enqueue(task, pool: self.name) }
+    func enqueue(_ task: WorkerTask) { self.pools.enqueue(task, pool: self.name) }
 
     func continuesLease(jobID: String, taskID: String) -> Bool {
-        self.hub.holdsRestoredLease(jobID: jobID, taskID: taskID)
+        self.pools.holdsRestoredLease(jobID: jobID, taskID: taskID)
     }
 }

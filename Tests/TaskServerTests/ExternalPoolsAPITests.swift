@@ -12,7 +12,7 @@ import Testing
 /// External worker pools over HTTP (SPEC §6): claims, leases, heartbeats, completions, and what
 /// happens to a lease when its worker vanishes, its task is cancelled, or the server restarts.
 @Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
-struct WorkersAPITests {
+struct ExternalPoolsAPITests {
     static func external(_ configuration: inout ServerConfiguration) {
         configuration.externalExecutors = ["images"]
     }
@@ -168,7 +168,7 @@ struct WorkersAPITests {
             async let second = Self.claim(server, worker: "steady", waitMs: 60_000)
             try await Self.waitForWaitingClaims(server, 1)
             clock.advance(by: .milliseconds(1499))
-            #expect(server.app.workers.statistics("images")?.leased == 1, "not expired a millisecond early")
+            #expect(server.app.externalPools.statistics("images")?.leased == 1, "not expired a millisecond early")
             clock.advance(by: .milliseconds(1))
             let items = try await second
             #expect(items.first?["attempt"] == 2)
@@ -180,7 +180,7 @@ struct WorkersAPITests {
             let retrying = events.first { $0["type"] == "task.retrying" }
             #expect(retrying?["data"]?["error"]?["code"] == "task.heartbeatTimeout")
             expectProblem(try await server.post("/v1/leases/\(lost)/complete", json: ["result": 1]), 409, "lease.gone")
-            #expect(server.app.workers.statistics("images")?.expired == 1)
+            #expect(server.app.externalPools.statistics("images")?.expired == 1)
         }
     }
 
@@ -281,11 +281,11 @@ struct WorkersAPITests {
         let clock = ManualClock()
         try await withServer(clock: clock, Self.external) { server in
             let id = try await server.submitID(Self.job("t", #", "scheduleTimeoutMs": 200"#))
-            #expect(server.app.workers.statistics("images")?.queued == 1)
+            #expect(server.app.externalPools.statistics("images")?.queued == 1)
             clock.advance(by: .milliseconds(200))
             let job = try await server.finished(id)
             #expect(job["error"]?["code"] == "task.scheduleTimeout")
-            #expect(server.app.workers.statistics("images")?.queued == 0)
+            #expect(server.app.externalPools.statistics("images")?.queued == 0)
             #expect(try await Self.claim(server).isEmpty)
         }
     }
@@ -503,16 +503,16 @@ struct WorkersAPITests {
 
     @Test func theThousandAndFirstWaitingClaimIsRefusedWith429() throws {
         let clock = ManualClock()
-        let hub = WorkerHub(pools: ["images"], clock: clock)
-        var waiting: [Future<[WorkerHub.Claimed]>] = []
-        for index in 0..<WorkerHub.maxWaitingClaims {
+        let hub = ExternalPools(pools: ["images"], clock: clock)
+        var waiting: [Future<[ExternalPools.Claimed]>] = []
+        for index in 0..<ExternalPools.maxWaitingClaims {
             waiting.append(try hub.claim(pool: "images", workerId: "w\(index)", actions: nil, max: 1, waitMs: 60_000))
         }
         #expect(hub.statistics("images")?.waitingClaims == 1000)
-        #expect(throws: WorkerHubError.tooManyClaims(pool: "images", limit: 1000)) {
+        #expect(throws: ExternalPoolsError.tooManyClaims(pool: "images", limit: 1000)) {
             _ = try hub.claim(pool: "images", workerId: "late", actions: nil, max: 1, waitMs: 60_000)
         }
-        let problem = WorkersAPI.problem(.tooManyClaims(pool: "images", limit: 1000))
+        let problem = ExternalPoolsAPI.problem(.tooManyClaims(pool: "images", limit: 1000))
         #expect(problem.status == .tooManyRequests)
         #expect(problem.code == "executor.tooManyClaims")
         #expect(problem.headers.first(name: "retry-after") == "1")
@@ -570,7 +570,7 @@ struct WorkersAPITests {
     /// Polls `/v1/executors`-level statistics until `count` claims wait on `images`.
     static func waitForWaitingClaims(_ server: TestServer, _ count: Int) async throws {
         for _ in 0..<400 {
-            if server.app.workers.statistics("images")?.waitingClaims == count { return }
+            if server.app.externalPools.statistics("images")?.waitingClaims == count { return }
             try await Task.sleep(for: .milliseconds(5))
         }
         Issue.record("\(count) claims never waited")

@@ -4,7 +4,7 @@ import TaskGraph
 
 /// Every live lease of a server's external pools, as a state machine: each call changes the table
 /// and returns what must happen because of it (`Action`s: arm a timer, end an attempt, forget a
-/// stored lease), which the worker hub carries out after releasing its lock. So no timer is armed,
+/// stored lease), which the external pools carries out after releasing its lock. So no timer is armed,
 /// no job is told, and no store is written while the lock is held (the shape of async-http-client's
 /// connection pool).
 ///
