@@ -91,11 +91,7 @@ struct Serve: AsyncParsableCommand {
     @Flag(help: "Check the data file's integrity at start-up (env TASKSERVER_CHECK_INTEGRITY=1).")
     var checkIntegrity = false
 
-    @Option(help: "trace, debug, info, notice, warning, error or critical (env TASKSERVER_LOG_LEVEL; default info).")
-    var logLevel: String?
-
-    @Option(help: "text or json (env TASKSERVER_LOG_FORMAT; default text).")
-    var logFormat: String?
+    @OptionGroup var logging: LoggingOptions
 
     @Option(
         help:
@@ -107,32 +103,16 @@ struct Serve: AsyncParsableCommand {
         // An empty variable counts as unset (compose files pass `${X:-}` through as "").
         let environment = ProcessInfo.processInfo.environment.filter { !$0.value.isEmpty }
         let configuration: ServerConfiguration
-        let level: Logger.Level
-        let format: String
+        let logging: LoggingOptions.Resolved
         do {
             configuration = try self.configuration(environment)
-            let levelText = self.logLevel ?? environment["TASKSERVER_LOG_LEVEL"] ?? "info"
-            guard let parsed = Logger.Level(rawValue: levelText) else {
-                throw ConfigurationError(
-                    "--log-level must be trace, debug, info, notice, warning, error or critical, got \(levelText)"
-                )
-            }
-            level = parsed
-            format = self.logFormat ?? environment["TASKSERVER_LOG_FORMAT"] ?? "text"
-            guard format == "text" || format == "json" else {
-                throw ConfigurationError("--log-format must be text or json, got \(format)")
-            }
+            logging = try self.logging.resolve(environment)
             try configuration.validate()
         } catch let error as ConfigurationError {
             FileHandle.standardError.write(Data("taskserver: invalid configuration: \(error)\n".utf8))
             throw ExitCode(64)
         }
-        LoggingSystem.bootstrap { label in
-            var handler: any LogHandler =
-                format == "json" ? JSONLogHandler(label: label) : StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        LoggingSystem.bootstrap { label in logging.handler(label: label) }
         let logger = Logger(label: "taskserver")
         let app: Application
         do {
@@ -324,32 +304,6 @@ final class TerminationSignals: @unchecked Sendable {
             }
             self.waiter = continuation
             self.lock.unlock()
-        }
-    }
-}
-
-/// One JSON object per line: `{"time","level","label","message", …metadata}`; secrets are never
-/// put in metadata by the server.
-struct JSONLogHandler: LogHandler {
-    let label: String
-    var logLevel: Logger.Level = .info
-    var metadata: Logger.Metadata = [:]
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { self.metadata[key] }
-        set { self.metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        var object: [String: String] = [:]
-        for (key, value) in self.metadata { object[key] = "\(value)" }
-        for (key, value) in event.metadata ?? [:] { object[key] = "\(value)" }
-        object["time"] = ISO8601DateFormatter().string(from: Date())
-        object["level"] = event.level.rawValue
-        object["label"] = self.label
-        object["message"] = "\(event.message)"
-        if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) {
-            FileHandle.standardError.write(data + Data("\n".utf8))
         }
     }
 }

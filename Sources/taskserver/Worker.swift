@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import TaskServer
 import TaskServerWorker
 import TaskWorkerProtocol
 
@@ -92,11 +93,7 @@ struct Worker: ParsableCommand {
     )
     var maxOutputBytes: Int = 1_000_000
 
-    @Option(help: "trace, debug, info, notice, warning, error or critical (env TASKSERVER_LOG_LEVEL; default info).")
-    var logLevel: String?
-
-    @Option(help: "text or json (env TASKSERVER_LOG_FORMAT; default text).")
-    var logFormat: String?
+    @OptionGroup var logging: LoggingOptions
 
     @Argument(
         parsing: .postTerminator,
@@ -141,17 +138,13 @@ struct Worker: ParsableCommand {
 
     func run() throws {
         let environment = ProcessInfo.processInfo.environment.filter { !$0.value.isEmpty }
-        let levelText = self.logLevel ?? environment["TASKSERVER_LOG_LEVEL"] ?? "info"
-        guard let level = Logger.Level(rawValue: levelText) else {
-            throw ValidationError("--log-level must be trace, debug, info, notice, warning, error or critical")
+        let logging: LoggingOptions.Resolved
+        do {
+            logging = try self.logging.resolve(environment)
+        } catch {
+            throw ValidationError(error.description)
         }
-        let format = self.logFormat ?? environment["TASKSERVER_LOG_FORMAT"] ?? "text"
-        guard format == "text" || format == "json" else { throw ValidationError("--log-format must be text or json") }
-        var logger = Logger(label: "taskserver.worker") { label in
-            format == "json"
-                ? JSONLogHandler(label: label) as any LogHandler : StreamLogHandler.standardError(label: label)
-        }
-        logger.logLevel = level
+        let logger = Logger(label: "taskserver.worker") { label in logging.handler(label: label) }
 
         let client: WorkerClient
         do {
