@@ -82,20 +82,7 @@ public final class TimerQueue: Sendable {
     public var pendingCount: Int { self.lock.withLock { self.storage.work.count } }
 
     private func startThread() {
-        let box = Unmanaged.passRetained(self)
-        var thread = pthread_t()
-        let status = pthread_create(
-            &thread,
-            nil,
-            { raw in
-                let queue = Unmanaged<TimerQueue>.fromOpaque(raw!).takeRetainedValue()
-                queue.run()
-                return nil
-            },
-            box.toOpaque()
-        )
-        precondition(status == 0, "TaskCore: cannot start the timer thread (\(status))")
-        pthread_detach(thread)
+        startDetachedThread("the timer thread") { self.run() }
     }
 
     private func run() {

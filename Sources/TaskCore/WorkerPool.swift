@@ -140,20 +140,7 @@ public final class WorkerPool: Executor, @unchecked Sendable {
     }
 
     private func startThread() {
-        let box = Unmanaged.passRetained(self)
-        var thread = pthread_t()
-        let status = pthread_create(
-            &thread,
-            nil,
-            { raw in
-                let pool = Unmanaged<WorkerPool>.fromOpaque(raw!).takeRetainedValue()
-                pool.threadMain()
-                return nil
-            },
-            box.toOpaque()
-        )
-        precondition(status == 0, "WorkerPool \(self.name): cannot start a thread (\(status))")
-        pthread_detach(thread)
+        startDetachedThread("a thread of WorkerPool \(self.name)") { self.threadMain() }
     }
 
     private func threadMain() {

@@ -179,21 +179,16 @@ extension JobRun {
             {
                 return .cancelled
             }
-            if continuesLease, previous == .pending {
-                state.records[index].state = .running
-                state.progress.add(.pending, -1)
-                state.progress.add(.running, 1)
-                state.records[index].attempts = max(1, state.records[index].attempts)
-                state.nodeSources[index] = RunningSource(source: source, startToken: token)
-                return .started(
-                    id: state.records[index].id,
-                    source: source,
-                    waiters: [],
-                    attempts: state.records[index].attempts
-                )
-            }
-            if deferStart, previous == .pending {
-                state.records[index].attempts += 1
+            if deferStart || continuesLease, previous == .pending {
+                if continuesLease {
+                    // The attempt from before the restart carries on: running at once, counted once.
+                    state.records[index].state = .running
+                    state.progress.add(.pending, -1)
+                    state.progress.add(.running, 1)
+                    state.records[index].attempts = max(1, state.records[index].attempts)
+                } else {
+                    state.records[index].attempts += 1
+                }
                 state.nodeSources[index] = RunningSource(source: source, startToken: token)
                 return .started(
                     id: state.records[index].id,
