@@ -10,6 +10,8 @@ import TaskCore
 public final class JobRun: Sendable {
     public let id: String
     public let spec: JobSpec
+    /// When the job was submitted.
+    public let createdAt: Timestamp
     let engine: Engine
     let observers: [any JobObserver]
     let state: Mutex<State>
@@ -99,6 +101,7 @@ public final class JobRun: Sendable {
         self.engine = engine
         self.id = id
         self.spec = spec
+        self.createdAt = createdAt
         self.observers = engine.observers
         self.restored = restored?.nodes ?? [:]
         var state = State(createdAt: createdAt)
@@ -191,8 +194,11 @@ public final class JobRun: Sendable {
         self.state.withLock { state in state.visibleCount > 0 ? state.events[state.visibleCount - 1].seq : 0 }
     }
 
-    /// Every event appended so far, committed or not (what a store records when the job ends).
-    public var allEvents: [JobEvent] { self.state.withLock { $0.events } }
+    /// The job as it is now, every node record and every event appended so far (committed or
+    /// not), read together: what a store records when the job ends.
+    public var record: (snapshot: JobSnapshot, nodes: [NodeRecord], events: [JobEvent]) {
+        self.state.withLock { state in (self.snapshot(state), state.records, state.events) }
+    }
 
     /// The seq of the latest event appended, committed or not (0 before any).
     public var lastSeq: Int { self.state.withLock { $0.events.last?.seq ?? 0 } }

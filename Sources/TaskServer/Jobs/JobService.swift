@@ -28,12 +28,30 @@ public final class JobService: JobObserver, Sendable {
     let logger: Logger
     /// Whether events are gated on commits (`repository.isDurable`).
     let durable: Bool
-    private let state = Mutex(State())
+    /// The live runs, in shards by id: every submission adds one and every end removes one, from
+    /// both event loops and the pools' threads, and one lock for all of them was contended.
+    private let live: [Shard] = (0..<16).map { _ in Shard() }
 
-    private struct State {
-        var live: [String: JobRun] = [:]
-        /// Deletes waiting for a finished job's end to be recorded, by job id.
-        var endWaiters: [String: [Promise<Void>]] = [:]
+    private final class Shard: Sendable {
+        let runs = Mutex<[JobIDKey: JobRun]>([:])
+    }
+    /// Deletes waiting for a finished job's end to be recorded, by job id; `waitingDeletes` counts
+    /// them, so that a job's end looks at them only when there are any.
+    private let endWaiters = Mutex<[String: [Promise<Void>]]>([:])
+    private let waitingDeletes = Atomic<Int>(0)
+
+    /// The shard of `key` (its random bytes pick it).
+    private func shard(_ key: JobIDKey) -> Shard {
+        switch key {
+        case .inline(_, _, let random, _): self.live[Int(truncatingIfNeeded: random >> 8) & 15]
+        case .other(let id): self.live[id.utf8.count & 15]
+        }
+    }
+
+    /// Runs `body` on the live runs of the shard of `id`.
+    private func withLive<R>(_ id: String, _ body: (inout [JobIDKey: JobRun], JobIDKey) -> R) -> R {
+        let key = JobIDKey(id)
+        return self.shard(key).runs.withLock { body(&$0, key) }
     }
 
     /// `engine` must have been made with `eventsAwaitDurability` equal to `repository.isDurable`;
@@ -82,40 +100,50 @@ public final class JobService: JobObserver, Sendable {
             id: run.id,
             name: spec.name,
             labels: spec.labels,
-            createdAt: run.snapshot.createdAt,
+            createdAt: run.createdAt,
             document: document,
             idempotency: idempotency,
             spec: self.durable ? nil : spec
         )
         // Live before it is inserted: a reader that learns the id early finds the run, never a
         // record a commit behind it.
-        self.state.withLock { $0.live[run.id] = run }
-        let submitted = self.repository.insert(record).flatMap { outcome -> Future<Submitted> in
-            switch outcome {
-            case .inserted(let key):
-                run.storeKey.store(key, ordering: .relaxed)
-                run.start()
-                return Future(value: .created(run))
-            case .existing(let id):
-                self.forget(run)
-                return self.job(id).map { view in
-                    // The earlier job was deleted in the instant between: nothing to answer with.
-                    guard let view else { throw StoreError.readFailed }
-                    return .existing(view)
-                }
-            case .mismatch:
-                self.forget(run)
-                return Future(value: .mismatch)
+        self.withLive(run.id) { live, key in live[key] = run }
+        let inserted = self.repository.insert(record)
+        // A repository in memory answers at once: no continuation to allocate.
+        if let outcome = inserted.outcome { return self.submitted(run, outcome) }
+        return inserted.continueWithTask(on: .immediate) { inserted in self.submitted(run, inserted.outcome!) }
+    }
+
+    /// What became of submitting `run`, once its insert ended with `outcome`.
+    private func submitted(_ run: JobRun, _ outcome: Outcome<InsertOutcome>) -> Future<Submitted> {
+        switch outcome {
+        case .success(.inserted(let key)):
+            run.storeKey.store(key, ordering: .relaxed)
+            run.start()
+            return Future(value: .created(run))
+        case .success(.existing(let id)):
+            self.forget(run)
+            return self.job(id).map { view in
+                // The earlier job was deleted in the instant between: nothing to answer with.
+                guard let view else { throw StoreError.readFailed }
+                return .existing(view)
             }
+        case .success(.mismatch):
+            self.forget(run)
+            return Future(value: .mismatch)
+        case .failure(let error):
+            // Not inserted (the repository refused or failed): nobody will ever read it.
+            self.forget(run)
+            return Future(error: error)
+        case .cancelled:
+            self.forget(run)
+            return .cancelled()
         }
-        // Not inserted (the repository refused or failed): nobody will ever read it.
-        submitted.whenComplete { outcome in if outcome.value == nil { self.forget(run) } }
-        return submitted
     }
 
     private func forget(_ run: JobRun) {
-        self.state.withLock { state in
-            if state.live[run.id] === run { state.live[run.id] = nil }
+        self.withLive(run.id) { live, key in
+            if live[key] === run { live[key] = nil }
         }
     }
 
@@ -123,24 +151,22 @@ public final class JobService: JobObserver, Sendable {
 
     /// The job with `id`: the live run, or the stored record; nil when there is none.
     public func job(_ id: String) -> Future<(any JobView)?> {
-        if let run = self.state.withLock({ $0.live[id] }) { return Future(value: run) }
+        if let run = self.liveRun(id) { return Future(value: run) }
         return self.repository.job(id).map { $0 }
     }
 
     /// The live run of job `id`, if this server runs it.
-    public func liveRun(_ id: String) -> JobRun? { self.state.withLock { $0.live[id] } }
+    public func liveRun(_ id: String) -> JobRun? { self.withLive(id) { live, key in live[key] } }
 
     /// The number of live jobs (running, or finished and not yet recorded).
-    public var liveCount: Int { self.state.withLock { $0.live.count } }
+    public var liveCount: Int { self.live.reduce(0) { count, shard in count + shard.runs.withLock { $0.count } } }
 
     /// A page of jobs, newest first. Jobs this server runs are shown as they are now (their
     /// records may be a commit behind), and dropped when that no longer matches the state asked for.
     public func list(_ query: JobQuery) -> Future<JobPage> {
         self.repository.list(query).map { page in
-            let live: [JobRun?] = self.state.withLock { state in
-                state.live.isEmpty ? [] : page.items.map { state.live[$0.id] }
-            }
-            guard !live.isEmpty else { return page }
+            let live = page.items.map { self.liveRun($0.id) }
+            guard live.contains(where: { $0 != nil }) else { return page }
             var items: [JobSnapshot] = []
             items.reserveCapacity(page.items.count)
             for (item, run) in zip(page.items, live) {
@@ -270,11 +296,14 @@ public final class JobService: JobObserver, Sendable {
             /// It ended a moment ago: the delete follows its end into the repository.
             case ending(Future<Void>)
         }
-        let live: Live = self.state.withLock { state in
-            guard let run = state.live[id] else { return .no }
+        let live: Live = self.withLive(id) { live, key in
+            guard let run = live[key] else { return .no }
             guard run.jobState.isTerminal else { return .running }
+            // Registered under the shard's lock: `ended` removes the run under it before it takes
+            // the waiters, so this waiter cannot be missed.
             let promise = Promise<Void>()
-            state.endWaiters[id, default: []].append(promise)
+            self.endWaiters.withLock { $0[id, default: []].append(promise) }
+            self.waitingDeletes.add(1, ordering: .sequentiallyConsistent)
             return .ending(promise.future)
         }
         switch live {
@@ -290,7 +319,9 @@ public final class JobService: JobObserver, Sendable {
     /// outcome keep it and do not run again); returns how many. Safe to call at any time.
     @discardableResult
     public func recover() -> Future<Int> {
-        let live = self.state.withLock { Set($0.live.keys) }
+        let live = self.live.reduce(into: Set<String>()) { ids, shard in
+            shard.runs.withLock { runs in ids.formUnion(runs.values.lazy.map { $0.id }) }
+        }
         return self.repository.claimUnfinished(excluding: live).map { stored in
             var resumed: [JobRun] = []
             for job in stored {
@@ -308,9 +339,9 @@ public final class JobService: JobObserver, Sendable {
                         )
                     )
                     run.storeKey.store(job.key, ordering: .relaxed)
-                    let added = self.state.withLock { state -> Bool in
-                        guard state.live[job.id] == nil else { return false }
-                        state.live[job.id] = run
+                    let added = self.withLive(job.id) { live, key -> Bool in
+                        guard live[key] == nil else { return false }
+                        live[key] = run
                         return true
                     }
                     if added { resumed.append(run) }
@@ -333,35 +364,56 @@ public final class JobService: JobObserver, Sendable {
         let ends = events.last?.type.isTerminal == true
         // Most batches hold task events only.
         let feed = events.contains(where: \.type.isJobEvent) ? self.eventFeed : nil
-        // A repository that keeps nothing across restarts is told only what it lists by: the
-        // job's start and end (and the deliveries it keeps for `GET …/deliveries`).
-        guard self.durable || ends || !deliveries.isEmpty || events.contains(where: { $0.type == .jobStarted }) else {
-            // Nothing to commit: the job events are as good as committed.
-            feed?.publish(jobID: run.id, events: events, job: run.snapshot)
+        guard self.durable else {
+            // A repository that keeps nothing across restarts is told only of the job's end and of
+            // the deliveries it keeps; it commits as it is told.
+            var ended: EndedJob?
+            if ends || !deliveries.isEmpty {
+                var batch = self.batch(run, events)
+                batch.deliveries = deliveries
+                ended = batch.ended
+                self.repository.append(batch)
+            }
+            feed?.publish(jobID: run.id, events: events, job: ended?.snapshot ?? run.snapshot)
+            if !deliveries.isEmpty { self.dispatcher?.dispatch(deliveries) }
+            if ends { self.ended(run) }
             return
         }
-        var batch = JournalBatch(id: run.id, key: run.storeKey.load(ordering: .relaxed), events: Array(events))
+        var batch = self.batch(run, events)
         batch.deliveries = deliveries
-        for event in events where event.type == .jobStarted { batch.startedAt = event.time }
-        if ends {
-            batch.ended = EndedJob(snapshot: run.snapshot, nodes: run.nodes, events: run.allEvents)
-        } else if self.durable {
-            batch.nodes = Self.changedNodes(run, events)
-        }
         let lastSeq = batch.lastSeq
         let dispatcher = deliveries.isEmpty ? nil : self.dispatcher
-        let durable = self.durable
         let jobEvents = feed == nil ? [] : batch.events
+        let endedSnapshot = batch.ended?.snapshot
         batch.committed = { committed in
             if committed {
-                if durable { run.markDurable(through: lastSeq) }
+                run.markDurable(through: lastSeq)
                 // Server-wide readers, and deliveries, get only what is stored.
-                if let feed { feed.publish(jobID: run.id, events: jobEvents, job: run.snapshot) }
+                if let feed { feed.publish(jobID: run.id, events: jobEvents, job: endedSnapshot ?? run.snapshot) }
                 dispatcher?.dispatch(deliveries)
             }
             if ends { self.ended(run) }
         }
         self.repository.append(batch)
+    }
+
+    /// The journal batch of `events`: the job's start, its end with its whole record, or — for a
+    /// durable repository — the node rows the events change.
+    private func batch(_ run: JobRun, _ events: ArraySlice<JobEvent>) -> JournalBatch {
+        // A repository that keeps nothing across restarts keeps a job's events with its end.
+        var batch = JournalBatch(
+            id: run.id,
+            key: run.storeKey.load(ordering: .relaxed),
+            events: self.durable ? Array(events) : []
+        )
+        for event in events where event.type == .jobStarted { batch.startedAt = event.time }
+        if events.last?.type.isTerminal == true {
+            let record = run.record
+            batch.ended = EndedJob(snapshot: record.snapshot, nodes: record.nodes, events: record.events)
+        } else if self.durable {
+            batch.nodes = Self.changedNodes(run, events)
+        }
+        return batch
     }
 
     /// The node rows `events` change: one per node, in the order of their first event, each saying
@@ -399,10 +451,15 @@ public final class JobService: JobObserver, Sendable {
 
     /// `run`'s end is recorded (or lost with a failed commit): reads find its record from now on.
     private func ended(_ run: JobRun) {
-        let waiters: [Promise<Void>] = self.state.withLock { state in
-            if state.live[run.id] === run { state.live[run.id] = nil }
-            return state.endWaiters.isEmpty ? [] : state.endWaiters.removeValue(forKey: run.id) ?? []
+        self.withLive(run.id) { live, key in
+            if live[key] === run { live[key] = nil }
         }
+        // A delete that found the run live registered before the run left (both under its
+        // shard's lock), so it is counted by now.
+        guard self.waitingDeletes.load(ordering: .sequentiallyConsistent) > 0 else { return }
+        let waiters = self.endWaiters.withLock { $0.removeValue(forKey: run.id) ?? [] }
+        if waiters.isEmpty { return }
+        self.waitingDeletes.subtract(waiters.count, ordering: .sequentiallyConsistent)
         for waiter in waiters { waiter.succeed(()) }
     }
 }

@@ -104,7 +104,8 @@ public struct IdempotencyKey: Sendable, Hashable {
 public struct JournalBatch: Sendable {
     public var id: String
     public var key: JobKey
-    /// Contiguous, in seq order.
+    /// Contiguous, in seq order (empty for a repository that is not durable: it keeps a job's
+    /// events with its end, `EndedJob.events`).
     public var events: [JobEvent]
     /// The node rows these events change, as the events say (registration ordinal and record);
     /// empty for a repository that is not durable.

@@ -13,36 +13,45 @@ import TaskGraph
 /// needs to outlive. Webhook deliveries are kept with their job and go with it.
 public final class MemoryJobRepository: JobRepository {
     /// A job's place in the insertion order; `record` is nil once the job is deleted or evicted.
-    /// A class, so that removing a job clears its place without a search and compacting the order
-    /// tests a pointer per entry rather than hashing an id (that took ~20 ms under the lock at
-    /// 200,000 entries, which showed as a p99 spike).
-    private final class Slot {
-        let position: UInt64
+    /// A small class of its own, so that removing a job clears its place without a search, and
+    /// compacting the order tests a pointer per entry in small, dense objects rather than hashing
+    /// an id (that took ~20 ms under the lock at 200,000 entries, which showed as a p99 spike) or
+    /// reading a flag from each large record (a cache miss each: the same spike). Read and written
+    /// under the repository's lock only (the invariant behind `@unchecked Sendable`).
+    private final class Slot: @unchecked Sendable {
+        var position: UInt64 = 0
         var record: Record?
-
-        init(position: UInt64, record: Record) {
-            self.position = position
-            self.record = record
-        }
     }
 
-    private struct Record {
+    /// A job's record: a class, so that it changes in place. Its fields are only read and written
+    /// under the repository's lock (the invariant behind `@unchecked Sendable`).
+    private final class Record: @unchecked Sendable {
+        var position: UInt64 = 0
         let id: String
         let name: String?
         let labels: [String: String]
         let createdAt: Timestamp
         let spec: JobSpec?
+        let idempotencyKey: String?
         var state = JobState.pending
         var startedAt: Timestamp?
         var cancelRequested = false
         var ended: EndedJob?
         var deliveries: [Delivery] = []
-        let idempotencyKey: String?
 
-        func stored(key: JobKey) -> StoredJob {
+        init(_ job: NewJobRecord) {
+            self.id = job.id
+            self.name = job.name
+            self.labels = job.labels
+            self.createdAt = job.createdAt
+            self.spec = job.spec
+            self.idempotencyKey = job.idempotency?.key
+        }
+
+        var stored: StoredJob {
             StoredJob(
                 id: self.id,
-                key: key,
+                key: JobKey(self.position),
                 name: self.name,
                 labels: self.labels,
                 input: self.spec?.input ?? .null,
@@ -78,40 +87,16 @@ public final class MemoryJobRepository: JobRepository {
         }
     }
 
-    /// A job id as a dictionary key: up to 31 bytes (every id this server issues has 26) held
-    /// inline with their count, so that hashing and comparing keys never reads a string's storage.
-    /// With 100,000 jobs held that storage is cold: every insert and eviction paid cache misses for
-    /// the keys it probed or moved. Longer ids stay strings.
-    private enum Key: Hashable {
-        case inline(UInt64, UInt64, UInt64, UInt64)
-        case other(String)
-
-        init(_ id: String) {
-            var id = id
-            let count = id.utf8.count
-            guard count < 32 else {
-                self = .other(id)
-                return
-            }
-            var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-            withUnsafeMutableBytes(of: &words) { raw in
-                id.withUTF8 { bytes in raw.copyMemory(from: UnsafeRawBufferPointer(bytes)) }
-                raw[31] = UInt8(count)
-            }
-            self = .inline(words.0, words.1, words.2, words.3)
-        }
-    }
-
     private struct State {
-        var slots: [Key: Slot] = [:]
+        var records: [JobIDKey: Slot] = [:]
         /// Insertion order; places of jobs deleted or evicted since are skipped when listing and
         /// dropped when they make up half of it.
         var order: [Slot] = []
         var removedSinceCompaction = 0
-        var idempotency: [String: (bodyHash: UInt64, id: Key)] = [:]
+        var idempotency: [String: (bodyHash: UInt64, id: JobIDKey)] = [:]
         var nextPosition: UInt64 = 1
         /// Finished jobs in the order they finished, with when.
-        var finished = CircularBuffer<(id: Key, at: Timestamp)>()
+        var finished = CircularBuffer<(id: JobIDKey, at: Timestamp)>()
     }
 
     private let state = Mutex(State())
@@ -129,24 +114,21 @@ public final class MemoryJobRepository: JobRepository {
     public var isDurable: Bool { false }
 
     public func insert(_ job: NewJobRecord) -> Future<InsertOutcome> {
-        let key = Key(job.id)
+        let key = JobIDKey(job.id)
+        // Made before the lock is taken; only the position is given under it.
+        let record = Record(job)
+        let slot = Slot()
+        slot.record = record
         let outcome: InsertOutcome = self.state.withLock { state in
             if let idempotency = job.idempotency, let seen = state.idempotency[idempotency.key] {
                 guard seen.bodyHash == idempotency.bodyHash else { return .mismatch }
-                if let existing = state.slots[seen.id]?.record { return .existing(id: existing.id) }
+                if let existing = state.records[seen.id]?.record { return .existing(id: existing.id) }
             }
-            let record = Record(
-                id: job.id,
-                name: job.name,
-                labels: job.labels,
-                createdAt: job.createdAt,
-                spec: job.spec,
-                idempotencyKey: job.idempotency?.key
-            )
             let position = state.nextPosition
-            let slot = Slot(position: position, record: record)
             state.nextPosition += 1
-            state.slots[key] = slot
+            record.position = position
+            slot.position = position
+            state.records[key] = slot
             state.order.append(slot)
             if let idempotency = job.idempotency { state.idempotency[idempotency.key] = (idempotency.bodyHash, key) }
             return .inserted(JobKey(position))
@@ -155,28 +137,28 @@ public final class MemoryJobRepository: JobRepository {
     }
 
     public func append(_ batch: JournalBatch) {
-        let key = Key(batch.id)
+        let key = JobIDKey(batch.id)
         // Usually nothing; freed after the lock is released, so the other event loop's inserts do
         // not wait while their memory (cold by now) is released.
-        let evicted: [Record] = self.state.withLock { state in
-            guard let slot = state.slots[key], slot.record != nil else { return [] }
-            if !batch.deliveries.isEmpty { slot.record!.deliveries += batch.deliveries }
-            if let startedAt = batch.startedAt, slot.record!.state == .pending {
-                slot.record!.state = .running
-                slot.record!.startedAt = startedAt
+        let evicted: [(EndedJob?, [Delivery])] = self.state.withLock { state in
+            guard let record = state.records[key]?.record else { return [] }
+            if !batch.deliveries.isEmpty { record.deliveries += batch.deliveries }
+            if let startedAt = batch.startedAt, record.state == .pending {
+                record.state = .running
+                record.startedAt = startedAt
             }
             guard let ended = batch.ended else { return [] }
-            slot.record!.state = ended.snapshot.state
-            slot.record!.ended = ended
+            record.state = ended.snapshot.state
+            record.ended = ended
             let at = ended.snapshot.finishedAt ?? .now()
             state.finished.append((key, at))
             let expired = self.retention.map { Timestamp(milliseconds: at.milliseconds - $0.wholeMilliseconds) }
-            var evicted: [Record] = []
+            var evicted: [(EndedJob?, [Delivery])] = []
             while let (id, at) = state.finished.first,
                 state.finished.count > self.maxFinishedJobs || expired.map({ at < $0 }) == true
             {
                 _ = state.finished.popFirst()
-                if let record = Self.remove(id, from: &state) { evicted.append(record) }
+                if let held = Self.remove(id, from: &state) { evicted.append(held) }
             }
             return evicted
         }
@@ -184,39 +166,42 @@ public final class MemoryJobRepository: JobRepository {
         withExtendedLifetime(evicted) {}
     }
 
-    /// Forgets job `id` and returns its record (nil when it is gone already); compacts the
-    /// insertion order when half of it is stale.
-    private static func remove(_ id: Key, from state: inout State) -> Record? {
-        guard let slot = state.slots.removeValue(forKey: id) else { return nil }
-        let record = slot.record
+    /// Forgets job `id` and returns what it held (freed by the caller once the lock is released);
+    /// compacts the insertion order when half of it is stale.
+    private static func remove(_ id: JobIDKey, from state: inout State) -> (EndedJob?, [Delivery])? {
+        guard let slot = state.records.removeValue(forKey: id), let record = slot.record else { return nil }
         slot.record = nil
-        if let key = record?.idempotencyKey, state.idempotency[key]?.id == id { state.idempotency[key] = nil }
+        if let key = record.idempotencyKey, state.idempotency[key]?.id == id { state.idempotency[key] = nil }
         state.removedSinceCompaction += 1
         if state.removedSinceCompaction * 2 > state.order.count {
             state.order.removeAll { $0.record == nil }
             state.removedSinceCompaction = 0
         }
-        return record
+        defer {
+            record.ended = nil
+            record.deliveries = []
+        }
+        return (record.ended, record.deliveries)
     }
 
     public func requestCancel(_ id: String) -> Future<Void> {
-        let key = Key(id)
-        self.state.withLock { state in state.slots[key]?.record?.cancelRequested = true }
+        let key = JobIDKey(id)
+        self.state.withLock { state in state.records[key]?.record?.cancelRequested = true }
         return Future(value: ())
     }
 
     public func job(_ id: String) -> Future<StoredJob?> {
-        let key = Key(id)
+        let key = JobIDKey(id)
         return Future(
             value: self.state.withLock { state in
-                state.slots[key].flatMap { slot in slot.record?.stored(key: JobKey(slot.position)) }
+                state.records[key]?.record?.stored
             }
         )
     }
 
     public func list(_ query: JobQuery) -> Future<JobPage> {
-        let found: [(UInt64, Record)] = self.state.withLock { state in
-            var found: [(UInt64, Record)] = []
+        let found: [(position: UInt64, snapshot: JobSnapshot)] = self.state.withLock { state in
+            var found: [(position: UInt64, snapshot: JobSnapshot)] = []
             // Binary search for the first position at or after the cursor, then walk back.
             var end = state.order.count
             if let before = query.before {
@@ -234,22 +219,28 @@ public final class MemoryJobRepository: JobRepository {
                 let slot = state.order[index]
                 index -= 1
                 guard let record = slot.record else { continue }
-                if let wanted = query.state, record.state != wanted { continue }
+                // Unfinished jobs match both unfinished states: the service shows them as they are
+                // now, and keeps those in the state asked for.
+                if let wanted = query.state, record.state != wanted,
+                    wanted.isTerminal || record.state.isTerminal
+                {
+                    continue
+                }
                 if query.labels.contains(where: { record.labels[$0.key] != $0.value }) { continue }
-                found.append((slot.position, record))
+                found.append((record.position, record.snapshot))
             }
             return found
         }
         let more = found.count > query.limit
         let page = found.prefix(query.limit)
-        return Future(value: JobPage(items: page.map(\.1.snapshot), next: more ? page.last?.0 : nil))
+        return Future(value: JobPage(items: page.map(\.snapshot), next: more ? page.last?.position : nil))
     }
 
     public func delete(_ id: String) -> Future<DeleteResult> {
-        let key = Key(id)
+        let key = JobIDKey(id)
         // The record is freed after the lock is released (see `append`).
-        let (result, removed) = self.state.withLock { state -> (DeleteResult, Record?) in
-            guard let record = state.slots[key]?.record else { return (.notFound, nil) }
+        let (result, removed) = self.state.withLock { state -> (DeleteResult, (EndedJob?, [Delivery])?) in
+            guard let record = state.records[key]?.record else { return (.notFound, nil) }
             guard record.ended != nil else { return (.notTerminal, nil) }
             return (.deleted, Self.remove(key, from: &state))
         }
@@ -262,13 +253,13 @@ public final class MemoryJobRepository: JobRepository {
             value: self.state.withLock { state in
                 state.order.compactMap { slot in
                     guard let record = slot.record, record.ended == nil, !live.contains(record.id) else { return nil }
-                    return record.stored(key: JobKey(slot.position))
+                    return record.stored
                 }
             }
         )
     }
 
-    public func count() -> Future<Int> { Future(value: self.state.withLock { $0.slots.count }) }
+    public func count() -> Future<Int> { Future(value: self.state.withLock { $0.records.count }) }
 
     @discardableResult
     public func close() -> Future<Void> { Future(value: ()) }
@@ -282,18 +273,18 @@ public final class MemoryJobRepository: JobRepository {
     // MARK: - DeliveryStore
 
     public func update(_ delivery: Delivery) {
-        let key = Key(delivery.jobID)
+        let key = JobIDKey(delivery.jobID)
         self.state.withLock { state in
-            guard let slot = state.slots[key], slot.record != nil,
-                let index = slot.record!.deliveries.firstIndex(where: { $0.id == delivery.id })
+            guard let record = state.records[key]?.record,
+                let index = record.deliveries.firstIndex(where: { $0.id == delivery.id })
             else { return }
-            slot.record!.deliveries[index] = delivery
+            record.deliveries[index] = delivery
         }
     }
 
     public func deliveries(jobID: String) -> Future<[Delivery]> {
-        let key = Key(jobID)
-        let list = self.state.withLock { $0.slots[key]?.record?.deliveries ?? [] }
+        let key = JobIDKey(jobID)
+        let list = self.state.withLock { $0.records[key]?.record?.deliveries ?? [] }
         return Future(value: list.sorted { ($0.seq, $0.id) < ($1.seq, $1.id) })
     }
 

@@ -37,52 +37,60 @@ public enum FeedStart: Equatable, Sendable {
     case stale
 }
 
-/// One event of the feed. Its JSON is made once, by the first reader that sends it, and shared
-/// by every other: ten server-wide readers cost one encoding per event, not ten.
-public final class FeedEntry: Sendable {
+/// One event of the feed: a value (its place, its job's id, the event) and the job as it was
+/// when the event was committed, shared by the entries published together.
+public struct FeedEntry: Sendable {
     let position: Int
     let jobID: String
     let event: JobEvent
-    let job: JobSnapshot
+    let job: FeedJob
     /// The feed's part of the cursor (`InProcessEventFeed.boot`).
     let boot: String
-    private let encoded = Mutex<[UInt8]?>(nil)
-
-    init(position: Int, jobID: String, event: JobEvent, job: JobSnapshot, boot: String) {
-        self.position = position
-        self.jobID = jobID
-        self.event = event
-        self.job = job
-        self.boot = boot
-    }
 
     var cursor: String { "\(self.boot).\(self.position)" }
 
     /// The entry as JSON: the event, its job's id and cursor, and the job as it was (as list views
-    /// show it: without input and result).
+    /// show it: without input and result). Made once, by the first reader that sends it, and
+    /// shared by every other: ten server-wide readers cost one encoding per event, not ten.
     var json: [UInt8] {
-        if let bytes = self.encoded.withLock({ $0 }) { return bytes }
-        var json = JSONWriter(capacity: 512)
-        json.beginObject()
-        json.key("cursor")
-        json.string(self.cursor)
-        json.key("jobId")
-        json.string(self.jobID)
-        json.key("seq")
-        json.int(self.event.seq)
-        json.key("type")
-        json.string(self.event.type.rawValue)
-        json.key("time")
-        json.timestamp(self.event.time)
-        if let data = self.event.data {
-            json.key("data")
-            json.value(data)
+        self.job.encoded(self.position) {
+            var json = JSONWriter(capacity: 512)
+            json.beginObject()
+            json.key("cursor")
+            json.string(self.cursor)
+            json.key("jobId")
+            json.string(self.jobID)
+            json.key("seq")
+            json.int(self.event.seq)
+            json.key("type")
+            json.string(self.event.type.rawValue)
+            json.key("time")
+            json.timestamp(self.event.time)
+            if let data = self.event.data {
+                json.key("data")
+                json.value(data)
+            }
+            json.key("job")
+            self.job.snapshot.write(to: &json, includePayloads: false)
+            json.endObject()
+            return json.bytes
         }
-        json.key("job")
-        self.job.write(to: &json, includePayloads: false)
-        json.endObject()
-        let bytes = json.bytes
-        self.encoded.withLock { $0 = bytes }
+    }
+}
+
+/// The job of the entries published together, and their JSON once a reader made it: one object
+/// per publication, none per entry (most feeds are written far more than they are read).
+public final class FeedJob: Sendable {
+    let snapshot: JobSnapshot
+    private let cache = Mutex<[Int: [UInt8]]>([:])
+
+    init(_ snapshot: JobSnapshot) { self.snapshot = snapshot }
+
+    /// The JSON of the entry at `position`, made by `make` the first time.
+    func encoded(_ position: Int, _ make: () -> [UInt8]) -> [UInt8] {
+        if let bytes = self.cache.withLock({ $0[position] }) { return bytes }
+        let bytes = make()
+        self.cache.withLock { $0[position] = bytes }
         return bytes
     }
 }
@@ -107,11 +115,12 @@ public final class InProcessEventFeed: EventFeed {
     let boot = String(UInt64(Timestamp.now().milliseconds), radix: 36)
 
     public func publish(jobID: String, events: some Collection<JobEvent>, job: JobSnapshot) {
+        let shared = FeedJob(job)
         let waiters: [Promise<Void>] = self.state.withLock { state in
             for event in events where event.type.isJobEvent {
                 let position = state.next
                 state.entries.append(
-                    FeedEntry(position: position, jobID: jobID, event: event, job: job, boot: self.boot)
+                    FeedEntry(position: position, jobID: jobID, event: event, job: shared, boot: self.boot)
                 )
                 state.next += 1
                 if state.entries.count > Self.capacity { state.entries.removeFirst() }
