@@ -93,38 +93,38 @@ public final class ExternalPools: Sendable {
 
     // MARK: - Carrying out the lease table's actions
 
-    /// Carries out `actions` (outside the lock); returns what a `finish` among them returned.
+    /// Carries out `actions` (outside the lock); returns what their `finish` returned.
     @discardableResult
-    private func run(_ actions: [LeaseTable.Action]) -> Bool? {
-        var finished: Bool?
-        for action in actions {
-            switch action {
-            case .checkExpiry(let key, let delay):
-                self.arm(key, after: delay) { [weak self] in self?.expiryDue(key) }
-            case .limitAttempt(let key, let delay, let timeoutMs):
-                self.arm(key, after: delay) { [weak self] in
-                    self?.end(
-                        key,
-                        with: TaskError(
-                            code: "task.timeout",
-                            message: "the attempt did not finish within \(timeoutMs) ms"
-                        )
-                    )
-                }
-            case .cancelTimer(let timer):
-                self.clock.cancel(timer)
-            case .finish(let attempt, let outcome, let retryable):
-                finished = attempt.task.finish(outcome, retryable: retryable)
-            case .forget(let hash):
-                self.journal?.removeLeases([hash])
+    private func run(_ actions: LeaseTable.Actions) -> Bool? {
+        if let timer = actions.cancel.0 { self.clock.cancel(timer) }
+        if let timer = actions.cancel.1 { self.clock.cancel(timer) }
+        if let (key, delay) = actions.checkExpiry {
+            self.arm(key, .expiry, after: delay) { [weak self] in self?.expiryDue(key) }
+        }
+        if let (key, delay, timeoutMs) = actions.limitAttempt {
+            self.arm(key, .attempt, after: delay) { [weak self] in
+                self?.end(
+                    key,
+                    with: TaskError(code: "task.timeout", message: "the attempt did not finish within \(timeoutMs) ms")
+                )
             }
         }
+        var finished: Bool?
+        if let (attempt, outcome, retryable) = actions.finish {
+            finished = attempt.task.finish(outcome, retryable: retryable)
+        }
+        if let hash = actions.forget { self.journal?.removeLeases([hash]) }
         return finished
     }
 
-    private func arm(_ key: String, after delay: Duration, _ work: @escaping @Sendable () -> Void) {
+    private func arm(
+        _ key: String,
+        _ kind: LeaseTable.Timer,
+        after delay: Duration,
+        _ work: @escaping @Sendable () -> Void
+    ) {
         let timer = self.clock.schedule(after: delay, work)
-        if !self.state.withLock({ $0.leases.armed(timer, for: key) }) { self.clock.cancel(timer) }
+        if !self.state.withLock({ $0.leases.armed(timer, kind, for: key) }) { self.clock.cancel(timer) }
     }
 
     // MARK: - Queueing (the engine's side)
@@ -134,8 +134,8 @@ public final class ExternalPools: Sendable {
         let attempt = ReadyAttempt(task: task, pool: pool)
         enum Placed {
             case queued
-            case resumed(workerId: String, [LeaseTable.Action])
-            case handedOff(Waiter, ClockTimer?, Claimed, StoredLease?, [LeaseTable.Action])
+            case resumed(workerId: String, LeaseTable.Actions)
+            case handedOff(Waiter, ClockTimer?, Claimed, StoredLease?, LeaseTable.Actions)
         }
         let now = self.clock.monotonicNanoseconds()
         let placed: Placed = self.state.withLock { state in
@@ -213,7 +213,7 @@ public final class ExternalPools: Sendable {
         workerId: String,
         now: UInt64,
         in state: inout State
-    ) -> (Claimed, StoredLease?, [LeaseTable.Action]) {
+    ) -> (Claimed, StoredLease?, LeaseTable.Actions) {
         let id = LeaseID.make()
         let durable = self.journalSlot.withLock { $0 != nil }
         let hash = durable ? LeaseID.hash(id) : nil
@@ -243,7 +243,7 @@ public final class ExternalPools: Sendable {
         storedHash: String?,
         now: UInt64,
         in state: inout State
-    ) -> [LeaseTable.Action] {
+    ) -> LeaseTable.Actions {
         let actions = state.leases.start(attempt, key: key, workerId: workerId, storedHash: storedHash, now: now)
         state.pools[attempt.pool].leased += 1
         state.pools[attempt.pool].claimed += 1
@@ -267,7 +267,7 @@ public final class ExternalPools: Sendable {
         guard let pool = self.poolIndex[name] else { return Future(value: []) }
         let promise = Promise<[Claimed]>()
         let now = self.clock.monotonicNanoseconds()
-        let (taken, stored, leaseActions, waiterID): ([Claimed], [StoredLease], [LeaseTable.Action], UInt64?) =
+        let (taken, stored, leaseActions, waiterID): ([Claimed], [StoredLease], [LeaseTable.Actions], UInt64?) =
             try self.state.withLock {
                 state throws(ExternalPoolsError) in
                 self.noteWorker(workerId, pool: pool, leases: 0, in: &state)
@@ -290,12 +290,14 @@ public final class ExternalPools: Sendable {
                 }
                 var taken: [Claimed] = []
                 var stored: [StoredLease] = []
-                var leaseActions: [LeaseTable.Action] = []
+                var leaseActions: [LeaseTable.Actions] = []
+                leaseActions.reserveCapacity(picked.count)
                 for attempt in picked {
-                    if let timer = attempt.scheduleTimer { leaseActions.append(.cancelTimer(timer)) }
-                    let (claimed, record, actions) = self.lease(attempt, workerId: workerId, now: now, in: &state)
+                    var (claimed, record, actions) = self.lease(attempt, workerId: workerId, now: now, in: &state)
+                    // Its schedule timeout ends with its wait.
+                    actions.cancel.0 = attempt.scheduleTimer
                     taken.append(claimed)
-                    leaseActions += actions
+                    leaseActions.append(actions)
                     if let record { stored.append(record) }
                 }
                 return (taken, stored, leaseActions, nil)
@@ -318,7 +320,7 @@ public final class ExternalPools: Sendable {
             }
             return promise.future
         }
-        self.run(leaseActions)
+        for actions in leaseActions { self.run(actions) }
         if taken.isEmpty { return Future(value: []) }
         self.deliver(taken, stored: stored, to: promise)
         return promise.future
@@ -423,7 +425,7 @@ public final class ExternalPools: Sendable {
         cancelled: Bool,
         finishing: (outcome: Outcome<JSONValue>, retryable: Bool)? = nil,
         in state: inout State
-    ) -> (LeaseTable.Lease, [LeaseTable.Action])? {
+    ) -> (LeaseTable.Lease, LeaseTable.Actions)? {
         guard let (lease, actions) = state.leases.end(key, cancelled: cancelled, finishing: finishing) else {
             return nil
         }
@@ -435,7 +437,7 @@ public final class ExternalPools: Sendable {
     /// The heartbeat timer of lease `key` fired: it expires unless a heartbeat moved its deadline.
     private func expiryDue(_ key: String) {
         let now = self.clock.monotonicNanoseconds()
-        let actions: [LeaseTable.Action] = self.state.withLock { state in
+        let actions: LeaseTable.Actions = self.state.withLock { state in
             let (expired, actions) = state.leases.expiryDue(key, now: now)
             if let expired {
                 state.pools[expired.attempt.pool].expired += 1
@@ -477,19 +479,21 @@ public final class ExternalPools: Sendable {
     /// The attempt's future completed, whoever completed it: a queued attempt leaves the queue and
     /// a live lease ends (cancelled with its job or node).
     private func attemptEnded(_ attempt: ReadyAttempt) {
-        let actions: [LeaseTable.Action] = self.state.withLock { state in
+        let actions: LeaseTable.Actions? = self.state.withLock { state in
             switch attempt.place {
             case .queued:
                 attempt.place = .ended
                 state.pools[attempt.pool].queue.remove(attempt)
-                return attempt.scheduleTimer.map { [.cancelTimer($0)] } ?? []
+                var actions = LeaseTable.Actions()
+                actions.cancel.0 = attempt.scheduleTimer
+                return actions
             case .leased(let key):
-                return self.endLease(key, cancelled: attempt.task.isCancelled, in: &state)?.1 ?? []
+                return self.endLease(key, cancelled: attempt.task.isCancelled, in: &state)?.1
             case .ended:
-                return []
+                return nil
             }
         }
-        if !actions.isEmpty { self.run(actions) }
+        if let actions { self.run(actions) }
     }
 
     private func noteWorker(_ workerId: String, pool: Int, leases delta: Int, in state: inout State) {
@@ -516,7 +520,8 @@ public final class ExternalPools: Sendable {
 
     /// Forgets stored leases whose attempts did not come back (their jobs ended or were deleted).
     public func finishRestoring() {
-        self.run(self.state.withLock { $0.leases.finishRestoring() })
+        let stale = self.state.withLock { $0.leases.finishRestoring() }
+        if !stale.isEmpty { self.journal?.removeLeases(stale) }
     }
 
     /// Whether a lease stored before the restart waits for this task's attempt to come back.

@@ -3,7 +3,7 @@ import TaskCore
 import TaskGraph
 
 /// Every live lease of a server's external pools, as a state machine: each call changes the table
-/// and returns what must happen because of it (`Action`s: arm a timer, end an attempt, forget a
+/// and returns what must happen because of it (`Actions`: arm a timer, end an attempt, forget a
 /// stored lease), which the external pools carries out after releasing its lock. So no timer is armed,
 /// no job is told, and no store is written while the lock is held (the shape of async-http-client's
 /// connection pool).
@@ -25,21 +25,30 @@ struct LeaseTable: Sendable {
         let heartbeat: UInt64
         /// The hash the store keeps; nil in memory-only servers.
         let storedHash: String?
-        /// The timers armed for it (heartbeat check, attempt limit).
-        var timers: [ClockTimer] = []
+        /// The timers armed for it.
+        var expiryTimer: ClockTimer?
+        var attemptTimer: ClockTimer?
     }
 
-    /// What a change of the table asks of its owner, in order.
-    enum Action {
-        /// Arm a timer that calls `expiryDue(key, …)` after `delay`.
-        case checkExpiry(key: String, after: Duration)
-        /// Arm the attempt's time limit: after `delay`, end it with `task.timeout`.
-        case limitAttempt(key: String, after: Duration, timeoutMs: Int)
-        case cancelTimer(ClockTimer)
+    /// What a change of the table asks of its owner — at most one of each, carried out in the
+    /// order of the fields (a value: a lease's start or end allocates nothing for it).
+    struct Actions {
+        /// Cancel these timers.
+        var cancel: (ClockTimer?, ClockTimer?) = (nil, nil)
+        /// Arm a timer that calls `expiryDue(key, …)` after a delay.
+        var checkExpiry: (key: String, after: Duration)?
+        /// Arm the attempt's time limit: after the delay, end it with `task.timeout`.
+        var limitAttempt: (key: String, after: Duration, timeoutMs: Int)?
         /// End the attempt with this outcome (its job decides what follows: a retry, or the end).
-        case finish(ReadyAttempt, Outcome<JSONValue>, retryable: Bool)
+        var finish: (attempt: ReadyAttempt, outcome: Outcome<JSONValue>, retryable: Bool)?
         /// Delete the stored lease with this hash.
-        case forget(String)
+        var forget: String?
+    }
+
+    /// Which timer of a lease was armed.
+    enum Timer {
+        case expiry
+        case attempt
     }
 
     enum Found: Equatable {
@@ -79,7 +88,7 @@ struct LeaseTable: Sendable {
         workerId: String,
         storedHash: String?,
         now: UInt64
-    ) -> [Action] {
+    ) -> Actions {
         let task = attempt.task
         let heartbeat = UInt64(task.heartbeatTimeoutMs) * 1_000_000
         self.live[key] = Lease(
@@ -90,18 +99,20 @@ struct LeaseTable: Sendable {
             storedHash: storedHash
         )
         attempt.place = .leased(key)
-        var actions: [Action] = [.checkExpiry(key: key, after: .milliseconds(task.heartbeatTimeoutMs))]
-        if let timeoutMs = task.timeoutMs {
-            actions.append(.limitAttempt(key: key, after: .milliseconds(timeoutMs), timeoutMs: timeoutMs))
-        }
+        var actions = Actions()
+        actions.checkExpiry = (key, .milliseconds(task.heartbeatTimeoutMs))
+        if let timeoutMs = task.timeoutMs { actions.limitAttempt = (key, .milliseconds(timeoutMs), timeoutMs) }
         return actions
     }
 
     /// Records a timer armed for lease `key`; `false` when the lease ended meanwhile (the owner
     /// then cancels the timer).
-    mutating func armed(_ timer: ClockTimer, for key: String) -> Bool {
+    mutating func armed(_ timer: ClockTimer, _ kind: Timer, for key: String) -> Bool {
         guard self.live[key] != nil else { return false }
-        self.live[key]!.timers.append(timer)
+        switch kind {
+        case .expiry: self.live[key]!.expiryTimer = timer
+        case .attempt: self.live[key]!.attemptTimer = timer
+        }
         return true
     }
 
@@ -114,10 +125,12 @@ struct LeaseTable: Sendable {
 
     /// The heartbeat check of lease `key` fired: re-armed for the rest of a moved deadline, or the
     /// lease ends and its attempt fails with `task.heartbeatTimeout`.
-    mutating func expiryDue(_ key: String, now: UInt64) -> (expired: Lease?, actions: [Action]) {
-        guard let lease = self.live[key] else { return (nil, []) }
+    mutating func expiryDue(_ key: String, now: UInt64) -> (expired: Lease?, actions: Actions) {
+        guard let lease = self.live[key] else { return (nil, Actions()) }
         if lease.deadline > now {
-            return (nil, [.checkExpiry(key: key, after: .nanoseconds(Int64(lease.deadline - now)))])
+            var actions = Actions()
+            actions.checkExpiry = (key, .nanoseconds(Int64(lease.deadline - now)))
+            return (nil, actions)
         }
         let milliseconds = lease.heartbeat / 1_000_000
         let error = TaskError(
@@ -139,7 +152,7 @@ struct LeaseTable: Sendable {
         _ key: String,
         cancelled: Bool,
         finishing: (outcome: Outcome<JSONValue>, retryable: Bool)? = nil
-    ) -> (Lease, [Action])? {
+    ) -> (Lease, Actions)? {
         guard let lease = self.live.removeValue(forKey: key) else { return nil }
         lease.attempt.place = .ended
         self.ended[key] = cancelled
@@ -147,11 +160,10 @@ struct LeaseTable: Sendable {
         if self.endedOrder.count > self.maxRemembered, let oldest = self.endedOrder.popFirst() {
             self.ended[oldest] = nil
         }
-        var actions = lease.timers.map(Action.cancelTimer)
-        if let finishing {
-            actions.append(.finish(lease.attempt, finishing.outcome, retryable: finishing.retryable))
-        }
-        if let hash = lease.storedHash { actions.append(.forget(hash)) }
+        var actions = Actions()
+        actions.cancel = (lease.expiryTimer, lease.attemptTimer)
+        if let finishing { actions.finish = (lease.attempt, finishing.outcome, finishing.retryable) }
+        actions.forget = lease.storedHash
         return (lease, actions)
     }
 
@@ -178,9 +190,9 @@ struct LeaseTable: Sendable {
         return self.restored.removeValue(forKey: Self.restoreKey(jobID, taskID))
     }
 
-    /// The stored leases whose attempts did not come back, forgotten.
-    mutating func finishRestoring() -> [Action] {
+    /// The stored leases whose attempts did not come back, forgotten: their hashes, to delete.
+    mutating func finishRestoring() -> [String] {
         defer { self.restored = [:] }
-        return self.restored.values.map { .forget($0.hash) }
+        return self.restored.values.map(\.hash)
     }
 }

@@ -98,14 +98,17 @@ extension SQLiteJobRepository {
         let firstSeq: Int
         var lastSeq: Int
         var events: [JobEvent]
-        /// Node rows to upsert (a job still running after this commit), by registration ordinal.
-        var nodes: [Int: NodeRecord] = [:]
+        /// Node rows to upsert (a job still running after this commit), in the order of their
+        /// batches: a later row of the same node overwrites an earlier one.
+        var nodes: [(ordinal: Int, record: NodeRecord)] = []
         /// `job.started` is in this commit and the job goes on.
         var startedAt: Timestamp?
         /// The job ended in this commit.
         var ended: EndedJob?
         var deliveries: [Delivery] = []
         var committed: [@Sendable (Bool) -> Void] = []
+        /// How many batches were merged into this entry.
+        var batches = 1
 
         init(_ batch: JournalBatch) {
             self.id = batch.id
@@ -121,8 +124,9 @@ extension SQLiteJobRepository {
             if events {
                 self.events += batch.events
                 self.lastSeq = batch.lastSeq
+                self.batches += 1
             }
-            for (ordinal, record) in batch.nodes { self.nodes[ordinal] = record }
+            if self.nodes.isEmpty { self.nodes = batch.nodes } else { self.nodes += batch.nodes }
             if let startedAt = batch.startedAt { self.startedAt = startedAt }
             if let ended = batch.ended { self.ended = ended }
             self.deliveries += batch.deliveries
@@ -392,8 +396,11 @@ extension SQLiteJobRepository {
             .bytes(StoredRecords.encodeEvents(entry.events))
         ).run()
         if entry.ended == nil {
-            for ordinal in entry.nodes.keys.sorted() {
-                try self.writeNode(entry.position, ordinal: ordinal, entry.nodes[ordinal]!)
+            // One row per node, the latest (batches merged into one commit may name a node twice).
+            var written = Set<Int>()
+            for (ordinal, record) in entry.nodes.reversed() where entry.batches == 1 || written.insert(ordinal).inserted
+            {
+                try self.writeNode(entry.position, ordinal: ordinal, record)
             }
         }
         for delivery in entry.deliveries { try self.writeDelivery(delivery) }
