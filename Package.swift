@@ -124,6 +124,7 @@ let package = Package(
             name: "outbound-bench",
             dependencies: [
                 "TaskServer",
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],

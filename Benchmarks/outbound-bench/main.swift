@@ -14,6 +14,7 @@
 import Dispatch
 import Foundation
 import Logging
+import NIOCore
 import NIOHTTP1
 import Synchronization
 import TaskCore
@@ -114,8 +115,9 @@ final class DeliveryCounter: Sendable {
 }
 
 let counter = DeliveryCounter()
-// Deliveries of no stored job: the outbox ignores their updates, and only the sending is measured.
-let dispatcher = WebhookDispatcher(client: client, store: MemoryJobRepository(), logger: logger) { counter.record($0) }
+// The deliveries of one job per round, stored in a memory outbox that the dispatcher claims from.
+let outbox = MemoryJobRepository()
+let dispatcher = WebhookDispatcher(client: client, store: outbox, logger: logger) { counter.record($0) }
 
 func runDeliveries(_ count: Int, round: Int) async throws -> Double {
     let body: JSONValue = [
@@ -132,7 +134,7 @@ func runDeliveries(_ count: Int, round: Int) async throws -> Double {
     let deliveries = (0..<count).map { index in
         Delivery(
             id: "msg_bench\(round)_\(index)",
-            jobID: "bench\(round)-\(index / 5)",
+            jobID: "bench\(round)",
             seq: index % 5 + 1,
             eventType: .jobSucceeded,
             url: base + "/hook",
@@ -143,9 +145,21 @@ func runDeliveries(_ count: Int, round: Int) async throws -> Double {
             createdAt: time
         )
     }
+    let job = NewJobRecord(
+        id: "bench\(round)",
+        name: nil,
+        labels: [:],
+        createdAt: time,
+        document: ByteBuffer(),
+        idempotency: nil
+    )
+    guard case .inserted(let key) = outbox.insert(job).outcome?.value else { fatalError("not inserted") }
+    var batch = JournalBatch(id: job.id, key: key, events: [])
+    batch.deliveries = deliveries
     let done = counter.expect(count)
     let start = now()
-    dispatcher.dispatch(deliveries)
+    outbox.append(batch)
+    dispatcher.wake()
     try await done.value
     let rate = Double(count) / seconds(since: start)
     precondition(counter.failed == 0, "\(counter.failed) deliveries failed")

@@ -114,6 +114,7 @@ public final class Application: Sendable {
                 maxConcurrent: configuration.webhooks.maxConcurrent
             ),
             logger: backgroundLogger,
+            clock: clock,
             onAttempt: { metrics.webhookAttempt($0) }
         )
         self.jobs = JobService(
@@ -174,7 +175,7 @@ public final class Application: Sendable {
         self.server.withLock { $0 = server }
         let port = try await server.start()
         // Deliveries a durable outbox still holds from before a restart (none in memory).
-        self.dispatcher.resume(try await self.repository.pending().value)
+        self.dispatcher.wake()
         return port
     }
 

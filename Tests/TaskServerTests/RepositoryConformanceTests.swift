@@ -286,15 +286,37 @@ struct RepositoryConformanceTests {
         #expect(try repository.deliveries(jobID: "a").wait().map(\.seq) == [4, 5])
         var delivered = Self.delivery("a", seq: 4, state: .delivered)
         delivered.attempts = [DeliveryAttempt(at: Self.time(6), status: 204, durationMs: 3)]
-        repository.update(delivered)
-        try subject.settle()
+        try repository.update(delivered).wait()
         let after = try repository.deliveries(jobID: "a").wait()
         #expect(after.first == delivered)
-        #expect(try repository.pending().wait().map(\.id) == ["msg_a_5"])
+        // A claim takes the pending ones whose time has come, earliest first, each once.
+        var later = Self.delivery("b", seq: 6)
+        later.nextAttemptAt = Self.time(60_000)
+        let keyB = try Self.insert(repository, Self.record("b"))
+        var batch = Self.started("b", key: keyB)
+        batch.deliveries = [later]
+        repository.append(batch)
+        try subject.settle()
+        #expect(try repository.claimDue(at: Self.time(4), limit: 10).wait().deliveries.isEmpty, "not due yet")
+        let first = try repository.claimDue(at: Self.time(10), limit: 10).wait()
+        #expect(first.deliveries.map(\.id) == ["msg_a_5"])
+        #expect(first.next == Self.time(60_000), "when the next pending one falls due")
+        #expect(try repository.claimDue(at: Self.time(10), limit: 10).wait().deliveries.isEmpty, "claimed once")
+        // A claim does not outlive its process: a restart finds it pending and unclaimed.
         if let image = try subject.crashImage() {
-            #expect(try image.pending().wait().map(\.id) == ["msg_a_5"])
+            #expect(try image.claimDue(at: Self.time(10), limit: 10).wait().deliveries.map(\.id) == ["msg_a_5"])
             try image.close().wait()
         }
+        // The attempt's outcome releases the claim: a retry is claimed again when it falls due.
+        var retry = first.deliveries[0]
+        retry.attempts = [DeliveryAttempt(at: Self.time(10), status: 500, durationMs: 2)]
+        retry.nextAttemptAt = Self.time(30_000)
+        try repository.update(retry).wait()
+        let next = try repository.claimDue(at: Self.time(20_000), limit: 10).wait()
+        #expect(next.deliveries.isEmpty && next.next == Self.time(30_000))
+        let both = try repository.claimDue(at: Self.time(60_000), limit: 1).wait()
+        #expect(both.deliveries.map(\.id) == ["msg_a_5"], "at most the limit, earliest first")
+        #expect(try repository.claimDue(at: Self.time(60_000), limit: 10).wait().deliveries.map(\.id) == ["msg_b_6"])
     }
 
     @Test(arguments: RepositoryKind.allCases)

@@ -375,7 +375,7 @@ public final class JobService: JobObserver, Sendable {
                 self.repository.append(batch)
             }
             feed?.publish(jobID: run.id, events: events, job: ended?.snapshot ?? run.snapshot)
-            if !deliveries.isEmpty { self.dispatcher?.dispatch(deliveries) }
+            if !deliveries.isEmpty { self.dispatcher?.wake() }
             if ends { self.ended(run) }
             return
         }
@@ -390,7 +390,7 @@ public final class JobService: JobObserver, Sendable {
                 run.markDurable(through: lastSeq)
                 // Server-wide readers, and deliveries, get only what is stored.
                 if let feed { feed.publish(jobID: run.id, events: jobEvents, job: endedSnapshot ?? run.snapshot) }
-                dispatcher?.dispatch(deliveries)
+                dispatcher?.wake()
             }
             if ends { self.ended(run) }
         }

@@ -97,6 +97,9 @@ public final class MemoryJobRepository: JobRepository {
         var nextPosition: UInt64 = 1
         /// Finished jobs in the order they finished, with when.
         var finished = CircularBuffer<(id: JobIDKey, at: Timestamp)>()
+        /// The pending deliveries nobody has claimed, by id, with their jobs: what `claimDue`
+        /// looks through.
+        var unclaimed: [String: JobIDKey] = [:]
     }
 
     private let state = Mutex(State())
@@ -142,7 +145,10 @@ public final class MemoryJobRepository: JobRepository {
         // not wait while their memory (cold by now) is released.
         let evicted: [(EndedJob?, [Delivery])] = self.state.withLock { state in
             guard let record = state.records[key]?.record else { return [] }
-            if !batch.deliveries.isEmpty { record.deliveries += batch.deliveries }
+            if !batch.deliveries.isEmpty {
+                record.deliveries += batch.deliveries
+                for delivery in batch.deliveries where delivery.state == .pending { state.unclaimed[delivery.id] = key }
+            }
             if let startedAt = batch.startedAt, record.state == .pending {
                 record.state = .running
                 record.startedAt = startedAt
@@ -172,6 +178,7 @@ public final class MemoryJobRepository: JobRepository {
         guard let slot = state.records.removeValue(forKey: id), let record = slot.record else { return nil }
         slot.record = nil
         if let key = record.idempotencyKey, state.idempotency[key]?.id == id { state.idempotency[key] = nil }
+        for delivery in record.deliveries { state.unclaimed[delivery.id] = nil }
         state.removedSinceCompaction += 1
         if state.removedSinceCompaction * 2 > state.order.count {
             state.order.removeAll { $0.record == nil }
@@ -272,28 +279,45 @@ public final class MemoryJobRepository: JobRepository {
 
     // MARK: - DeliveryStore
 
-    public func update(_ delivery: Delivery) {
+    public func update(_ delivery: Delivery) -> Future<Void> {
         let key = JobIDKey(delivery.jobID)
         self.state.withLock { state in
             guard let record = state.records[key]?.record,
                 let index = record.deliveries.firstIndex(where: { $0.id == delivery.id })
             else { return }
             record.deliveries[index] = delivery
+            // The claim is released: a delivery still pending can be claimed again when due.
+            state.unclaimed[delivery.id] = delivery.state == .pending ? key : nil
         }
+        return Future(value: ())
+    }
+
+    public func claimDue(at now: Timestamp, limit: Int) -> Future<(deliveries: [Delivery], next: Timestamp?)> {
+        let claimed: (deliveries: [Delivery], next: Timestamp?) = self.state.withLock { state in
+            var due: [Delivery] = []
+            var next: Timestamp?
+            for (id, key) in state.unclaimed {
+                guard let delivery = state.records[key]?.record?.deliveries.first(where: { $0.id == id }) else {
+                    continue
+                }
+                if delivery.nextAttemptAt <= now {
+                    due.append(delivery)
+                } else if next.map({ delivery.nextAttemptAt < $0 }) ?? true {
+                    next = delivery.nextAttemptAt
+                }
+            }
+            due.sort { ($0.nextAttemptAt, $0.id) < ($1.nextAttemptAt, $1.id) }
+            if due.count > limit { due.removeLast(due.count - limit) }
+            for delivery in due { state.unclaimed[delivery.id] = nil }
+            return (due, next)
+        }
+        return Future(value: claimed)
     }
 
     public func deliveries(jobID: String) -> Future<[Delivery]> {
         let key = JobIDKey(jobID)
         let list = self.state.withLock { $0.records[key]?.record?.deliveries ?? [] }
         return Future(value: list.sorted { ($0.seq, $0.id) < ($1.seq, $1.id) })
-    }
-
-    public func pending() -> Future<[Delivery]> {
-        Future(
-            value: self.state.withLock { state in
-                state.order.flatMap { $0.record?.deliveries.filter { $0.state == .pending } ?? [] }
-            }
-        )
     }
 
     /// Entries of the insertion order, stale ones included (tests check it is compacted).

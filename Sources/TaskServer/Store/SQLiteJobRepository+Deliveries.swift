@@ -15,10 +15,47 @@ import Darwin
 
 extension SQLiteJobRepository {
 
-    /// Records an attempt. Queued, not awaited: if the process dies first, the delivery is still
-    /// `pending` on disk and is sent again after the restart (at least once).
-    public func update(_ delivery: Delivery) {
-        self.enqueue(.updateDelivery(delivery))
+    /// Records an attempt and releases the claim. If the process dies before the commit, the
+    /// delivery is still `pending` on disk and is sent again after the restart (at least once).
+    public func update(_ delivery: Delivery) -> Future<Void> {
+        let promise = Promise<Void>()
+        self.enqueue(.updateDelivery(delivery, promise))
+        return promise.future
+    }
+
+    /// Claimed by the writer, in a transaction: no two claims take the same delivery.
+    public func claimDue(at now: Timestamp, limit: Int) -> Future<(deliveries: [Delivery], next: Timestamp?)> {
+        let promise = Promise<(deliveries: [Delivery], next: Timestamp?)>()
+        self.enqueue(.claimDeliveries(now, limit, promise))
+        return promise.future
+    }
+
+    /// Selects and claims (under the writer's transaction) up to `limit` due deliveries.
+    func writeClaim(at now: Timestamp, limit: Int) throws -> (deliveries: [Delivery], next: Timestamp?) {
+        let db = self.writer
+        // Through the partial index `deliveries_due` (schema 6).
+        let rows = try db.prepared(
+            "SELECT id, job_id, seq, event_type, url, headers, secret, body, state, attempts, next_attempt_at, retry, created_at FROM deliveries WHERE state = 'pending' AND claimed = 0 AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?"
+        ).bind(.int(now.milliseconds), .int(Int64(limit)))
+        var found: [Delivery] = []
+        var ids: [String] = []
+        while try rows.step() {
+            ids.append(rows.text(0))
+            if let delivery = try Self.delivery(rows) { found.append(delivery) }
+        }
+        rows.reset()
+        let claim = try db.prepared("UPDATE deliveries SET claimed = 1 WHERE id = ?")
+        for id in ids {
+            try claim.bind(.text(id)).run()
+            claim.reset()
+        }
+        let next = try db.prepared(
+            "SELECT min(next_attempt_at) FROM deliveries WHERE state = 'pending' AND claimed = 0 AND next_attempt_at > ?"
+        ).bind(.int(now.milliseconds))
+        var nextDue: Timestamp?
+        if try next.step(), !next.isNull(0) { nextDue = Timestamp(milliseconds: next.int(0)) }
+        next.reset()
+        return (found, nextDue)
     }
 
     public func deliveries(jobID: String) -> Future<[Delivery]> {
@@ -26,19 +63,6 @@ extension SQLiteJobRepository {
             let rows = try db.prepared(
                 "SELECT id, job_id, seq, event_type, url, headers, secret, body, state, attempts, next_attempt_at, retry, created_at FROM deliveries WHERE job_id = ? ORDER BY seq, id"
             ).bind(.text(jobID))
-            var found: [Delivery] = []
-            while try rows.step() { if let delivery = try Self.delivery(rows) { found.append(delivery) } }
-            rows.reset()
-            return found
-        }
-    }
-
-    /// The deliveries still to send, the earliest due first.
-    public func pending() -> Future<[Delivery]> {
-        self.read { db in
-            let rows = try db.prepared(
-                "SELECT id, job_id, seq, event_type, url, headers, secret, body, state, attempts, next_attempt_at, retry, created_at FROM deliveries WHERE state = 'pending' ORDER BY next_attempt_at"
-            )
             var found: [Delivery] = []
             while try rows.step() { if let delivery = try Self.delivery(rows) { found.append(delivery) } }
             rows.reset()

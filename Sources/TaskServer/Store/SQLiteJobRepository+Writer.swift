@@ -26,7 +26,8 @@ extension SQLiteJobRepository {
         case delete(String, Promise<DeleteResult>)
         case flush(Promise<Void>)
         case expire(before: Timestamp)
-        case updateDelivery(Delivery)
+        case updateDelivery(Delivery, Promise<Void>)
+        case claimDeliveries(Timestamp, Int, Promise<(deliveries: [Delivery], next: Timestamp?)>)
         case addLeases([StoredLease], Promise<Void>)
         case removeLeases([String])
     }
@@ -222,6 +223,8 @@ extension SQLiteJobRepository {
                 case .write(.flush(let promise)): completions.append { promise.fail(problem) }
                 case .write(.addLeases(_, let promise)): completions.append { promise.fail(problem) }
                 case .write(.cancelRequested(_, let promise)): completions.append { promise.fail(problem) }
+                case .write(.updateDelivery(_, let promise)): completions.append { promise.fail(problem) }
+                case .write(.claimDeliveries(_, _, let promise)): completions.append { promise.fail(problem) }
                 case .write: break
                 }
             }
@@ -276,9 +279,13 @@ extension SQLiteJobRepository {
         switch write {
         case .insert, .journal:
             preconditionFailure("planned as a step of its own")
-        case .updateDelivery(let delivery):
+        case .claimDeliveries(let now, let limit, let promise):
+            let claimed = try self.writeClaim(at: now, limit: limit)
+            completions.append { promise.succeed(claimed) }
+        case .updateDelivery(let delivery, let promise):
+            completions.append { promise.succeed(()) }
             try self.writer.prepared(
-                "UPDATE deliveries SET state = ?, attempts = ?, next_attempt_at = ? WHERE id = ?"
+                "UPDATE deliveries SET state = ?, attempts = ?, next_attempt_at = ?, claimed = 0 WHERE id = ?"
             ).bind(
                 .text(delivery.state.rawValue),
                 .text(Self.attemptsJSON(delivery.attempts).jsonString),

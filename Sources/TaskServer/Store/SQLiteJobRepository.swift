@@ -118,6 +118,9 @@ public final class SQLiteJobRepository: JobRepository {
             }
         }
         try SQLiteSchema.migrate(writer)
+        // Claims of deliveries were this process's predecessor's: none outlives its process.
+        // (Through the partial index `deliveries_claimed`: the held ones are few.)
+        try writer.execute("UPDATE deliveries SET claimed = 0 WHERE claimed = 1")
         let count = Int(try writer.scalar("SELECT count(*) FROM jobs") ?? 0)
         self.nextPosition = Atomic(try writer.scalar("SELECT max(position) FROM jobs") ?? 0)
         self.writer = writer

@@ -180,6 +180,16 @@ enum SQLiteSchema {
         CREATE INDEX jobs_unfinished ON jobs(position) WHERE state IN ('pending', 'running');
         CREATE INDEX jobs_failed_or_cancelled ON jobs(position) WHERE state IN ('failed', 'cancelled');
         """,
+        // 6: the webhook dispatcher claims due deliveries from the outbox (issue #26) instead of
+        // being handed them: `claimed` marks the ones this process holds (cleared at start: a
+        // claim does not outlive its process), and the pending, unclaimed ones are found by due
+        // time without touching the others.
+        """
+        ALTER TABLE deliveries ADD COLUMN claimed INTEGER NOT NULL DEFAULT 0;
+        DROP INDEX deliveries_pending;
+        CREATE INDEX deliveries_due ON deliveries(next_attempt_at) WHERE state = 'pending' AND claimed = 0;
+        CREATE INDEX deliveries_claimed ON deliveries(id) WHERE claimed = 1;
+        """,
     ]
 
     /// Brings the file up to the latest version.

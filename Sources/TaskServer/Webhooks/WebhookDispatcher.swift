@@ -5,11 +5,18 @@ import Synchronization
 import TaskCore
 import TaskGraph
 
-/// Sends stored deliveries, retries them, and reports every attempt to the `DeliveryStore`.
+/// Claims due deliveries from the outbox, sends them, retries them, and reports every attempt.
 ///
-/// - `dispatch` takes deliveries that are already stored (pending, due at `nextAttemptAt`); it only
-///   queues them, so calling it from a `JobObserver` never delays the engine. `resume` is the same,
-///   for the store's `pending()` deliveries at start-up.
+/// - The dispatcher pulls: `wake()` — after a commit that stored deliveries, and at start-up —
+///   claims from the `DeliveryStore` the pending deliveries that are due, as many as it has room
+///   for (`maxHeld`); a timer wakes it when the next one falls due (a retry, or one due later
+///   after a restart). So it only sends what is stored, holds a bounded number in memory, and has
+///   the shape of a cluster node claiming deliveries (`FOR UPDATE SKIP LOCKED` on PostgreSQL).
+///   `wake()` only schedules work: cheap enough for a commit's completion. A delivery is held from
+///   its claim until its attempt's outcome is stored (`update`, which releases the claim).
+/// - Past `maxHeld` deliveries held (10,000), the rest wait in the outbox: a receiver that falls
+///   that far behind delays the claiming of other endpoints' new deliveries until its own attempts
+///   end (fairness below that is per endpoint, see below).
 /// - An attempt is a signed `POST` (Standard Webhooks headers) that must be answered `2xx` within
 ///   `attemptTimeout` (10 s). Anything else is retried after `delayMs × backoff^(n-1)` (capped at
 ///   `maxDelayMs`, drawn from [d/2, d] with `jitter`) until `maxAttempts`; on `429`/`503` a longer
@@ -70,8 +77,13 @@ public final class WebhookDispatcher: Sendable {
         var rotation = CircularBuffer<String>()
         var active = 0
         var isPumpScheduled = false
-        /// Timers of deliveries waiting for their next attempt, by delivery id.
-        var timers: [String: TimerQueue.ID] = [:]
+        /// Deliveries claimed and not yet released (queued, in flight, or being stored).
+        var held = 0
+        var isClaiming = false
+        /// A wake-up came while claiming, or while full: claim again when possible.
+        var wantsClaim = false
+        /// The timer of the next wake-up, with when it fires.
+        var wakeTimer: (timer: ClockTimer, at: Timestamp)?
     }
 
     public let configuration: Configuration
@@ -81,6 +93,9 @@ public final class WebhookDispatcher: Sendable {
     let serverSecret: String?
     let logger: Logger
     let onAttempt: @Sendable (AttemptResult) -> Void
+    let clock: any ServerClock
+    /// Deliveries held at most (queued or in flight).
+    let maxHeld = 10_000
     private let state = Mutex(State())
     private let shutdownSource = CancellationTokenSource()
     /// Where completions and queue pumping run (not the client's thread, not the caller's).
@@ -96,6 +111,7 @@ public final class WebhookDispatcher: Sendable {
         serverSecret: String? = nil,
         configuration: Configuration = Configuration(),
         logger: Logger,
+        clock: any ServerClock = SystemClock(),
         onAttempt: @escaping @Sendable (AttemptResult) -> Void = { _ in }
     ) {
         var configuration = configuration
@@ -106,60 +122,100 @@ public final class WebhookDispatcher: Sendable {
         self.store = store
         self.serverSecret = serverSecret
         self.logger = logger
+        self.clock = clock
         self.onAttempt = onAttempt
     }
 
     // MARK: - Entry points
 
-    /// Sends `deliveries` (already stored) when they are due. Only queues: cheap enough for an
-    /// observer callback. Deliveries that are not `pending` are ignored.
-    public func dispatch(_ deliveries: [Delivery]) {
-        let now = Timestamp.now()
-        var later: [Delivery] = []
-        let pump: Bool = self.state.withLock { state in
-            guard !state.isShutdown else { return false }
-            for delivery in deliveries where delivery.state == .pending {
-                if delivery.nextAttemptAt <= now {
-                    Self.enqueue(
-                        delivery,
-                        endpointKey: Self.endpointKey(delivery.url),
-                        in: &state,
-                        perEndpoint: self.configuration.maxConcurrentPerEndpoint
-                    )
-                } else {
-                    later.append(delivery)
-                }
+    /// Claims the deliveries that are due from the store (now, on the dispatcher's thread): after
+    /// a commit that stored some, and at start-up.
+    public func wake() {
+        let limit: Int? = self.state.withLock { state in
+            guard !state.isShutdown else { return nil }
+            let room = min(1000, self.maxHeld - state.held)
+            if state.isClaiming || room <= 0 {
+                state.wantsClaim = true
+                return nil
             }
-            return self.needsPump(&state)
+            state.isClaiming = true
+            state.wantsClaim = false
+            return room
         }
-        for delivery in later { self.schedule(delivery, at: delivery.nextAttemptAt) }
-        if pump { self.worker.execute { self.pump() } }
+        guard let limit else { return }
+        self.store.claimDue(at: self.clock.now(), limit: limit).whenComplete { outcome in
+            self.worker.execute { self.claimed(outcome, limit: limit) }
+        }
     }
 
-    /// Resumes the store's pending deliveries after a restart (the same as `dispatch`).
-    public func resume(_ deliveries: [Delivery]) {
-        self.dispatch(deliveries)
+    private func claimed(_ outcome: Outcome<(deliveries: [Delivery], next: Timestamp?)>, limit: Int) {
+        guard let (deliveries, next) = outcome.value else {
+            self.logger.error("cannot claim due webhook deliveries; trying again in a second")
+            self.state.withLock { $0.isClaiming = false }
+            self.wake(at: Timestamp(milliseconds: self.clock.now().milliseconds + 1000))
+            return
+        }
+        let (pump, again): (Bool, Bool) = self.state.withLock { state in
+            state.isClaiming = false
+            guard !state.isShutdown else { return (false, false) }
+            for delivery in deliveries {
+                state.held += 1
+                Self.enqueue(
+                    delivery,
+                    endpointKey: Self.endpointKey(delivery.url),
+                    in: &state,
+                    perEndpoint: self.configuration.maxConcurrentPerEndpoint
+                )
+            }
+            // A full claim may have left more behind.
+            if deliveries.count == limit { state.wantsClaim = true }
+            let again = state.wantsClaim && state.held < self.maxHeld
+            if again { state.wantsClaim = false }
+            return (self.needsPump(&state), again)
+        }
+        if let next { self.wake(at: next) }
+        if pump { self.pump() }
+        if again { self.wake() }
+    }
+
+    /// Arms the wake-up timer for `time`, unless one fires sooner.
+    private func wake(at time: Timestamp) {
+        let delay = Duration.milliseconds(max(0, time.milliseconds - self.clock.now().milliseconds))
+        let replaced: ClockTimer?? = self.state.withLock { state in
+            guard !state.isShutdown else { return .none }
+            if let current = state.wakeTimer, current.at <= time { return .none }
+            let previous = state.wakeTimer?.timer
+            let timer = self.clock.schedule(after: delay) { [weak self] in
+                guard let self else { return }
+                self.state.withLock { $0.wakeTimer = nil }
+                self.worker.execute { self.wake() }
+            }
+            state.wakeTimer = (timer, time)
+            return .some(previous)
+        }
+        if case .some(.some(let previous)) = replaced { self.clock.cancel(previous) }
     }
 
     /// Stops: no new attempts, attempts in flight are aborted (their deliveries stay `pending` in
-    /// the store, to be resumed by the next process), the worker threads exit.
+    /// the store, to be sent by the next process), the worker threads exit.
     public func shutdown() {
-        let timers: [TimerQueue.ID] = self.state.withLock { state in
+        let timer: ClockTimer? = self.state.withLock { state in
             state.isShutdown = true
             state.endpoints = [:]
             state.rotation = CircularBuffer()
-            defer { state.timers = [:] }
-            return Array(state.timers.values)
+            defer { state.wakeTimer = nil }
+            return state.wakeTimer?.timer
         }
-        for timer in timers { TimerQueue.shared.cancel(timer) }
+        if let timer { self.clock.cancel(timer) }
         self.shutdownSource.cancel()
         self.worker.shutdown()
     }
 
-    /// Attempts in flight and deliveries waiting for a turn (due now) — for tests and metrics.
-    public var counts: (active: Int, queued: Int, scheduled: Int) {
+    /// Attempts in flight, deliveries waiting for a turn (due now), and all deliveries held — for
+    /// tests and metrics.
+    public var counts: (active: Int, queued: Int, held: Int) {
         self.state.withLock { state in
-            (state.active, state.endpoints.values.reduce(0) { $0 + $1.queue.count }, state.timers.count)
+            (state.active, state.endpoints.values.reduce(0) { $0 + $1.queue.count }, state.held)
         }
     }
 
@@ -238,27 +294,17 @@ public final class WebhookDispatcher: Sendable {
         if pump { self.pump() }
     }
 
-    /// Queues `delivery` for its next attempt at `time`, holding no thread meanwhile.
-    private func schedule(_ delivery: Delivery, at time: Timestamp) {
-        let delay = Duration.milliseconds(max(0, time.milliseconds - Timestamp.now().milliseconds))
-        let id = delivery.id
-        // The timer is registered under the lock, before it can fire and look itself up.
-        self.state.withLock { state in
-            guard !state.isShutdown else { return }
-            state.timers[id] = TimerQueue.shared.schedule(after: delay) { [self] in
-                let pump: Bool = self.state.withLock { state in
-                    guard !state.isShutdown, state.timers.removeValue(forKey: id) != nil else { return false }
-                    Self.enqueue(
-                        delivery,
-                        endpointKey: Self.endpointKey(delivery.url),
-                        in: &state,
-                        perEndpoint: self.configuration.maxConcurrentPerEndpoint
-                    )
-                    return self.needsPump(&state)
-                }
-                if pump { self.worker.execute { self.pump() } }
-            }
+    /// The outcome of an attempt is stored and the delivery's claim released: with another attempt
+    /// to come, the dispatcher wakes when that falls due.
+    private func release(_ delivery: Delivery) {
+        let wake: Bool = self.state.withLock { state in
+            state.held -= 1
+            guard state.wantsClaim, !state.isShutdown else { return false }
+            state.wantsClaim = false
+            return true
         }
+        if delivery.state == .pending { self.wake(at: delivery.nextAttemptAt) }
+        if wake { self.wake() }
     }
 
     // MARK: - Attempts
@@ -291,7 +337,7 @@ public final class WebhookDispatcher: Sendable {
 
     private func attempt(_ delivery: Delivery) {
         let key = Self.endpointKey(delivery.url)
-        let startedAt = Timestamp.now()
+        let startedAt = self.clock.now()
         let start = monotonicNanoseconds()
         let request = OutboundRequest(
             method: "POST",
@@ -323,7 +369,7 @@ public final class WebhookDispatcher: Sendable {
         var isGone = false
         switch outcome {
         case .cancelled:
-            return  // shut down mid-attempt: the delivery stays pending in the store
+            return  // shut down mid-attempt: the delivery stays pending (and unclaimed) in the store
         case .success(let response):
             attempt.status = response.status
             if (200...299).contains(response.status) {
@@ -348,10 +394,11 @@ public final class WebhookDispatcher: Sendable {
         } else {
             var delay = Self.backoff(after: delivery.attempts.count, retry: delivery.retry)
             if let retryAfter, retryAfter > delay { delay = retryAfter }
-            delivery.nextAttemptAt = Timestamp(milliseconds: Timestamp.now().milliseconds + delay.wholeMilliseconds)
+            delivery.nextAttemptAt = Timestamp(milliseconds: self.clock.now().milliseconds + delay.wholeMilliseconds)
             result = .retrying
         }
-        self.store.update(delivery)
+        let stored = delivery
+        self.store.update(delivery).whenComplete { _ in self.worker.execute { self.release(stored) } }
         self.onAttempt(result)
         switch result {
         case .delivered:
@@ -369,7 +416,6 @@ public final class WebhookDispatcher: Sendable {
                     "webhook.error": "\(attempt.error ?? "-")",
                 ]
             )
-            self.schedule(delivery, at: delivery.nextAttemptAt)
         case .failed:
             self.logger.notice(
                 "webhook delivery failed for good",
