@@ -123,7 +123,7 @@ def hanging_long_poll():
     poll = LongPoll(port, job, 60000)
     poll.start()
     ready_conn, submit_conn = keep_alive(port), keep_alive(port)
-    wait_received(server, f"/v1/jobs/{job}?waitMs=60000")
+    wait_received(server, f"/v1/jobs/{job}?waitMs=…")
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     r, body = wait_draining(ready_conn, server, grace / 2)
@@ -155,7 +155,7 @@ def finishing_long_poll():
     job = submit(port)
     poll = LongPoll(port, job, 1500)
     poll.start()
-    wait_received(server, f"/v1/jobs/{job}?waitMs=1500")
+    wait_received(server, f"/v1/jobs/{job}?waitMs=…")
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     status, _ = wait_exit(proc, 25)
@@ -175,7 +175,7 @@ def second_signal():
     job = submit(port)
     poll = LongPoll(port, job, 60000)
     poll.start()
-    wait_received(server, f"/v1/jobs/{job}?waitMs=60000")
+    wait_received(server, f"/v1/jobs/{job}?waitMs=…")
     proc.send_signal(signal.SIGTERM)
     # The first signal has been handled once the server says it drains; the second comes after.
     if server.wait_for_log(lambda line: "taskserver draining" in line, 10) is None:
@@ -199,6 +199,10 @@ def invalid_configuration():
         ([], {"TASKSERVER_MEMORY": "maybe"}, "TASKSERVER_MEMORY"),
         ([], {"TASKSERVER_LOG_FORMAT": "xml"}, "--log-format"),
         (["--executor", "io=many"], {}, "--executor"),
+        # A key no Authorization: Bearer header can carry (a control character, a space) would lock
+        # the API; the message names the setting, never the key.
+        (["--api-key", "0123456789abcdef\x01secret"], {}, "--api-key"),
+        ([], {"TASKSERVER_API_KEYS": "0123456789abcdef secret"}, "--api-key"),
     ]
     for args, extra, name in cases:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TASKSERVER_PORT": "0", **extra}
@@ -209,6 +213,8 @@ def invalid_configuration():
                 fail(f"{args} {extra}: the server started; expected a configuration error")
         if r.returncode != 64 or name not in r.stderr:
             fail(f"{args} {extra}: status {r.returncode}, stderr {r.stderr!r}; expected 64 naming {name}")
+        if "secret" in r.stderr:
+            fail(f"{args} {extra}: the message quotes the key: {r.stderr!r}")
     print(f"✔ {len(cases)} invalid configurations refused at start-up with status 64, naming the setting")
 
 

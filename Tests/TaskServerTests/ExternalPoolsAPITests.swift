@@ -499,6 +499,40 @@ struct ExternalPoolsAPITests {
         #expect(!lines.contains { $0.contains(lease) })
     }
 
+    @Test func anEmptyLeaseIdIsAnUnknownLeaseNotTheBatchRoute() async throws {
+        try await withServer(Self.external) { server in
+            expectProblem(try await server.post("/v1/leases//complete", json: ["result": 1]), 404, "lease.notFound")
+            expectProblem(try await server.post("/v1/leases//heartbeat"), 404, "lease.notFound")
+            // The batch routes are still where they are.
+            #expect(try await server.post("/v1/leases/complete", json: ["items": []]).status != 404)
+        }
+    }
+
+    @Test func aWorkerHoldingALeaseIsListedWhenTheRegistryIsFull() throws {
+        let clock = ManualClock()
+        let pools = ExternalPools(pools: ["images"], clock: clock)
+        let engine = Engine(configuration: EngineConfiguration(externalExecutors: pools.executors))
+        defer { engine.shutdown() }
+        // Ten thousand ids fill the registry (claims that found nothing).
+        for index in 0..<ExternalPools.maxWorkersPerPool {
+            _ = try pools.claim(pool: "images", workerId: "flood-\(index)", actions: nil, max: 1, waitMs: 0)
+        }
+        let run = engine.makeRun(id: "job", spec: try engine.decoder.decodeJob(Self.job()))
+        run.start()
+        let leased = try pools.claim(pool: "images", workerId: "real", actions: nil, max: 1, waitMs: 0).outcome?.value
+        #expect(leased?.count == 1)
+        // More ids come; the real worker keeps its place while its lease lives.
+        for index in 0..<ExternalPools.maxWorkersPerPool {
+            _ = try pools.claim(pool: "images", workerId: "more-\(index)", actions: nil, max: 1, waitMs: 0)
+            clock.advance(by: .milliseconds(1))
+        }
+        let listed = pools.workers("images")?.map(\.workerId) ?? []
+        #expect(listed.contains("real"), "the worker holding a lease is listed")
+        #expect(listed.count <= ExternalPools.maxWorkersPerPool + 1)
+        #expect(pools.workers("images")?.first { $0.workerId == "real" }?.leases == 1)
+        run.cancel()
+    }
+
     // MARK: - The hub on its own: bounds and draining
 
     @Test func theThousandAndFirstWaitingClaimIsRefusedWith429() throws {

@@ -121,6 +121,9 @@ struct HTTPConnectionStateMachineTests {
         ([("CONTENT-LENGTH", "-1")], "http.malformed"),
         ([("content-length", "abc")], "http.malformed"),
         ([("content-length", "2000000")], "body.tooLarge"),
+        // RFC 9112 §6.1: a transfer coding the server does not implement is a 501, not a body.
+        ([("transfer-encoding", "gzip, chunked")], "http.transferCodingNotImplemented"),
+        ([("transfer-encoding", "br"), ("Transfer-Encoding", "chunked")], "http.transferCodingNotImplemented"),
     ])
     func badFramingIsAnsweredAndCloses(headers: [(String, String)], code: String) {
         var machine = Self.machine()

@@ -1,3 +1,4 @@
+import InMemoryLogging
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -58,18 +59,18 @@ struct HTTPLayerTests {
     }
 
     @Test(arguments: [
-        ("PUT", "/v1/jobs", "GET, POST"),
-        ("PATCH", "/v1/jobs/j1", "DELETE, GET"),
-        ("POST", "/v1/jobs/j1", "DELETE, GET"),
-        ("DELETE", "/v1/jobs", "GET, POST"),
+        ("PUT", "/v1/jobs", "GET, HEAD, POST"),
+        ("PATCH", "/v1/jobs/j1", "DELETE, GET, HEAD"),
+        ("POST", "/v1/jobs/j1", "DELETE, GET, HEAD"),
+        ("DELETE", "/v1/jobs", "GET, HEAD, POST"),
         ("GET", "/v1/jobs/j1/cancel", "POST"),
-        ("PUT", "/v1/jobs/j1/tasks/t1", "GET"),
+        ("PUT", "/v1/jobs/j1/tasks/t1", "GET, HEAD"),
         ("GET", "/v1/jobs/j1/tasks/t1/complete", "POST"),
-        ("POST", "/healthz", "GET"),
-        ("DELETE", "/openapi.yaml", "GET"),
-        ("TRACE", "/v1/jobs", "GET, POST"),
-        ("OPTIONS", "/v1/jobs", "GET, POST"),
-        ("TRACE", "/healthz", "GET"),
+        ("POST", "/healthz", "GET, HEAD"),
+        ("DELETE", "/openapi.yaml", "GET, HEAD"),
+        ("TRACE", "/v1/jobs", "GET, HEAD, POST"),
+        ("OPTIONS", "/v1/jobs", "GET, HEAD, POST"),
+        ("TRACE", "/healthz", "GET, HEAD"),
     ])
     func anUndeclaredMethodIs405WithAllow(_ method: String, _ path: String, _ allow: String) async throws {
         try await withServer { server in
@@ -80,18 +81,18 @@ struct HTTPLayerTests {
         }
     }
 
-    @Test func headIsNotDeclaredSoItIs405WithoutABody() async throws {
+    @Test func headIsAnsweredAsGetWithoutABodyOnTheSameConnection() async throws {
         try await withServer { server in
-            let (response, _) = try await server.raw { connection in
+            let (response, next) = try await server.raw { connection in
                 try connection.send("HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
                 let head = try connection.readResponse(isHead: true)
                 let next = try connection.readResponse()
                 return (head, next)
             }
-            #expect(response?.status == 405)
-            #expect(response?.header("allow") == "GET")
+            #expect(response?.status == 200)
             #expect(response?.body.isEmpty == true)
-            #expect(try await server.isHealthy())
+            #expect(response?.header("content-length") == next?.header("content-length"))
+            #expect(next?.status == 200 && next?.json == ["status": "ok"], "the connection goes on after it")
         }
     }
 
@@ -574,5 +575,54 @@ struct HTTPLayerTests {
         #expect(slow)
         #expect(idle)
         #expect(slowBody)
+    }
+
+    // MARK: - Issue #27: HEAD, transfer codings, query values in the log
+
+    @Test func headIsAnsweredLikeGetWithoutABody() async throws {
+        try await withServer { server in
+            let id = try await server.submitID(Jobs.value(1), waitMs: 5000)
+            let (get, head) = try await server.raw { connection in
+                try connection.send(HTTPRequestBytes.make("GET", "/v1/jobs/\(id)"))
+                let get = try connection.readResponse()
+                try connection.send(HTTPRequestBytes.make("HEAD", "/v1/jobs/\(id)"))
+                let head = try connection.readResponse(isHead: true)
+                return (get, head)
+            }
+            #expect(head?.status == 200)
+            #expect(head?.header("content-length") == get?.header("content-length"))
+            #expect(head?.header("content-type") == get?.header("content-type"))
+            #expect(head?.body.isEmpty == true)
+            // A template without GET answers HEAD 405, and GET's templates list HEAD in Allow.
+            let notAllowed = try await server.request("HEAD", "/v1/graphs/validate")
+            #expect(notAllowed.status == 405)
+            let allow = try await server.request("PATCH", "/v1/jobs/\(id)").header("allow") ?? ""
+            #expect(allow.contains("HEAD") && allow.contains("GET"), "\(allow)")
+        }
+    }
+
+    @Test func aTransferCodingTheServerDoesNotImplementIs501() async throws {
+        try await withServer { server in
+            let response = try await server.raw { connection in
+                try connection.send(
+                    "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"
+                )
+                return try connection.readResponse()
+            }
+            #expect(response?.status == 501)
+            #expect(response?.json["code"] == "http.transferCodingNotImplemented")
+        }
+    }
+
+    @Test func queryValuesAreRedactedInTheLogNamesKept() async throws {
+        let handler = InMemoryLogHandler()
+        let server = try await TestServer.start(logger: handler.logger(level: .debug))
+        defer { Task { await server.stop() } }
+        _ = try await server.get("/v1/jobs?api_key=s3cr3t-value&limit=5")
+        let lines = handler.entries.map { "\($0.message) \($0.metadata)" }
+        #expect(lines.contains { $0.contains("/v1/jobs?api_key=…&limit=…") }, "\(lines)")
+        #expect(!lines.contains { $0.contains("s3cr3t") })
+        #expect(HTTPHandler.redactingQueryValues("/a?x=1&flag&y=") == "/a?x=…&flag&y=…")
+        #expect(HTTPHandler.redactingQueryValues("/a") == "/a")
     }
 }

@@ -7,7 +7,9 @@ struct HTTPParsingTests {
     @Test(arguments: [
         ("/v1/jobs", ["v1", "jobs"], [String: [String]]()),
         ("/v1/jobs/", ["v1", "jobs"], [:]),
-        ("//v1//jobs", ["v1", "jobs"], [:]),
+        ("//v1//jobs", ["", "v1", "", "jobs"], [:]),
+        // (Empty segments between slashes are kept: an empty parameter is a value its handler judges.)
+        ("/v1/leases//complete", ["v1", "leases", "", "complete"], [:]),
         ("/", [], [:]),
         ("/v1/jobs/a%2Fb", ["v1", "jobs", "a/b"], [:]),
         ("/v1/jobs?limit=5&label=a:1&label=b%3A2", ["v1", "jobs"], ["limit": ["5"], "label": ["a:1", "b:2"]]),

@@ -83,6 +83,23 @@ public struct ServerConfiguration: Sendable {
     }
 
     /// Checks the values; the message names the setting and why it is wrong.
+    /// Whether `key` is an RFC 6750 `b64token`: `1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" /
+    /// "/" ) *"="`.
+    static func isBearerToken(_ key: String) -> Bool {
+        let bytes = Array(key.utf8)
+        let body = bytes.prefix { $0 != UInt8(ascii: "=") }
+        guard !body.isEmpty, bytes.dropFirst(body.count).allSatisfy({ $0 == UInt8(ascii: "=") }) else { return false }
+        return body.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"):
+                return true
+            default:
+                return "-._~+/".utf8.contains(byte)
+            }
+        }
+    }
+
     public func validate() throws(ConfigurationError) {
         guard (0...65535).contains(self.port) else {
             throw ConfigurationError("--port must be from 0 to 65535, got \(self.port)")
@@ -128,8 +145,16 @@ public struct ServerConfiguration: Sendable {
         }
         if let dataPath, dataPath.isEmpty { throw ConfigurationError("--data must name a file") }
         if let retention, retention < .seconds(1) { throw ConfigurationError("--retention must be at least 1s") }
-        for key in self.apiKeys where key.utf8.count < 16 {
-            throw ConfigurationError("--api-key: keys must be at least 16 characters long")
+        for key in self.apiKeys {
+            if key.utf8.count < 16 { throw ConfigurationError("--api-key: keys must be at least 16 characters long") }
+            // What an `Authorization: Bearer` header can carry (RFC 6750 b64token); a key with a
+            // space or a control character could never be sent, and the API would be locked.
+            // The message never quotes the key.
+            if !Self.isBearerToken(key) {
+                throw ConfigurationError(
+                    "--api-key: a key may hold only letters, digits and - . _ ~ + /, then = padding (RFC 6750), as an Authorization: Bearer header carries it"
+                )
+            }
         }
         if let url = self.webhooks.url, url.utf8.count > 2048 || !HTTPSyntax.isHTTPURL(url) {
             throw ConfigurationError(

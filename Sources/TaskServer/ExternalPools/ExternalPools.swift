@@ -496,6 +496,11 @@ public final class ExternalPools: Sendable {
         if let actions { self.run(actions) }
     }
 
+    /// Records that `workerId` was seen (its live leases changed by `delta`). The registry holds
+    /// at most `maxWorkersPerPool` workers: when it is full, idle workers not seen for 10 minutes
+    /// go first, then the least recently seen quarter of the idle ones. A worker holding a lease is
+    /// never evicted, and always registered (past the bound if it must: there are no more of them
+    /// than live leases).
     private func noteWorker(_ workerId: String, pool: Int, leases delta: Int, in state: inout State) {
         let now = self.clock.now()
         if state.pools[pool].workers[workerId] == nil, state.pools[pool].workers.count >= Self.maxWorkersPerPool {
@@ -503,8 +508,13 @@ public final class ExternalPools: Sendable {
             state.pools[pool].workers = state.pools[pool].workers.filter {
                 $0.value.leases > 0 || $0.value.lastSeen.milliseconds >= cutoff
             }
-            // Still full of live workers: this one goes untracked (its leases still work).
-            if state.pools[pool].workers.count >= Self.maxWorkersPerPool { return }
+            if state.pools[pool].workers.count >= Self.maxWorkersPerPool {
+                let idle = state.pools[pool].workers.filter { $0.value.leases == 0 }
+                    .sorted { $0.value.lastSeen.milliseconds < $1.value.lastSeen.milliseconds }
+                for (id, _) in idle.prefix(Swift.max(1, idle.count / 4)) { state.pools[pool].workers[id] = nil }
+            }
+            // Still full of workers holding leases: an idle newcomer goes untracked.
+            if state.pools[pool].workers.count >= Self.maxWorkersPerPool, delta <= 0 { return }
         }
         state.pools[pool].workers[workerId, default: WorkerSeen(lastSeen: now, leases: 0)].lastSeen = now
         state.pools[pool].workers[workerId]!.leases = Swift.max(0, state.pools[pool].workers[workerId]!.leases + delta)

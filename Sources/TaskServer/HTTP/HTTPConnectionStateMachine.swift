@@ -71,6 +71,8 @@ struct HTTPConnectionStateMachine {
         var length: String?
         var lengthCount = 0
         var hasTransferEncoding = false
+        /// The transfer codings, in order (all `Transfer-Encoding` headers together).
+        var codings: [Substring] = []
         var expectsContinue = false
         for header in head.headers {
             if asciiCaseInsensitiveEquals(header.name, "content-length") {
@@ -78,6 +80,9 @@ struct HTTPConnectionStateMachine {
                 lengthCount += 1
             } else if asciiCaseInsensitiveEquals(header.name, "transfer-encoding") {
                 hasTransferEncoding = true
+                for coding in header.value.split(separator: ",") where !coding.trimmingSpaces.isEmpty {
+                    codings.append(coding.trimmingSpaces)
+                }
             } else if asciiCaseInsensitiveEquals(header.name, "expect") {
                 expectsContinue = expectsContinue || asciiCaseInsensitiveEquals(header.value, "100-continue")
             }
@@ -88,6 +93,21 @@ struct HTTPConnectionStateMachine {
                     .badRequest,
                     code: "http.malformed",
                     detail: "conflicting Content-Length / Transfer-Encoding headers"
+                ),
+                head: head
+            )
+        }
+        // RFC 9112 §6.3: a request whose final transfer coding is not `chunked` cannot be framed (400,
+        // below); §6.1: one that is, over a coding the server does not implement, is a 501.
+        if let other = codings.dropLast().first(where: { !asciiCaseInsensitiveEquals(String($0), "chunked") }),
+            let last = codings.last, asciiCaseInsensitiveEquals(String(last), "chunked")
+        {
+            return self.answerAndClose(
+                HTTPProblem(
+                    .notImplemented,
+                    code: "http.transferCodingNotImplemented",
+                    detail:
+                        "the transfer coding \"\(other.prefix(40))\" is not implemented; send the body as is or chunked"
                 ),
                 head: head
             )

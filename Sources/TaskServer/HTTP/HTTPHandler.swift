@@ -210,7 +210,9 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             var logger = self.logger
             logger[metadataKey: "http.request.id"] = .string(requestID)
             // A secret path (a lease id, SPEC §6) is logged as its route.
-            let shown = self.router.shownPath(head.uri, segments: segments, template: request.route)
+            let shown = Self.redactingQueryValues(
+                self.router.shownPath(head.uri, segments: segments, template: request.route)
+            )
             let target = shown.utf8.count <= 200 ? shown : String(shown.prefix(200))
             logger.debug(
                 "request received",
@@ -403,6 +405,17 @@ final class RequestIDGenerator: Sendable {
 }
 
 /// Whether `text` is `lowercase` in any ASCII case (no `String` is made, unlike `lowercased()`).
+extension HTTPHandler {
+    /// `target` with every query value replaced by `…` and the names kept: a client may put a
+    /// secret in a query (`?api_key=…`), and a log line must never hold one.
+    static func redactingQueryValues(_ target: String) -> String {
+        guard let question = target.firstIndex(of: "?") else { return target }
+        let names = target[target.index(after: question)...].split(separator: "&", omittingEmptySubsequences: false)
+            .map { pair in pair.contains("=") ? pair.prefix { $0 != "=" } + "=…" : pair }
+        return target[..<question] + "?" + names.joined(separator: "&")
+    }
+}
+
 func asciiCaseInsensitiveEquals(_ text: String, _ lowercase: StaticString) -> Bool {
     let expected = UnsafeBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount)
     guard text.utf8.count == expected.count else { return false }

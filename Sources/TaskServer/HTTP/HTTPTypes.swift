@@ -206,13 +206,29 @@ private func hexValue(_ byte: UInt8) -> UInt8? {
     }
 }
 
+/// The segments of a path split at `/`: without the empty one before the leading slash and the one
+/// after a trailing slash (`/ui/` is `/ui`), but with empty ones between two slashes (`/a//b` has
+/// three segments: an empty parameter is a value its handler judges, never a path of its own).
+func pathSegments(_ parts: [String]) -> [String] {
+    var parts = parts[...]
+    if parts.first?.isEmpty == true { parts = parts.dropFirst() }
+    if parts.last?.isEmpty == true { parts = parts.dropLast() }
+    return Array(parts)
+}
+
 /// Splits `/a/b?x=1&y=2` into decoded path segments and query parameters (every value, in order).
 func parseTarget(_ uri: String) -> (segments: [String], query: [String: [String]])? {
     // Most API calls: an origin-form path with no query and nothing to decode.
     if uri.utf8.first == UInt8(ascii: "/"),
         !uri.utf8.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "?") })
     {
-        return (uri.utf8.split(separator: UInt8(ascii: "/")).map { String(Substring($0)) }, [:])
+        return (
+            pathSegments(
+                uri.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map {
+                    String(Substring($0))
+                }
+            ), [:]
+        )
     }
     var target = Substring(uri)
     // The absolute form (`GET http://host/path`) must be accepted too (RFC 9112 §3.2.2).
@@ -224,10 +240,11 @@ func parseTarget(_ uri: String) -> (segments: [String], query: [String: [String]
     let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
     let rawPath = parts[0]
     var segments: [String] = []
-    for raw in rawPath.split(separator: "/", omittingEmptySubsequences: true) {
+    for raw in rawPath.split(separator: "/", omittingEmptySubsequences: false) {
         guard let segment = percentDecode(raw) else { return nil }
         segments.append(segment)
     }
+    segments = pathSegments(segments)
     var query: [String: [String]] = [:]
     if parts.count > 1 {
         for pair in parts[1].split(separator: "&") {

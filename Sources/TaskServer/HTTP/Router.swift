@@ -8,7 +8,7 @@ public typealias Handler = @Sendable (Request) throws -> Future<Response>
 /// Routes requests by method and path template (`/v1/jobs/{id}/tasks/{taskId}`).
 ///
 /// A path that matches a template but not its method is answered `405` with an `Allow` header
-/// listing the methods the template declares (HEAD is never declared; TRACE neither).
+/// listing the methods the template declares, and `HEAD` with `GET` (TRACE never).
 public struct Router: Sendable {
     struct Route: Sendable {
         let template: String
@@ -95,6 +95,9 @@ public struct Router: Sendable {
         case notFound
     }
 
+    /// `HEAD` is answered by a template's `GET` handler (the response goes out without its body,
+    /// RFC 9110 §9.3.2), and listed in `Allow` wherever `GET` is. A parameter may be empty (`//` in
+    /// a path): the handler answers for it (e.g. `lease.notFound`), as for any other value.
     func match(_ method: HTTPMethod, _ segments: [String]) -> Match {
         for route in self.routes where route.segments.count == segments.count {
             var parameters: [String: String] = [:]
@@ -104,16 +107,17 @@ public struct Router: Sendable {
                 case .literal(let literal):
                     if literal != actual { matched = false }
                 case .parameter(let name):
-                    if actual.isEmpty { matched = false }
                     parameters[name] = actual
                 }
                 if !matched { break }
             }
             guard matched else { continue }
-            if let handler = route.handlers[method.rawValue] {
+            if let handler = route.handlers[method.rawValue] ?? (method == .HEAD ? route.handlers["GET"] : nil) {
                 return .handler(handler, parameters: parameters, template: route.template)
             }
-            return .methodNotAllowed(allowed: route.handlers.keys.sorted(), template: route.template)
+            var allowed = Array(route.handlers.keys)
+            if route.handlers["GET"] != nil { allowed.append("HEAD") }
+            return .methodNotAllowed(allowed: allowed.sorted(), template: route.template)
         }
         return .notFound
     }
