@@ -1,3 +1,5 @@
+import Synchronization
+
 // MARK: - continueWith family
 
 extension Future {
@@ -209,11 +211,18 @@ extension Future {
                 promise.completeWith(inner)
                 return
             }
-            // Weak: an abandoned inner future that registered on the same token must not keep the
-            // token alive through this callback (the two would hold each other). A token that is
-            // gone was never cancelled.
+            // The request is recorded as it happens (a flag the token's handler sets), not read
+            // from the token later: a caller may cancel and drop its source, and a body may cancel
+            // a source nothing else keeps, before the inner future completes. The callback holds
+            // the token weakly, only to remove the handler: an abandoned inner future that
+            // registered on the same token must not keep the token alive (the two would hold each
+            // other).
+            let cancelled = CancellationFlag()
+            let registration = token.register { cancelled.set() }
+            let id = registration.id
             inner.whenComplete { [weak token] outcome in
-                if token?.isCancellationRequested == true {
+                token?.unregister(id)
+                if cancelled.isSet {
                     promise.tryCancel()
                 } else {
                     promise.tryComplete(with: outcome)
@@ -292,4 +301,11 @@ extension Future {
     public func asVoid() -> Future<Void> {
         self.map { _ in () }
     }
+}
+
+/// A flag set once, from any thread: that a cancellation was requested.
+final class CancellationFlag: Sendable {
+    private let storage = Atomic<Bool>(false)
+    func set() { self.storage.store(true, ordering: .releasing) }
+    var isSet: Bool { self.storage.load(ordering: .acquiring) }
 }

@@ -117,6 +117,40 @@ struct ContinuationTests {
 
     // MARK: - Tokens checked again after a future-returning body (Bolts parity)
 
+    /// The cancellation is remembered even when nothing keeps the source or its token once it was
+    /// requested: by the body itself, or by a caller that cancels and drops its source while the
+    /// body's future runs (issue #27, 10).
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: ExecutorKind.allCases)
+    func aCancellationIsKeptWhenItsSourceIsReleased(executorKind: ExecutorKind) async {
+        // The body cancels, and returns a future that completes later.
+        let inner = Promise<Int>()
+        let byBody: Future<Int> = {
+            let source = CancellationTokenSource()
+            return Future(value: 1).continueWithTask(on: executorKind.make(), cancellationToken: source.token) { _ in
+                source.cancel()
+                return inner.future
+            }
+        }()
+        // A caller cancels while the body's future runs, then lets its source go.
+        let running = Promise<Int>()
+        let started = Promise<Void>()
+        var source: CancellationTokenSource? = CancellationTokenSource()
+        let byCaller = Future(value: 1).continueWithTask(on: executorKind.make(), cancellationToken: source!.token) {
+            _ in
+            started.succeed(())
+            return running.future
+        }
+        _ = await started.future.settled()
+        source!.cancel()
+        source = nil
+        // Give an executor's thread the time to drop what it held of the body.
+        try? await Task.sleep(for: .milliseconds(20))
+        inner.succeed(5)
+        running.succeed(5)
+        #expect(await byBody.settled().isSame(as: .cancelled))
+        #expect(await byCaller.settled().isSame(as: .cancelled))
+    }
+
     @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: ExecutorKind.allCases)
     func aTaskBodyThatCancelsItsTokenEndsCancelled(executorKind: ExecutorKind) async {
         // BFTask's continueWithExecutor:block:cancellationToken: checks the token again when the
