@@ -533,6 +533,42 @@ struct ExternalPoolsAPITests {
         run.cancel()
     }
 
+    @Test func aClaimWhoseAnswerWasNotDeliveredGivesItsTaskBackAsTheSameAttempt() async throws {
+        try await withServer(Self.external) { server in
+            let id = try await server.submitID(Self.job("t"))
+            let lost = try #require(try await Self.claim(server, worker: "gone").first)
+            // The answer did not reach "gone" (its connection closed first): the lease is given back.
+            server.app.externalPools.giveBack([try #require(lost["leaseId"]?.stringValue)])
+            let again = try #require(try await Self.claim(server, worker: "steady").first)
+            #expect(again["attempt"] == 1, "the same attempt, not a new one")
+            #expect(again["taskId"] == "t")
+            let lease = try #require(again["leaseId"]?.stringValue)
+            #expect(try await server.post("/v1/leases/\(lease)/complete", json: ["result": 2]).status == 200)
+            #expect(try await server.finished(id)["result"] == 2)
+            #expect(try await server.get("/v1/jobs/\(id)/tasks/t").json["attempts"] == 1)
+            expectProblem(
+                try await server.post(
+                    "/v1/leases/\(try #require(lost["leaseId"]?.stringValue))/complete",
+                    json: ["result": 1]
+                ),
+                409,
+                "lease.gone"
+            )
+            #expect(server.app.externalPools.statistics("images")?.claimed == 1)
+        }
+    }
+
+    @Test func aTaskGivenBackGoesToAWaitingClaim() async throws {
+        try await withServer(Self.external) { server in
+            _ = try await server.submitID(Self.job("t"))
+            let lost = try #require(try await Self.claim(server, worker: "gone").first?["leaseId"]?.stringValue)
+            async let waiting = Self.claim(server, worker: "steady", waitMs: 10_000)
+            try await Self.waitForWaitingClaims(server, 1)
+            server.app.externalPools.giveBack([lost])
+            #expect(try await waiting.first?["attempt"] == 1)
+        }
+    }
+
     // MARK: - The hub on its own: bounds and draining
 
     @Test func theThousandAndFirstWaitingClaimIsRefusedWith429() throws {

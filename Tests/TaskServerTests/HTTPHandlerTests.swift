@@ -151,4 +151,33 @@ struct HTTPHandlerTests {
         #expect(!channel.isActive)
         #expect(activity.inFlight.load(ordering: .relaxed) == 0, "the request no longer counts as in flight")
     }
+
+    /// A response whose connection closed before it was ready is never written, and says so: what
+    /// it handed out (a claim's leases) is given back (issue #27, 4).
+    @Test func aResponseThatCannotBeDeliveredSaysSo() throws {
+        let answer = Promise<Response>()
+        var router = Router()
+        router.add(.GET, "/late") { _ in answer.future }
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(
+            HTTPHandler(
+                router: router,
+                limits: HTTPLimits(),
+                logger: Logger(label: "test"),
+                requestIDs: RequestIDGenerator(),
+                activity: ServerActivity(),
+                onResponse: { _, _, _ in }
+            )
+        )
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
+        try Self.send(channel, HTTPRequestHead(version: .http1_1, method: .GET, uri: "/late"))
+        try channel.close().wait()
+        let undelivered = Mutex(0)
+        var response = Response.text("leases")
+        response.onUndelivered = { undelivered.withLock { $0 += 1 } }
+        answer.succeed(response)
+        channel.embeddedEventLoop.run()
+        #expect(undelivered.withLock { $0 } == 1)
+        #expect(try Self.response(channel) == nil, "nothing was written")
+    }
 }

@@ -42,8 +42,9 @@ struct ExternalPoolsAPI: Sendable {
     @Sendable func claim(_ request: Request) throws -> Future<Response> {
         let pool = try self.pool(request)
         let claim = try ClaimRequest(try self.app.jsonBody(request))
+        let pools = self.pools
         return try self.claim(claim, pool: pool, withdrawnBy: request.connectionClosed).map { items in
-            .json(["items": .array(items)])
+            Self.givingBack(items, to: pools, .json(["items": .array(items)]))
         }
     }
 
@@ -85,6 +86,17 @@ struct ExternalPoolsAPI: Sendable {
                 headers: headers
             )
         }
+    }
+
+    /// `response`, which hands out the leases of `items`: if it never reaches the worker, they are
+    /// given back without consuming their attempts (issue #27: a parked claim whose client had just
+    /// gone used to waste an attempt, and fail a one-attempt job with task.heartbeatTimeout).
+    static func givingBack(_ items: [JSONValue], to pools: ExternalPools, _ response: Response) -> Response {
+        let leases = items.compactMap { $0["leaseId"]?.stringValue }
+        guard !leases.isEmpty else { return response }
+        var response = response
+        response.onUndelivered = { pools.giveBack(leases) }
+        return response
     }
 
     /// A claim item (SPEC §6).
@@ -148,7 +160,7 @@ struct ExternalPoolsAPI: Sendable {
                 claimed.map { items in
                     guard case .object(var object) = node else { return .json(node) }
                     object["claimed"] = .array(items)
-                    return .json(.object(object))
+                    return Self.givingBack(items, to: self.pools, .json(.object(object)))
                 }
             }
         }
@@ -214,7 +226,9 @@ struct ExternalPoolsAPI: Sendable {
             claimed = Future(value: [])
         }
         return answered.flatMap { _ in
-            claimed.map { claimed in .json(["items": .array(results), "claimed": .array(claimed)]) }
+            claimed.map { claimed in
+                Self.givingBack(claimed, to: self.pools, .json(["items": .array(results), "claimed": .array(claimed)]))
+            }
         }
     }
 

@@ -184,6 +184,45 @@ public final class ExternalPools: Sendable {
         }
     }
 
+    /// The answer of a claim never reached its worker (the connection closed first): its leases
+    /// end without consuming their attempts, which go back to their pools as the same attempts — to
+    /// a waiting claim, or the queue. (A late call with one of the lease ids is told `lease.gone`.)
+    func giveBack(_ leaseIDs: [String]) {
+        let now = self.clock.monotonicNanoseconds()
+        var ended: [LeaseTable.Actions] = []
+        var handedOff: [(Waiter, ClockTimer?, Claimed, StoredLease?, LeaseTable.Actions)] = []
+        self.state.withLock { state in
+            for id in leaseIDs {
+                guard let (lease, actions) = self.endLease(id, cancelled: false, in: &state) else { continue }
+                ended.append(actions)
+                let attempt = lease.attempt
+                state.pools[attempt.pool].claimed -= 1
+                attempt.place = .queued
+                let pool = attempt.pool
+                let action = attempt.task.action
+                if let index = state.pools[pool].waiters.firstIndex(where: { $0.actions?.contains(action) ?? true }) {
+                    let waiter = state.pools[pool].waiters.remove(at: index)
+                    let timer = state.pools[pool].waitTimers.removeValue(forKey: waiter.id) ?? nil
+                    let (claimed, stored, actions) = self.lease(
+                        attempt,
+                        workerId: waiter.workerId,
+                        now: now,
+                        in: &state
+                    )
+                    handedOff.append((waiter, timer, claimed, stored, actions))
+                } else {
+                    state.pools[pool].queue.push(attempt)
+                }
+            }
+        }
+        for actions in ended { self.run(actions) }
+        for (waiter, timer, claimed, stored, actions) in handedOff {
+            if let timer { self.clock.cancel(timer) }
+            self.run(actions)
+            self.deliver([claimed], stored: stored.map { [$0] } ?? [], to: waiter.promise)
+        }
+    }
+
     /// Marks the handed-out attempts claimed, makes their leases durable, then answers `promise`.
     private func deliver(_ claimed: [Claimed], stored: [StoredLease], to promise: Promise<[Claimed]>) {
         var live: [Claimed] = []

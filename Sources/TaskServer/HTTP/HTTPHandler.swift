@@ -281,7 +281,10 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
                 isDraining: self.activity.isDraining.load(ordering: .relaxed),
                 now: context.eventLoop.now
             )
-        else { return }
+        else {
+            response.onUndelivered?()
+            return
+        }
         let duration = monotonicNanoseconds() &- self.requestStart
         self.write(context: context, response, keepAlive: keepAlive, head: head, requestID: requestID)
         self.onResponse(request, response, duration)
@@ -340,14 +343,20 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             context.write(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
         }
         if keepAlive {
-            context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil)
+            if let undelivered = response.onUndelivered {
+                context.writeAndFlush(self.wrapOutboundOut(.end(nil))).whenFailure { _ in undelivered() }
+            } else {
+                context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil)
+            }
         } else {
             // A lingering close: shut the sending side once the answer is out, read and drop what
             // the client still sends (the rest of a refused body) until it closes, for at most 2 s.
             // Closing outright with unread bytes makes the kernel send a reset, which can destroy
             // the answer (a 413) before the client reads it.
             let channel = context.channel
-            context.writeAndFlush(self.wrapOutboundOut(.end(nil))).whenComplete { _ in
+            let undelivered = response.onUndelivered
+            context.writeAndFlush(self.wrapOutboundOut(.end(nil))).whenComplete { outcome in
+                if case .failure = outcome { undelivered?() }
                 channel.close(mode: .output).whenFailure { _ in channel.close(promise: nil) }
                 channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
             }

@@ -39,6 +39,10 @@ public struct Response: Sendable {
     public var body: [UInt8]
     /// A body written over time instead of `body` (server-sent events); ends the connection.
     public var stream: ResponseStream?
+    /// Called when the response never reached its client: the connection closed before it could be
+    /// written, or writing it failed. Whatever it handed out (a claim's leases) can then be given
+    /// back. Runs on the connection's event loop.
+    public var onUndelivered: (@Sendable () -> Void)?
 
     public init(status: HTTPResponseStatus, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
         self.status = status
