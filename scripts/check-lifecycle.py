@@ -10,6 +10,9 @@ usage: check-lifecycle.py PATH/TO/taskserver
    as soon as it has, not at the end of the grace.
 3. A second signal exits at once.
 4. Invalid configuration fails at start-up with status 64 and a message naming the setting.
+5. A full descriptor table (a hard limit of 64 descriptors, --max-connections 1000, 150 idle
+   connections): the server warns at start, the listener backs off instead of spinning (its CPU
+   over 2 s), says so once, and answers again once descriptors are free.
 
 The servers listen on a port of their choosing (--port 0, read from the log: scripts/testserver.py)
 and log at debug level, so the script can wait for the server to have received the long-poll
@@ -18,6 +21,8 @@ and log at debug level, so the script can wait for the server to have received t
 import http.client
 import json
 import os
+import resource
+import socket
 import signal
 import subprocess
 import sys
@@ -218,8 +223,61 @@ def invalid_configuration():
     print(f"✔ {len(cases)} invalid configurations refused at start-up with status 64, naming the setting")
 
 
+def process_cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def descriptor_exhaustion():
+    limit = 64
+
+    def low_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    try:
+        server = TestServer(BIN, ["--memory", "--max-connections", "1000"], timeout=20, preexec_fn=low_limit)
+    except ServerStartError as error:
+        fail(f"server did not start: {error}")
+    if "exceeds what the descriptor limit can hold" not in server.log_text():
+        fail("no warning at start that --max-connections exceeds the descriptor limit", server)
+    idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(150)]
+    try:
+        # The server accepts what its table holds; the rest wait in the backlog. Over the next two
+        # seconds a listener that retries a failing accept spins a core; one that backs off idles.
+        time.sleep(0.5)
+        before = process_cpu_seconds(server.proc.pid)
+        time.sleep(2)
+        used = process_cpu_seconds(server.proc.pid) - before
+        if used > 0.4:
+            fail(f"the server used {used:.2f} s of CPU in 2 s with its descriptor table full", server)
+        full = server.log_text().count("the descriptor table is full")
+        if full != 1:
+            fail(f"the full table was logged {full} times; expected once for the episode", server)
+    finally:
+        for connection in idle:
+            connection.close()
+    # Descriptors are free again: a new client is answered.
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+            conn.request("GET", "/healthz")
+            if conn.getresponse().status == 200:
+                break
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            fail("the server did not accept again after descriptors were freed", server)
+        time.sleep(0.1)
+    server.proc.terminate()
+    server.proc.wait(10)
+    print(f"✔ descriptor table full: warned at start, {used:.2f} s CPU in 2 s, logged once, answering again after")
+
+
 hanging_long_poll()
 finishing_long_poll()
 second_signal()
 invalid_configuration()
+descriptor_exhaustion()
 print("lifecycle checks passed")

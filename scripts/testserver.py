@@ -46,7 +46,7 @@ class TestServer:
     logged the port it listens on, and raises ServerStartError (with the log) when the process
     exits first or `timeout` passes. A server still running when the script exits is killed."""
 
-    def __init__(self, binary, args=(), env=None, cwd=None, log=None, timeout=30.0):
+    def __init__(self, binary, args=(), env=None, cwd=None, log=None, timeout=30.0, preexec_fn=None):
         if log is None:
             handle, log = tempfile.mkstemp(prefix="taskserver-", suffix=".log")
             os.close(handle)
@@ -56,7 +56,8 @@ class TestServer:
         # Only lines written by this process count (the log may be shared with earlier runs).
         self._start_offset = self._log.tell()
         self.command = [binary, "serve", *args, "--port", "0"]
-        self.proc = subprocess.Popen(self.command, stdout=self._log, stderr=self._log, env=env, cwd=cwd)
+        self.proc = subprocess.Popen(self.command, stdout=self._log, stderr=self._log, env=env, cwd=cwd,
+                                     preexec_fn=preexec_fn)
         atexit.register(self._kill_if_running)  # a failed check exits at once: no server left behind
         line = self.wait_for_log(lambda text: LISTENING in text and PORT.search(text), timeout)
         if line is None:

@@ -114,6 +114,19 @@ struct Serve: AsyncParsableCommand {
         }
         LoggingSystem.bootstrap { label in logging.handler(label: label) }
         let logger = Logger(label: "taskserver")
+        // Each connection is a descriptor: the soft limit goes up to the hard one, and a cap the
+        // limit cannot hold is said at once (README: Connections and timeouts).
+        if let limit = DescriptorLimit.raiseSoftLimit(),
+            configuration.maxConnections + DescriptorLimit.reserve > limit
+        {
+            logger.warning(
+                "--max-connections exceeds what the descriptor limit can hold; past it, connections wait in the backlog",
+                metadata: [
+                    "max_connections": "\(configuration.maxConnections)", "nofile": "\(limit)",
+                    "reserve": "\(DescriptorLimit.reserve)",
+                ]
+            )
+        }
         let app: Application
         do {
             app = try Application(configuration: configuration, logger: logger)
