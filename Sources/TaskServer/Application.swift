@@ -30,6 +30,8 @@ public final class Application: Sendable {
     public let externalPools: ExternalPools
     /// Every job's committed `job.*` events, server-wide (`GET /v1/events`).
     let eventFeed: any EventFeed
+    /// Where idle event streams wait, and are woken on their own loops.
+    let eventStreams: EventStreamHub
     /// The dashboard's files (`/ui/`).
     let dashboard: DashboardFiles
     let metrics: Metrics
@@ -89,6 +91,7 @@ public final class Application: Sendable {
         if repository.isDurable { externalPools.attach(journal: repository) }
         let eventFeed = InProcessEventFeed()
         self.eventFeed = eventFeed
+        self.eventStreams = EventStreamHub(keepAlive: configuration.streamKeepAlive)
         var engineConfiguration = EngineConfiguration(
             executors: configuration.executors,
             actions: actions,

@@ -1,5 +1,7 @@
 import Foundation
+import NIOCore
 import NIOHTTP1
+import Synchronization
 import TaskCore
 import TestSupport
 import Testing
@@ -138,6 +140,69 @@ struct StreamsTests {
         #expect(Self.parse(Self.dechunk(raw)).comments.count >= 2)
         #expect(raw.hasSuffix("0\r\n\r\n"), "the stream ends properly when the server drains")
         await server.stop()
+    }
+
+    /// Issue #27: every append used to wake each waiting stream on the appending thread, so a
+    /// burst with many streams stalled every request. Now a job holds one waiter however many
+    /// streams follow it, and its streams are woken on their own loops.
+    @Test func manyStreamsOfOneJobShareOneWaiterAndEachGetsTheBurst() async throws {
+        try await withServer { server in
+            let id = try await server.submitID(Jobs.await())
+            let port = server.port
+            let count = 64
+            let connections = try await Blocking.run {
+                try (0..<count).map { _ in try SocketConnection(port: port) }
+            }
+            for connection in connections { try connection.send(Self.request("/v1/jobs/\(id)/events?stream=true")) }
+            #expect(await eventually { server.app.eventStreams.parkedCount == count }, "every stream parks")
+            let run = try #require(server.app.jobs.liveRun(id))
+            #expect(run.eventWaiterCount == 1, "one waiter for \(count) streams")
+
+            let completed = try await server.post("/v1/jobs/\(id)/tasks/approve/complete", text: #"{"result": "yes"}"#)
+            #expect(completed.status == 200)
+            let bodies = try await Blocking.run {
+                try connections.map { connection in
+                    defer { connection.close() }
+                    return try connection.readToEnd()
+                }
+            }
+            for raw in bodies {
+                let events = Self.parse(Self.dechunk(raw)).events
+                #expect(events.map(\.id) == events.indices.map { String($0 + 1) }, "every event once, in order")
+                #expect(events.last?.event == "job.succeeded")
+            }
+            #expect(server.app.eventStreams.parkedCount == 0)
+        }
+    }
+
+    /// A source that counts the chunks it builds.
+    final class CountingSource: EventStreamSource {
+        let key = "counting"
+        let built = Mutex(0)
+
+        func chunk(after position: Int) -> (bytes: [UInt8], next: Int, ends: Bool) {
+            self.built.withLock { $0 += 1 }
+            return (Array("id: \(position + 1)\n\n".utf8), position + 1, false)
+        }
+
+        func waitForMore(after position: Int, timeout: Duration) -> Future<Void> { Future(value: ()) }
+    }
+
+    /// Issue #27: streams at one position send one chunk, built once, its bytes shared (NIO writes
+    /// the same storage to every socket).
+    @Test func streamsAtOnePositionShareOneChunk() {
+        let hub = EventStreamHub(keepAlive: .seconds(15))
+        let source = CountingSource()
+        let first = hub.chunk(of: source, after: 4)
+        let second = hub.chunk(of: source, after: 4)
+        #expect(source.built.withLock { $0 } == 1)
+        #expect(first.next == 5 && second.next == 5)
+        let same = first.bytes.withUnsafeReadableBytes { a in
+            second.bytes.withUnsafeReadableBytes { b in a.baseAddress == b.baseAddress }
+        }
+        #expect(same, "one storage for both")
+        _ = hub.chunk(of: source, after: 5)
+        #expect(source.built.withLock { $0 } == 2, "another position, another chunk")
     }
 
     // MARK: - The server-wide stream

@@ -48,6 +48,8 @@ public final class JobRun: Sendable {
         var indexedCount = 0
         var progress = JobProgress()
         var events: [JobEvent] = []
+        /// The JSON of `events` by index, encoded by the first reader that asked (`encodedEvents`).
+        var eventJSON: [[UInt8]?] = []
         var dispatchedCount = 0
         var isDispatching = false
         var eventWaiters: [Promise<Void>] = []
@@ -189,6 +191,44 @@ public final class JobRun: Sendable {
         }
     }
 
+    /// `events(after:limit:)`, each with its JSON (`JobEvent.json`) encoded once and shared: the
+    /// first reader of an event encodes it (outside the lock) and every later reader gets the same
+    /// bytes, so a job followed by a thousand streams costs one encoding per event, not a thousand.
+    public func encodedEvents(after: Int, limit: Int) -> [(event: JobEvent, json: [UInt8])] {
+        let (start, events, cached): (Int, ArraySlice<JobEvent>, [[UInt8]?]) = self.state.withLock { state in
+            guard let first = state.events.first else { return (0, [], []) }
+            let start = max(0, after - first.seq + 1)
+            let end = min(state.visibleCount, start + max(0, limit))
+            guard start < end else { return (0, [], []) }
+            let known = state.eventJSON.count
+            let cached = start < known ? Array(state.eventJSON[start..<min(end, known)]) : []
+            return (start, state.events[start..<end], cached)
+        }
+        var encoded: [(event: JobEvent, json: [UInt8])] = []
+        encoded.reserveCapacity(events.count)
+        var fresh: [(index: Int, json: [UInt8])] = []
+        for (offset, event) in events.enumerated() {
+            if offset < cached.count, let json = cached[offset] {
+                encoded.append((event, json))
+            } else {
+                let json = event.json.jsonBytes
+                encoded.append((event, json))
+                fresh.append((start + offset, json))
+            }
+        }
+        if !fresh.isEmpty {
+            self.state.withLock { state in
+                if state.eventJSON.count < fresh[fresh.count - 1].index + 1 {
+                    state.eventJSON.append(
+                        contentsOf: repeatElement(nil, count: fresh[fresh.count - 1].index + 1 - state.eventJSON.count)
+                    )
+                }
+                for (index, json) in fresh { state.eventJSON[index] = json }
+            }
+        }
+        return encoded
+    }
+
     /// The seq of the latest event readers may see (0 before any).
     public var lastVisibleSeq: Int {
         self.state.withLock { state in state.visibleCount > 0 ? state.events[state.visibleCount - 1].seq : 0 }
@@ -249,6 +289,9 @@ public final class JobRun: Sendable {
         Self.expire(promise, after: timeout)
         return promise.future
     }
+
+    /// Waiters of `waitForEvents` now (tests: however many streams follow a job, it holds one).
+    var eventWaiterCount: Int { self.state.withLock { $0.eventWaiters.count } }
 
     private static func expire(_ promise: Promise<Void>, after timeout: Duration) {
         let timer = TimerQueue.shared.schedule(after: timeout) { promise.trySucceed(()) }

@@ -25,12 +25,12 @@ struct EventsAPI: Sendable {
             from = seq
         }
         let after = from
-        let keepAlive = self.app.configuration.streamKeepAlive
+        let hub = self.app.eventStreams
         return self.app.withJob(request) { job -> Future<Response> in
             if stream {
                 return Future(
                     value: ServerSentEvents.response { writer in
-                        EventStreamPump(source: JobEventSource(job: job), writer: writer, keepAlive: keepAlive)
+                        EventStreamPump(source: JobEventSource(job: job), writer: writer, hub: hub)
                             .pump(after: after)
                     }
                 )
@@ -60,10 +60,10 @@ struct EventsAPI: Sendable {
         case .stale: position = -1
         }
         if stream {
-            let keepAlive = self.app.configuration.streamKeepAlive
+            let hub = self.app.eventStreams
             return Future(
                 value: ServerSentEvents.response { writer in
-                    EventStreamPump(source: FeedEventSource(feed: feed), writer: writer, keepAlive: keepAlive)
+                    EventStreamPump(source: FeedEventSource(feed: feed), writer: writer, hub: hub)
                         .pump(after: position)
                 }
             )

@@ -35,31 +35,38 @@ public final class StreamWriter: Sendable {
         self.registry = registry
     }
 
+    /// The event loop of the stream's connection.
+    public var eventLoop: any EventLoop { self.channel.eventLoop }
+
     /// Whether the stream ended (finished, or its connection closed).
     public var isFinished: Bool { self.finished.load(ordering: .acquiring) || self.closed.isCancellationRequested }
 
     /// Writes `bytes` as one chunk; the future completes when they reached the socket, and fails
     /// when the connection closed or the reader did not take them within `writeTimeout` (the
     /// connection is then closed).
-    public func write(_ bytes: [UInt8]) -> Future<Void> {
+    /// `bytes` may be shared with other streams (`EventStreamHub.chunk`): NIO writes a buffer's
+    /// storage as it is, so a chunk many streams send is never copied per stream.
+    public func write(_ bytes: ByteBuffer) -> Future<Void> {
         if self.isFinished { return Future(error: StreamError.closed) }
         let promise = Promise<Void>()
         let channel = self.channel
-        let timer = TimerQueue.shared.schedule(after: Self.writeTimeout) {
-            // A slow reader: its bounded buffer (one chunk) did not drain in time.
-            if promise.tryFail(StreamError.slowReader) { channel.close(promise: nil) }
-        }
-        channel.eventLoop.execute {
-            var buffer = channel.allocator.buffer(capacity: bytes.count)
-            buffer.writeBytes(bytes)
-            channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(buffer))).whenComplete { result in
-                TimerQueue.shared.cancel(timer)
+        let write: @Sendable () -> Void = {
+            // On the connection's loop, not the process-wide timer queue: a thousand streams
+            // writing a chunk each must not all take one lock.
+            let timer = channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(Self.writeTimeout.clampedNanoseconds))) {
+                // A slow reader: its bounded buffer (one chunk) did not drain in time.
+                if promise.tryFail(StreamError.slowReader) { channel.close(promise: nil) }
+            }
+            channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(bytes))).whenComplete { result in
+                timer.cancel()
                 switch result {
                 case .success: promise.trySucceed(())
                 case .failure(let error): promise.tryFail(error)
                 }
             }
         }
+        // A stream's pump runs on its loop (`EventStreamHub`): no hop then.
+        if channel.eventLoop.inEventLoop { write() } else { channel.eventLoop.execute(write) }
         return promise.future
     }
 

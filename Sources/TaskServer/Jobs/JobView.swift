@@ -13,6 +13,9 @@ public protocol JobView: Sendable {
     func node(_ id: String) -> NodeRecord?
     /// The events with `seq > after` that readers may see, at most `limit`.
     func events(after: Int, limit: Int) -> [JobEvent]
+    /// The same events, each with its JSON bytes (a live job encodes each event once for all
+    /// its readers).
+    func encodedEvents(after: Int, limit: Int) -> [(event: JobEvent, json: [UInt8])]
     /// Whether the job ended and readers can see its every event.
     var isTerminalAndVisible: Bool { get }
     /// Completes when an event with `seq > after` is visible, or after `timeout`.
@@ -31,6 +34,10 @@ extension StoredJob: JobView {
         let start = max(0, after - first.seq + 1)
         guard start < self.events.count else { return [] }
         return Array(self.events[start..<min(self.events.count, start + max(0, limit))])
+    }
+
+    public func encodedEvents(after: Int, limit: Int) -> [(event: JobEvent, json: [UInt8])] {
+        self.events(after: after, limit: limit).map { ($0, $0.json.jsonBytes) }
     }
 
     public var isTerminalAndVisible: Bool { self.state.isTerminal }

@@ -37,62 +37,72 @@ public enum FeedStart: Equatable, Sendable {
     case stale
 }
 
-/// One event of the feed: a value (its place, its job's id, the event) and the job as it was
-/// when the event was committed, shared by the entries published together.
-public struct FeedEntry: Sendable {
+/// One event of the feed: its place, its job's id, the event, and the job as it was when the event
+/// was committed (shared by the entries published together). A class, so that a reader copies a
+/// reference, not the fields; its JSON and its stream frame are made once, by the first reader that
+/// needs them, and shared by every other.
+public final class FeedEntry: Sendable {
     let position: Int
     let jobID: String
     let event: JobEvent
     let job: FeedJob
     /// The feed's part of the cursor (`InProcessEventFeed.boot`).
     let boot: String
+    private let encoded = Mutex<(json: [UInt8]?, frame: [UInt8]?)>((nil, nil))
+
+    init(position: Int, jobID: String, event: JobEvent, job: FeedJob, boot: String) {
+        self.position = position
+        self.jobID = jobID
+        self.event = event
+        self.job = job
+        self.boot = boot
+    }
 
     var cursor: String { "\(self.boot).\(self.position)" }
 
     /// The entry as JSON: the event, its job's id and cursor, and the job as it was (as list views
-    /// show it: without input and result). Made once, by the first reader that sends it, and
-    /// shared by every other: ten server-wide readers cost one encoding per event, not ten.
+    /// show it: without input and result).
     var json: [UInt8] {
-        self.job.encoded(self.position) {
-            var json = JSONWriter(capacity: 512)
-            json.beginObject()
-            json.key("cursor")
-            json.string(self.cursor)
-            json.key("jobId")
-            json.string(self.jobID)
-            json.key("seq")
-            json.int(self.event.seq)
-            json.key("type")
-            json.string(self.event.type.rawValue)
-            json.key("time")
-            json.timestamp(self.event.time)
-            if let data = self.event.data {
-                json.key("data")
-                json.value(data)
-            }
-            json.key("job")
-            self.job.snapshot.write(to: &json, includePayloads: false)
-            json.endObject()
-            return json.bytes
+        if let json = self.encoded.withLock({ $0.json }) { return json }
+        var json = JSONWriter(capacity: 512)
+        json.beginObject()
+        json.key("cursor")
+        json.string(self.cursor)
+        json.key("jobId")
+        json.string(self.jobID)
+        json.key("seq")
+        json.int(self.event.seq)
+        json.key("type")
+        json.string(self.event.type.rawValue)
+        json.key("time")
+        json.timestamp(self.event.time)
+        if let data = self.event.data {
+            json.key("data")
+            json.value(data)
         }
+        json.key("job")
+        self.job.snapshot.write(to: &json, includePayloads: false)
+        json.endObject()
+        let bytes = json.bytes
+        self.encoded.withLock { $0.json = bytes }
+        return bytes
+    }
+
+    /// The entry as a server-sent event (`id` its cursor).
+    var frame: [UInt8] {
+        if let frame = self.encoded.withLock({ $0.frame }) { return frame }
+        var frame: [UInt8] = []
+        ServerSentEvents.append(id: self.cursor, event: self.event.type.rawValue, data: self.json, to: &frame)
+        self.encoded.withLock { $0.frame = frame }
+        return frame
     }
 }
 
-/// The job of the entries published together, and their JSON once a reader made it: one object
-/// per publication, none per entry (most feeds are written far more than they are read).
+/// The job of the entries published together: one object per publication, none per entry.
 public final class FeedJob: Sendable {
     let snapshot: JobSnapshot
-    private let cache = Mutex<[Int: [UInt8]]>([:])
 
     init(_ snapshot: JobSnapshot) { self.snapshot = snapshot }
-
-    /// The JSON of the entry at `position`, made by `make` the first time.
-    func encoded(_ position: Int, _ make: () -> [UInt8]) -> [UInt8] {
-        if let bytes = self.cache.withLock({ $0[position] }) { return bytes }
-        let bytes = make()
-        self.cache.withLock { $0[position] = bytes }
-        return bytes
-    }
 }
 
 /// The feed of one process: a bounded window of the latest `capacity` entries.

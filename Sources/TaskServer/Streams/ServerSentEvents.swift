@@ -1,3 +1,4 @@
+import NIOCore
 import NIOHTTP1
 import TaskCore
 import TaskGraph
@@ -7,7 +8,7 @@ import TaskGraph
 enum ServerSentEvents {
     static let contentType = "text/event-stream"
     /// A comment line that keeps proxies and clients from timing an idle stream out.
-    static let keepAlive = Array(": keep-alive\n\n".utf8)
+    static let keepAlive = ByteBuffer(string: ": keep-alive\n\n")
 
     /// Appends one event: `id`, `event` and a single-line `data` (compact JSON has no newlines).
     static func append(id: String, event: String, data: [UInt8], to bytes: inout [UInt8]) {
@@ -50,6 +51,8 @@ enum ServerSentEvents {
 
 /// What an event stream sends: chunks of encoded events after a position, and a wait for more.
 protocol EventStreamSource: Sendable {
+    /// What streams of this source park under (`EventStreamHub`).
+    var key: String { get }
     /// The next chunk after `position` — its bytes (none when nothing is new), the position after
     /// it, and whether the stream ends with it.
     func chunk(after position: Int) -> (bytes: [UInt8], next: Int, ends: Bool)
@@ -65,16 +68,19 @@ protocol EventStreamSource: Sendable {
 struct EventStreamPump<Source: EventStreamSource>: Sendable {
     let source: Source
     let writer: StreamWriter
-    let keepAlive: Duration
+    let hub: EventStreamHub
+    var keepAlive: Duration { self.hub.keepAlive }
     /// Events per chunk: a big history goes out in slices, each waiting for the last.
     static var chunkEvents: Int { 256 }
+    /// Bytes after which a chunk takes no more events (a chunk holds at least one).
+    static var chunkBytes: Int { 64 * 1024 }
 
     /// Sends what there is after `position`; with nothing to send, waits for more, and writes a
     /// keep-alive comment once the stream has been idle for `keepAlive` (since `idleSince`).
     func pump(after position: Int, idleSince: UInt64 = monotonicNanoseconds()) {
         if self.writer.isFinished { return }
-        let chunk = self.source.chunk(after: position)
-        if chunk.bytes.isEmpty {
+        let chunk = self.hub.chunk(of: self.source, after: position)
+        if chunk.bytes.readableBytes == 0 {
             if chunk.ends {
                 self.writer.finish()
                 return
@@ -84,19 +90,31 @@ struct EventStreamPump<Source: EventStreamSource>: Sendable {
                 self.send(ServerSentEvents.keepAlive, then: position, ends: false)
                 return
             }
-            self.source.waitForMore(after: position, timeout: self.keepAlive - idle).whenComplete { _ in
-                self.pump(after: position, idleSince: idleSince)
-            }
+            let source = self.source
+            self.hub.park(
+                source.key,
+                after: position,
+                loop: self.writer.eventLoop,
+                deadline: idleSince &+ self.keepAlive.clampedNanoseconds,
+                waitForMore: { source.waitForMore(after: $0, timeout: .seconds(60)) },
+                step: { self.pump(after: position, idleSince: idleSince) }
+            )
             return
         }
         self.send(chunk.bytes, then: chunk.next, ends: chunk.ends)
     }
 
-    private func send(_ bytes: [UInt8], then position: Int, ends: Bool) {
+    private func send(_ bytes: ByteBuffer, then position: Int, ends: Bool) {
         self.writer.write(bytes).whenComplete { outcome in
             // A failed write closed the connection (gone, or cut off as too slow): nothing to do.
             guard outcome.value != nil else { return }
-            if ends { self.writer.finish() } else { self.pump(after: position) }
+            if ends {
+                self.writer.finish()
+            } else {
+                // Not at once: the write may have completed at once, and the loop has sockets
+                // to serve (`EventStreamHub`).
+                self.hub.runSoon(on: self.writer.eventLoop) { self.pump(after: position) }
+            }
         }
     }
 }
@@ -105,21 +123,22 @@ struct EventStreamPump<Source: EventStreamSource>: Sendable {
 struct JobEventSource: EventStreamSource {
     let job: any JobView
 
+    var key: String { "job " + self.job.id }
+
     func chunk(after position: Int) -> (bytes: [UInt8], next: Int, ends: Bool) {
-        let events = self.job.events(after: position, limit: EventStreamPump<Self>.chunkEvents)
+        let events = self.job.encodedEvents(after: position, limit: EventStreamPump<Self>.chunkEvents)
         // Nothing new: a finished job's stream ends (its terminal event was sent).
-        guard let last = events.last else { return ([], position, self.job.isTerminalAndVisible) }
+        if events.isEmpty { return ([], position, self.job.isTerminalAndVisible) }
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(events.count * 160)
-        for event in events {
-            ServerSentEvents.append(
-                id: String(event.seq),
-                event: event.type.rawValue,
-                data: event.json.jsonBytes,
-                to: &bytes
-            )
+        bytes.reserveCapacity(events.reduce(0) { $0 + $1.json.count + 40 })
+        var next = position
+        var ends = false
+        for (event, json) in events where bytes.count < EventStreamPump<Self>.chunkBytes {
+            ServerSentEvents.append(id: String(event.seq), event: event.type.rawValue, data: json, to: &bytes)
+            next = event.seq
+            ends = event.type.isTerminal
         }
-        return (bytes, last.seq, last.type.isTerminal)
+        return (bytes, next, ends)
     }
 
     func waitForMore(after position: Int, timeout: Duration) -> Future<Void> {
@@ -131,6 +150,8 @@ struct JobEventSource: EventStreamSource {
 /// window is told (`stream.reset`) and continues from the oldest entry held.
 struct FeedEventSource: EventStreamSource {
     let feed: any EventFeed
+
+    var key: String { "feed" }
 
     func chunk(after position: Int) -> (bytes: [UInt8], next: Int, ends: Bool) {
         let (entries, gap) = self.feed.entries(after: position, limit: EventStreamPump<Self>.chunkEvents)
@@ -145,10 +166,16 @@ struct FeedEventSource: EventStreamSource {
                 to: &bytes
             )
         }
-        for entry in entries {
-            ServerSentEvents.append(id: entry.cursor, event: entry.event.type.rawValue, data: entry.json, to: &bytes)
+        var frames: [[UInt8]] = []
+        var size = 0
+        for entry in entries where size < EventStreamPump<Self>.chunkBytes {
+            let frame = entry.frame
+            frames.append(frame)
+            size += frame.count
             next = entry.position
         }
+        bytes.reserveCapacity(bytes.count + size)
+        for frame in frames { bytes.append(contentsOf: frame) }
         return (bytes, next, false)
     }
 
