@@ -60,7 +60,8 @@ struct ChildCommandTests {
             FileManager.default.fileExists(atPath: ready)
         }
         #expect(outcome.termination == .signalled(SIGTERM))
-        #expect(ContinuousClock.now - started < TestTiming.scaled(.seconds(4)))
+        // Well under the 30 s a wait for `sleep` would take; loose, as the machine may be busy.
+        #expect(ContinuousClock.now - started < TestTiming.scaled(.seconds(15)))
     }
 
     @Test func aChildThatIgnoresSIGTERMIsKilled() async throws {

@@ -49,15 +49,17 @@ final class EventStreamHub: Sendable {
         var scheduled = false
     }
 
-    private struct SharedChunk {
-        let after: Int
-        let chunk: EventChunk
+    /// The latest chunks built for a source, by the position they follow (at most
+    /// `chunksPerSource`; the oldest goes first).
+    private struct SharedChunks {
+        var byPosition: [Int: EventChunk] = [:]
+        var order: [Int] = []
     }
 
     private struct State {
         var sources: [String: Source] = [:]
-        /// The latest chunk built for each source (at most `maxSharedChunks` sources).
-        var chunks: [String: SharedChunk] = [:]
+        /// The latest chunks built for each source (at most `maxSharedChunks` sources).
+        var chunks: [String: SharedChunks] = [:]
         var loops: [ObjectIdentifier: Turns] = [:]
         var sweeping = false
     }
@@ -70,9 +72,12 @@ final class EventStreamHub: Sendable {
     /// the loop's task queue empties, so the loop polls its sockets first).
     static let pause: TimeAmount = .microseconds(500)
 
-    /// Sources whose latest chunk is kept (each at most `EventStreamPump.chunkBytes` and one
-    /// event): past it, every kept chunk is dropped.
+    /// Sources whose latest chunks are kept (each chunk at most `EventStreamPump.chunkBytes` and
+    /// one event): past it, every kept chunk is dropped.
     static let maxSharedChunks = 256
+    /// Chunks kept per source: readers that fell behind read from block boundaries
+    /// (`FeedEventSource`), so a few kept chunks serve several of them.
+    static let chunksPerSource = 8
 
     init(keepAlive: Duration) { self.keepAlive = keepAlive }
 
@@ -80,13 +85,16 @@ final class EventStreamHub: Sendable {
     /// for the same position, or a new one (kept for the next stream to ask).
     func chunk<Source: EventStreamSource>(of source: Source, after position: Int) -> EventChunk {
         let key = source.key
-        if let shared = self.state.withLock({ $0.chunks[key] }), shared.after == position { return shared.chunk }
+        if let shared = self.state.withLock({ $0.chunks[key]?.byPosition[position] }) { return shared }
         let built = source.chunk(after: position)
         guard !built.bytes.isEmpty else { return EventChunk(bytes: ByteBuffer(), next: built.next, ends: built.ends) }
         let chunk = EventChunk(bytes: ByteBuffer(bytes: built.bytes), next: built.next, ends: built.ends)
         self.state.withLock { state in
             if state.chunks.count >= Self.maxSharedChunks, state.chunks[key] == nil { state.chunks.removeAll() }
-            state.chunks[key] = SharedChunk(after: position, chunk: chunk)
+            var shared = state.chunks[key] ?? SharedChunks()
+            if shared.byPosition.updateValue(chunk, forKey: position) == nil { shared.order.append(position) }
+            if shared.order.count > Self.chunksPerSource { shared.byPosition[shared.order.removeFirst()] = nil }
+            state.chunks[key] = shared
         }
         return chunk
     }

@@ -153,8 +153,14 @@ struct FeedEventSource: EventStreamSource {
 
     var key: String { "feed" }
 
+    /// Entries per block: a chunk ends at a block boundary, so readers that fell behind at
+    /// different places soon read the same chunks, built once (`EventStreamHub.chunk`).
+    static var blockEntries: Int { 128 }
+
     func chunk(after position: Int) -> (bytes: [UInt8], next: Int, ends: Bool) {
-        let (entries, gap) = self.feed.entries(after: position, limit: EventStreamPump<Self>.chunkEvents)
+        let block = Self.blockEntries
+        let toBoundary = block - ((max(0, position) % block + block) % block)
+        let (entries, gap) = self.feed.entries(after: position, limit: toBoundary)
         var bytes: [UInt8] = []
         var next = position
         if gap {
