@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "TaskCore", targets: ["TaskCore"]),
         .library(name: "TaskGraph", targets: ["TaskGraph"]),
         .library(name: "TaskWorkerProtocol", targets: ["TaskWorkerProtocol"]),
+        .library(name: "TaskSchedule", targets: ["TaskSchedule"]),
         .library(name: "TaskServer", targets: ["TaskServer"]),
         .executable(name: "taskserver", targets: ["taskserver"]),
         .executable(name: "taskcore-bench", targets: ["taskcore-bench"]),
@@ -45,12 +46,16 @@ let package = Package(
         // The worker protocol's bodies and rules (SPEC §6), shared by the server (WorkersAPI,
         // TasksAPI) and `taskserver worker`: JSON values only, no NIO, no HTTP.
         .target(name: "TaskWorkerProtocol", dependencies: ["TaskCore", "TaskGraph"]),
+        // The cron engine of schedules (SPEC §8): expressions, time zones and daylight saving as
+        // cronie has them, and the next fires. Plain Swift; Foundation only for TimeZone and Date.
+        .target(name: "TaskSchedule"),
         .target(
             name: "TaskServer",
             dependencies: [
                 "TaskCore",
                 "TaskGraph",
                 "TaskWorkerProtocol",
+                "TaskSchedule",
                 "CCurl",
                 "CCrypto",
                 "CSQLite",
@@ -135,6 +140,7 @@ let package = Package(
         .testTarget(name: "TaskCoreTests", dependencies: ["TaskCore", "TestSupport"]),
         .testTarget(name: "TaskGraphTests", dependencies: ["TaskGraph", "TestSupport"]),
         .testTarget(name: "TaskWorkerProtocolTests", dependencies: ["TaskWorkerProtocol", "TaskGraph", "TaskCore"]),
+        .testTarget(name: "TaskScheduleTests", dependencies: ["TaskSchedule"]),
         .testTarget(
             name: "TaskServerWorkerTests",
             dependencies: [

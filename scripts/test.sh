@@ -2,7 +2,8 @@
 # Runs every test of TaskServer:
 #   1. openapi.json is what scripts/openapi-json.py makes from openapi.yaml (checked once the
 #      build is done, when the Python environment made beside it is ready); then the Swift test
-#      suites (TaskCore, TaskGraph, TaskWorkerProtocol, TaskServerWorker, TaskServer) — `swift test`;
+#      suites (TaskCore, TaskGraph, TaskWorkerProtocol, TaskSchedule, TaskServerWorker, TaskServer) —
+#      `swift test`;
 #   2. every suite again under ThreadSanitizer, with the TSan-visible lock (-DTASKSERVER_TSAN);
 #      any "WARNING: ThreadSanitizer" in the output fails the step;
 #   3. the built server, started on a port of its choosing (--port 0), against its OpenAPI
@@ -103,7 +104,7 @@ tsan_status=0
 # One module's suites at a time: TaskCore's stress tests block their threads for seconds at a time
 # under TSan, and on two cores that starved the server suites' async tests of the cooperative
 # pool for over a minute when everything ran at once (alone, every suite passes in seconds).
-for module in TaskCoreTests TaskGraphTests TaskWorkerProtocolTests TaskServerWorkerTests TaskServerTests; do
+for module in TaskCoreTests TaskGraphTests TaskWorkerProtocolTests TaskScheduleTests TaskServerWorkerTests TaskServerTests; do
     swift test --skip-build "${tsan_flags[@]}" --filter "$module" 2>&1 | tee -a "$tsan_log" || tsan_status=$?
 done
 unset TSAN_OPTIONS
