@@ -32,6 +32,8 @@ public final class Application: Sendable {
     let eventFeed: any EventFeed
     /// Where idle event streams wait, and are woken on their own loops.
     let eventStreams: EventStreamHub
+    /// The time of the server's own timers, and of "now" in schedule previews.
+    let clock: any ServerClock
     /// The dashboard's files (`/ui/`).
     let dashboard: DashboardFiles
     let metrics: Metrics
@@ -57,6 +59,7 @@ public final class Application: Sendable {
     ) throws {
         self.configuration = configuration
         self.logger = logger
+        self.clock = clock
         self.dashboard =
             try configuration.uiDirectory.map { directory throws(ConfigurationError) in
                 try DashboardFiles.reading(directory)
@@ -138,6 +141,7 @@ public final class Application: Sendable {
         EventsAPI(app: self).register(in: &router)
         DeliveriesAPI(app: self).register(in: &router)
         ExternalPoolsAPI(app: self).register(in: &router)
+        SchedulesAPI(app: self).register(in: &router)
         DashboardAPI(files: self.dashboard).register(in: &router)
         ServiceAPI(app: self).register(in: &router)
         if !self.configuration.apiKeys.isEmpty {
