@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end test of the terminal client (`taskserver submit|status|cancel|events`) against a live
+# End-to-end test of the terminal client (`taskserver submit|status|cancel|redrive|events`) against a live
 # server on a port of its choosing (--port 0, read from its log: scripts/server.sh), with an API
 # key: exit statuses, output, --watch on a pipe and on a pseudo-terminal (script(1)), and the
 # messages for connection and problem+json errors. It waits for conditions (output written, a
@@ -94,6 +94,14 @@ done_id=$(jq -r .id "$work/out")
 run 3 cancel "$done_id"
 grep -q "409 job.terminal" "$work/err" || fail "cancel of a finished job: $(cat "$work/err")"
 echo "✔ cancel of a finished job: exit 3, $(cat "$work/err")"
+
+# redrive: the cancelled slow job runs again (then is cancelled again); a succeeded one cannot.
+run 0 redrive "$id"
+[ "$(jq -r .state "$work/out")" = running ] || fail "redrive: $(cat "$work/out")"
+run 0 cancel "$id"
+run 3 redrive "$done_id"
+grep -q "409 job.notRedrivable" "$work/err" || fail "redrive of a succeeded job: $(cat "$work/err")"
+echo "✔ redrive of a cancelled job: running again, exit 0; of a succeeded one: exit 3, $(cat "$work/err")"
 
 run 0 submit "$work/parallel.json" --watch
 lines=$(wc -l <"$work/out")

@@ -191,6 +191,32 @@ struct Cancel: ParsableCommand {
     }
 }
 
+struct Redrive: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run a failed or cancelled job again from where it stopped.",
+        discussion: """
+            Succeeded nodes keep their results and do not run; failed, cancelled and skipped nodes run \
+            again, their attempts counting on. Prints the job, now running. Exit status 0 when it runs \
+            again; 3 when it is not failed or cancelled, was not found, or the server cannot be reached.
+            """
+    )
+
+    @OptionGroup var options: ClientOptions
+
+    @Argument(help: "The job id.")
+    var id: String
+
+    func run() throws {
+        let client = try self.options.client()
+        let response = try runClient { () throws(ClientError) in
+            let response = try client.send("POST", "/v1/jobs/\(TaskServerClient.escape(self.id))/redrive")
+            guard response.status == 202 else { throw ClientError(problem: response) }
+            return response
+        }
+        printJSON(response.body)
+    }
+}
+
 // MARK: - events
 
 struct Events: ParsableCommand {
@@ -233,11 +259,13 @@ struct Events: ParsableCommand {
                         FileHandle.standardOutput.write(line + Data("\n".utf8))
                     }
                     if let seq = item["seq"] as? Int { after = max(after, seq) }
-                    if let type = item["type"] as? String,
-                        ["job.succeeded", "job.failed", "job.cancelled"].contains(type)
-                    {
-                        ended = true
-                    }
+                    // A redriven job's history goes on after a terminal event: only the last counts.
+                    ended =
+                        (item["type"] as? String).map { ["job.succeeded", "job.failed", "job.cancelled"].contains($0) }
+                        ?? false
+                }
+                if ended, let state = try client.job(self.id).json?["state"] as? String {
+                    ended = terminalJobStates.contains(state)
                 }
                 if !self.follow || ended { return }
                 // Nothing new within the wait: stop if the job ended before `after` (its last event

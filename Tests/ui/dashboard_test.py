@@ -384,7 +384,17 @@ def check_cancel(page, api):
         raise CheckFailed(f"the server says {state}")
     if page.q('[data-testid="cancel-job"]:not([hidden])'):
         raise CheckFailed("the cancel button is still offered")
-    return "confirmed, job and node cancelled"
+    # Redrive: the cancelled job runs again from where it stopped; the page follows it live.
+    page.wait_css('[data-testid="redrive-job"]:not([hidden])', 5).click()
+    page.confirm()
+    page.wait("the job badge to turn running", lambda: page.job_state() == "running", 10)
+    page.wait("gate to be running again", lambda: page.node_state("gate") == "running", 10)
+    state = api.job(job["id"])["state"]
+    if state != "running":
+        raise CheckFailed(f"after the redrive the server says {state}")
+    api.raw("POST", f"/v1/jobs/{job['id']}/cancel")
+    page.wait("the job badge to turn cancelled again", lambda: page.job_state() == "cancelled", 10)
+    return "confirmed, job and node cancelled; redriven, running again, cancelled again"
 
 
 def check_await(page, api):
@@ -637,7 +647,7 @@ def main():
             ("the jobs list shows a submitted job, and new jobs live", check_list),
             ("the graph shows a node turn from running to succeeded live", check_live_graph),
             ("nodes that appear while the job runs (dynamic, map) are drawn live", check_new_nodes),
-            ("the cancel button cancels a running job", check_cancel),
+            ("the cancel button cancels a running job, and redrive runs it again", check_cancel),
             ("the await form completes a task and the job succeeds", check_await),
             (f"a job named {XSS_NAME} renders as text", check_xss),
             ("the delete button deletes a finished job", check_delete),

@@ -141,6 +141,16 @@ public final class Engine: Sendable {
 
 /// The stored state of a job that was running when the process stopped (see `Engine.makeRun`).
 public struct RestoredJob: Sendable {
+    /// What a failed or cancelled job runs again from (`JobRun.startRedriven`): succeeded nodes keep
+    /// their outcomes and do not run; failed, cancelled and skipped nodes are pending again, their
+    /// attempts kept, so the count goes on (each gets its retry policy's attempts afresh).
+    public static func redriving(nodes: [NodeRecord], events: [JobEvent], startedAt: Timestamp?) -> RestoredJob {
+        var byID: [String: NodeRecord] = [:]
+        byID.reserveCapacity(nodes.count)
+        for record in nodes { byID[record.id] = record.redriven }
+        return RestoredJob(nodes: byID, events: events, startedAt: startedAt)
+    }
+
     /// The stored node records by id; terminal ones are not run again, others run (again).
     public var nodes: [String: NodeRecord]
     /// The job's events so far, in order; new events continue after the last seq.

@@ -5,6 +5,9 @@ public enum JobEventType: String, Sendable, CaseIterable, Codable {
     case jobSucceeded = "job.succeeded"
     case jobFailed = "job.failed"
     case jobCancelled = "job.cancelled"
+    /// A failed or cancelled job runs again (`POST /v1/jobs/{id}/redrive`): its history goes on
+    /// after its terminal event, to a new one.
+    case jobRedriven = "job.redriven"
     case taskStarted = "task.started"
     case taskSucceeded = "task.succeeded"
     case taskFailed = "task.failed"
@@ -15,7 +18,7 @@ public enum JobEventType: String, Sendable, CaseIterable, Codable {
     /// `true` for `job.*` events.
     public var isJobEvent: Bool {
         switch self {
-        case .jobCreated, .jobStarted, .jobSucceeded, .jobFailed, .jobCancelled: true
+        case .jobCreated, .jobStarted, .jobSucceeded, .jobFailed, .jobCancelled, .jobRedriven: true
         default: false
         }
     }

@@ -41,6 +41,24 @@ extension JobRun {
             return (true, now, Self.appendEvent(.jobStarted, taskId: nil, data: nil, time: now, in: &state))
         }
         guard shouldStart else { return }
+        self.run(timeoutFrom: startedAt, waiters)
+    }
+
+    /// Runs a job made from a failed or cancelled one's records (`RestoredJob.redriving`): appends
+    /// `job.redriven`, then runs every node without a stored outcome. The job's `timeoutMs` counts
+    /// from now.
+    public func startRedriven() {
+        let (shouldStart, now, waiters): (Bool, Timestamp, [Promise<Void>]) = self.state.withLock { state in
+            guard state.jobState == .pending else { return (false, .now(), []) }
+            state.jobState = .running
+            let now = Timestamp.now()
+            return (true, now, Self.appendEvent(.jobRedriven, taskId: nil, data: nil, time: now, in: &state))
+        }
+        guard shouldStart else { return }
+        self.run(timeoutFrom: now, waiters)
+    }
+
+    private func run(timeoutFrom startedAt: Timestamp, _ waiters: [Promise<Void>]) {
         self.publish(waiters)
         // `cancelJobSource` passes the job token's cancellation on to the root.
         let context = ExecutionContext(token: self.jobSource.token, suffix: "", propagates: true)

@@ -100,6 +100,18 @@ public struct NodeRecord: Sendable, Equatable {
         case .skipped: return ["state": "skipped"]
         }
     }
+
+    /// The record as a redrive starts from it: a succeeded node as it is (it does not run again);
+    /// any other pending again, with its attempts kept so that the count goes on.
+    public var redriven: NodeRecord {
+        guard self.state != .succeeded else { return self }
+        var record = self
+        record.state = .pending
+        record.result = nil
+        record.error = nil
+        record.finishedAt = nil
+        return record
+    }
 }
 
 /// Counts of a job's task (leaf) nodes by state (SPEC §3.2 `progress`).

@@ -14,6 +14,7 @@ struct JobsAPI: Sendable {
         router.add(.GET, "/v1/jobs/{id}", self.get)
         router.add(.DELETE, "/v1/jobs/{id}", self.delete)
         router.add(.POST, "/v1/jobs/{id}/cancel", self.cancel)
+        router.add(.POST, "/v1/jobs/{id}/redrive", self.redrive)
         router.add(.GET, "/v1/jobs/{id}/graph", self.graph)
         router.add(.POST, "/v1/graphs/validate", self.validate)
     }
@@ -115,6 +116,30 @@ struct JobsAPI: Sendable {
             case .cancelling(let snapshot): return .json(bytes: snapshot.jsonBytes(), status: .accepted)
             case .alreadyCancelled(let snapshot): return .json(bytes: snapshot.jsonBytes(), status: .ok)
             case .terminal(let state): throw HTTPProblem.conflict("job.terminal", "the job already \(state.rawValue)")
+            case .notFound: throw HTTPProblem.notFound("job.notFound", "no job \(id)")
+            }
+        }
+    }
+
+    @Sendable func redrive(_ request: Request) throws -> Future<Response> {
+        let id = request.parameter("id")
+        if self.app.isDraining {
+            throw HTTPProblem(
+                .serviceUnavailable,
+                code: "server.draining",
+                detail: "the server is shutting down and starts no job"
+            )
+        }
+        return self.app.jobs.redrive(id).map { outcome -> Response in
+            switch outcome {
+            case .redriven(let snapshot): return .json(bytes: snapshot.jsonBytes(), status: .accepted)
+            case .notRedrivable(let state):
+                throw HTTPProblem.conflict(
+                    "job.notRedrivable",
+                    state.isTerminal
+                        ? "the job \(state.rawValue); only a failed or cancelled job can be redriven"
+                        : "the job is \(state.rawValue); only a failed or cancelled job can be redriven"
+                )
             case .notFound: throw HTTPProblem.notFound("job.notFound", "no job \(id)")
             }
         }

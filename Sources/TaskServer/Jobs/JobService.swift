@@ -35,10 +35,10 @@ public final class JobService: JobObserver, Sendable {
     private final class Shard: Sendable {
         let runs = Mutex<[JobIDKey: JobRun]>([:])
     }
-    /// Deletes waiting for a finished job's end to be recorded, by job id; `waitingDeletes` counts
-    /// them, so that a job's end looks at them only when there are any.
+    /// Commands (delete, redrive) waiting for a finished job's end to be recorded, by job id;
+    /// `waitingForEnds` counts them, so that a job's end looks at them only when there are any.
     private let endWaiters = Mutex<[String: [Promise<Void>]]>([:])
-    private let waitingDeletes = Atomic<Int>(0)
+    private let waitingForEnds = Atomic<Int>(0)
 
     /// The shard of `key` (its random bytes pick it).
     private func shard(_ key: JobIDKey) -> Shard {
@@ -288,28 +288,95 @@ public final class JobService: JobObserver, Sendable {
         return run.waitForDurability(through: run.lastSeq)
     }
 
-    /// Deletes a finished job with everything recorded about it.
-    public func delete(_ id: String) -> Future<DeleteResult> {
-        enum Live {
-            case no
-            case running
-            /// It ended a moment ago: the delete follows its end into the repository.
-            case ending(Future<Void>)
-        }
-        let live: Live = self.withLive(id) { live, key in
+    /// Where job `id` is: not live here, live and not finished (its state), or finished a moment
+    /// ago (the future completes once its end is recorded and the repository has the record).
+    private enum LiveOrEnding {
+        case no
+        case running(JobState)
+        case ending(Future<Void>)
+    }
+
+    private func liveOrEnding(_ id: String) -> LiveOrEnding {
+        self.withLive(id) { live, key in
             guard let run = live[key] else { return .no }
-            guard run.jobState.isTerminal else { return .running }
+            let state = run.jobState
+            guard state.isTerminal else { return .running(state) }
             // Registered under the shard's lock: `ended` removes the run under it before it takes
             // the waiters, so this waiter cannot be missed.
             let promise = Promise<Void>()
             self.endWaiters.withLock { $0[id, default: []].append(promise) }
-            self.waitingDeletes.add(1, ordering: .sequentiallyConsistent)
+            self.waitingForEnds.add(1, ordering: .sequentiallyConsistent)
             return .ending(promise.future)
         }
-        switch live {
+    }
+
+    /// Deletes a finished job with everything recorded about it.
+    public func delete(_ id: String) -> Future<DeleteResult> {
+        switch self.liveOrEnding(id) {
         case .no: return self.repository.delete(id)
         case .running: return Future(value: .notTerminal)
+        // It ended a moment ago: the delete follows its end into the repository.
         case .ending(let recorded): return recorded.flatMap { self.repository.delete(id) }
+        }
+    }
+
+    // MARK: - Redrive
+
+    public enum RedriveOutcome: Sendable {
+        /// The job runs again (`202`); the job as it is now.
+        case redriven(JobSnapshot)
+        /// Not failed or cancelled (`409 job.notRedrivable`): its state.
+        case notRedrivable(JobState)
+        case notFound
+    }
+
+    /// Runs a failed or cancelled job again from where it stopped (SPEC §8): its succeeded nodes
+    /// keep their outcomes; failed, cancelled and skipped ones run again, their attempts counting
+    /// on. The same path as recovery — the repository hands over the job's records (`reopen`, as
+    /// `claimUnfinished` does) and the run resumes from them — plus a `job.redriven` event.
+    /// Completes once that event is durable.
+    public func redrive(_ id: String) -> Future<RedriveOutcome> {
+        switch self.liveOrEnding(id) {
+        case .no: return self.redriveStored(id)
+        case .running(let state): return Future(value: .notRedrivable(state))
+        case .ending(let recorded): return recorded.flatMap { self.redriveStored(id) }
+        }
+    }
+
+    private func redriveStored(_ id: String) -> Future<RedriveOutcome> {
+        self.repository.reopen(id).flatMap { stored -> Future<RedriveOutcome> in
+            guard let stored else {
+                // Not there, or not failed or cancelled (any more): say which.
+                return self.job(id).map { job in job.map { .notRedrivable($0.snapshot.state) } ?? .notFound }
+            }
+            let run: JobRun
+            do {
+                let spec = try stored.spec ?? self.engine.decoder.decodeJob(stored.document ?? .null)
+                run = self.engine.makeRun(
+                    id: stored.id,
+                    spec: spec,
+                    createdAt: stored.createdAt,
+                    restored: .redriving(nodes: stored.nodes, events: stored.events, startedAt: stored.startedAt)
+                )
+            } catch {
+                // Its document was accepted once: this is a stored record gone bad. It stays
+                // unfinished, for a recovery to report again.
+                self.logger.error(
+                    "cannot redrive a stored job",
+                    metadata: ["job.id": "\(id)", "error": "\(error)"]
+                )
+                return Future(value: .notRedrivable(stored.state))
+            }
+            run.storeKey.store(stored.key, ordering: .relaxed)
+            let added = self.withLive(id) { live, key -> Bool in
+                guard live[key] == nil else { return false }
+                live[key] = run
+                return true
+            }
+            guard added else { return Future(value: .notRedrivable(.running)) }
+            run.startRedriven()
+            // Answered once `job.redriven` (and whatever followed it so far) is committed.
+            return run.waitForDurability(through: run.lastSeq).map { .redriven(run.snapshot) }
         }
     }
 
@@ -456,10 +523,10 @@ public final class JobService: JobObserver, Sendable {
         }
         // A delete that found the run live registered before the run left (both under its
         // shard's lock), so it is counted by now.
-        guard self.waitingDeletes.load(ordering: .sequentiallyConsistent) > 0 else { return }
+        guard self.waitingForEnds.load(ordering: .sequentiallyConsistent) > 0 else { return }
         let waiters = self.endWaiters.withLock { $0.removeValue(forKey: run.id) ?? [] }
         if waiters.isEmpty { return }
-        self.waitingDeletes.subtract(waiters.count, ordering: .sequentiallyConsistent)
+        self.waitingForEnds.subtract(waiters.count, ordering: .sequentiallyConsistent)
         for waiter in waiters { waiter.succeed(()) }
     }
 }

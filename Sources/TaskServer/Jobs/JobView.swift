@@ -18,6 +18,8 @@ public protocol JobView: Sendable {
     func encodedEvents(after: Int, limit: Int) -> [(event: JobEvent, json: [UInt8])]
     /// Whether the job ended and readers can see its every event.
     var isTerminalAndVisible: Bool { get }
+    /// The seq of the latest event readers may see (0 before any).
+    var lastVisibleSeq: Int { get }
     /// Completes when an event with `seq > after` is visible, or after `timeout`.
     func waitForEvents(after: Int, timeout: Duration) -> Future<Void>
     /// Completes when the job is terminal and its terminal event visible, or after `timeout`.
@@ -41,6 +43,8 @@ extension StoredJob: JobView {
     }
 
     public var isTerminalAndVisible: Bool { self.state.isTerminal }
+
+    public var lastVisibleSeq: Int { self.events.last?.seq ?? 0 }
 
     /// A stored record does not change under its reader: with events after `after` the wait ends
     /// at once, else it lasts its timeout (as a live job's does once it ended).

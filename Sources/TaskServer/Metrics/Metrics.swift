@@ -19,6 +19,7 @@ final class Metrics: JobObserver {
 
     private let jobsSubmitted: Counter
     private let jobsFinished: [JobState: Counter]
+    private let jobsRedriven: Counter
     private let storeCommits: DurationHistogram
     private let jobsHeld: Gauge
     private let connectionsOpen: Gauge
@@ -110,6 +111,9 @@ final class Metrics: JobObserver {
             uniqueKeysWithValues: [JobState.succeeded, .failed, .cancelled].map { state in
                 (state, registry.makeCounter(descriptor: finished, labels: [("state", state.rawValue)]))
             }
+        )
+        self.jobsRedriven = registry.makeCounter(
+            descriptor: Self.name("jobs_redriven", unit: "total", "Failed or cancelled jobs run again (redrive).")
         )
         self.storeCommits = registry.makeDurationHistogram(
             descriptor: Self.name(
@@ -265,6 +269,7 @@ final class Metrics: JobObserver {
             case .jobSucceeded: self.jobsFinished[.succeeded]?.increment()
             case .jobFailed: self.jobsFinished[.failed]?.increment()
             case .jobCancelled: self.jobsFinished[.cancelled]?.increment()
+            case .jobRedriven: self.jobsRedriven.increment()
             case .taskSucceeded, .taskFailed, .taskCancelled, .taskSkipped, .taskRetrying:
                 // Only tasks (leaves) have an action; composite nodes are not counted.
                 guard let taskId = event.taskId, let record = run.node(taskId), let action = record.action else {

@@ -38,6 +38,12 @@ public protocol JobRepository: AnyObject, LeaseJournal, DeliveryStore {
     /// Removes a finished job with everything recorded about it (`.notTerminal` while the stored
     /// record says it runs).
     func delete(_ id: String) -> Future<DeleteResult>
+    /// Turns a failed or cancelled job back into an unfinished one for a redrive, and returns its
+    /// record as it was (to run again from); nil when the job is not there or not failed or
+    /// cancelled any more (a concurrent redrive or delete got there first). The caller owns the
+    /// job from then on, as after `claimUnfinished`; its node records are kept as node rows, so
+    /// that a crash before the redriven job ends resumes it like any unfinished job.
+    func reopen(_ id: String) -> Future<StoredJob?>
     /// The unfinished jobs whose ids are not in `live` (oldest first), now owned by the caller:
     /// each with what it needs to resume (its document, node records, events).
     func claimUnfinished(excluding live: Set<String>) -> Future<[StoredJob]>

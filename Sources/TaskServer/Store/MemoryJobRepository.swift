@@ -164,6 +164,10 @@ public final class MemoryJobRepository: JobRepository {
                 state.finished.count > self.maxFinishedJobs || expired.map({ at < $0 }) == true
             {
                 _ = state.finished.popFirst()
+                // A redriven job left its earlier end behind: evicted only by its latest one.
+                guard let held = state.records[id]?.record?.ended, held.snapshot.finishedAt ?? at == at else {
+                    continue
+                }
                 if let held = Self.remove(id, from: &state) { evicted.append(held) }
             }
             return evicted
@@ -253,6 +257,23 @@ public final class MemoryJobRepository: JobRepository {
         }
         withExtendedLifetime(removed) {}
         return Future(value: result)
+    }
+
+    public func reopen(_ id: String) -> Future<StoredJob?> {
+        let key = JobIDKey(id)
+        return Future(
+            value: self.state.withLock { state -> StoredJob? in
+                guard let record = state.records[key]?.record, let ended = record.ended,
+                    ended.snapshot.state == .failed || ended.snapshot.state == .cancelled
+                else { return nil }
+                let stored = record.stored
+                record.ended = nil
+                record.state = .running
+                record.cancelRequested = false
+                // Its place in `finished` is left behind; eviction skips a job that is running again.
+                return stored
+            }
+        )
     }
 
     public func claimUnfinished(excluding live: Set<String>) -> Future<[StoredJob]> {

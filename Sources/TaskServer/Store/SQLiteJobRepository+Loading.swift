@@ -14,8 +14,9 @@ import Darwin
 
 extension SQLiteJobRepository {
     /// Reads job `id` from the file: a finished job as it ended, an unfinished one with what it
-    /// needs to resume (its document, and node records where the rows are newer than the list).
-    func load(_ id: String, _ db: SQLiteConnection) throws -> StoredJob? {
+    /// needs to resume (its document, and node records where the rows are newer than the list);
+    /// `withDocument`: a finished job's document too (a redrive runs it again).
+    func load(_ id: String, _ db: SQLiteConnection, withDocument: Bool = false) throws -> StoredJob? {
         let row = try db.prepared(
             """
             SELECT position, document, state, result, error, created_at, started_at, finished_at, cancel_requested, nodes,
@@ -97,7 +98,7 @@ extension SQLiteJobRepository {
             name: name,
             labels: labels,
             input: document["input"] ?? .null,
-            document: state.isTerminal ? nil : document,
+            document: state.isTerminal && !withDocument ? nil : document,
             state: state,
             result: result,
             error: error,

@@ -23,6 +23,7 @@ extension SQLiteJobRepository {
         case insert(NewJobRecord, Promise<InsertOutcome>)
         case journal(JournalBatch)
         case cancelRequested(String, Promise<Void>)
+        case reopen(String, Promise<StoredJob?>)
         case delete(String, Promise<DeleteResult>)
         case flush(Promise<Void>)
         case expire(before: Timestamp)
@@ -223,6 +224,7 @@ extension SQLiteJobRepository {
                 case .write(.flush(let promise)): completions.append { promise.fail(problem) }
                 case .write(.addLeases(_, let promise)): completions.append { promise.fail(problem) }
                 case .write(.cancelRequested(_, let promise)): completions.append { promise.fail(problem) }
+                case .write(.reopen(_, let promise)): completions.append { promise.fail(problem) }
                 case .write(.updateDelivery(_, let promise)): completions.append { promise.fail(problem) }
                 case .write(.claimDeliveries(_, _, let promise)): completions.append { promise.fail(problem) }
                 case .write: break
@@ -304,6 +306,9 @@ extension SQLiteJobRepository {
         case .cancelRequested(let id, let promise):
             try self.writer.prepared("UPDATE jobs SET cancel_requested = 1 WHERE id = ?").bind(.text(id)).run()
             completions.append { promise.succeed(()) }
+        case .reopen(let id, let promise):
+            let reopened = try self.writeReopen(id)
+            completions.append { promise.succeed(reopened) }
         case .delete(let id, let promise):
             let result = try self.writeDelete(id)
             completions.append { promise.succeed(result) }
@@ -486,6 +491,26 @@ extension SQLiteJobRepository {
             ).run()
             statement.reset()
         }
+    }
+
+    /// Turns a failed or cancelled job's row back into an unfinished one (`reopen`): its node list
+    /// is kept as a redrive starts from it (`NodeRecord.redriven`), so that a restart before the
+    /// redriven job ends resumes it without running a succeeded node again.
+    func writeReopen(_ id: String) throws -> StoredJob? {
+        guard let stored = try self.load(id, self.writer, withDocument: true),
+            stored.state == .failed || stored.state == .cancelled
+        else {
+            return nil
+        }
+        try self.writer.prepared(
+            """
+            UPDATE jobs SET state = 'running', result = NULL, error = NULL, progress = NULL, finished_at = NULL,
+                cancel_requested = 0, nodes = ? WHERE position = ?
+            """
+        ).bind(.bytes(StoredRecords.encodeNodes(stored.nodes.map(\.redriven))), .int(stored.key)).run()
+        try self.writer.prepared("DELETE FROM nodes WHERE job = ?").bind(.int(stored.key)).run()
+        self.uncacheFinished(id)
+        return stored
     }
 
     func writeDelete(_ id: String) throws -> DeleteResult {

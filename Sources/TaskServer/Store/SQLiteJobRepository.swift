@@ -218,6 +218,13 @@ public final class SQLiteJobRepository: JobRepository {
         return promise.future
     }
 
+    public func reopen(_ id: String) -> Future<StoredJob?> {
+        guard JobID.isPlausible(id) else { return Future(value: nil) }
+        let promise = Promise<StoredJob?>()
+        self.enqueue(.reopen(id, promise))
+        return promise.future
+    }
+
     /// The jobs a restart resumes, oldest first (through the partial index `jobs_unfinished`).
     static let unfinishedSQL: StaticString =
         "SELECT id FROM jobs WHERE state IN ('pending', 'running') ORDER BY position"
@@ -334,6 +341,12 @@ public final class SQLiteJobRepository: JobRepository {
                 throw StoreError.readFailed
             }
         }
+    }
+
+    /// Forgets the cached record of job `id` (a redrive made it unfinished again).
+    func uncacheFinished(_ id: String) {
+        let removed = self.cache.withLock { cache in cache.finished.removeValue(forKey: id) }
+        withExtendedLifetime(removed) {}
     }
 
     /// Keeps the records of finished jobs (read from the file, or just committed) for fast reads;

@@ -89,6 +89,9 @@ final class EventStreamHub: Sendable {
         let built = source.chunk(after: position)
         guard !built.bytes.isEmpty else { return EventChunk(bytes: ByteBuffer(), next: built.next, ends: built.ends) }
         let chunk = EventChunk(bytes: ByteBuffer(bytes: built.bytes), next: built.next, ends: built.ends)
+        // A chunk that ends its stream is not kept: whether it ends may change (a redriven job's
+        // history goes on after that terminal event), and each stream sends it once at most.
+        if built.ends { return chunk }
         self.state.withLock { state in
             if state.chunks.count >= Self.maxSharedChunks, state.chunks[key] == nil { state.chunks.removeAll() }
             var shared = state.chunks[key] ?? SharedChunks()

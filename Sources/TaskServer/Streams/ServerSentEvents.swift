@@ -138,6 +138,8 @@ struct JobEventSource: EventStreamSource {
             next = event.seq
             ends = event.type.isTerminal
         }
+        // A redriven job's history goes on after a terminal event: the stream ends at the last one.
+        if ends { ends = self.job.isTerminalAndVisible && next == self.job.lastVisibleSeq }
         return (bytes, next, ends)
     }
 

@@ -150,8 +150,13 @@ export class JobModel {
     } else {
       return { changed: null, unknown: false };
     }
-    // Replayed history (or a snapshot newer than the event) never moves a node back.
-    if (stateRank(state) < stateRank(node.state)) return { changed: null, unknown: false };
+    // Replayed history (or a snapshot newer than the event) never moves a node back — except a
+    // node that starts again after a redrive (job.redriven, `redrivenSeq`) and had not succeeded.
+    const rerun = kind === 'started' && this.redrivenSeq > 0 && ev.seq > this.redrivenSeq && node.state !== 'succeeded';
+    if (rerun) {
+      node.finishedAt = undefined;
+      node.error = undefined;
+    } else if (stateRank(state) < stateRank(node.state)) return { changed: null, unknown: false };
     if (state === node.state && kind !== 'retrying') return { changed: null, unknown: false };
     node.state = state;
     return { changed: node.id, unknown: false };

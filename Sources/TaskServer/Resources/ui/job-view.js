@@ -27,7 +27,7 @@ function jobSkeleton() {
     progressHost: h('div', { class: 'job-progress', testid: 'job-progress' }),
     cancelJobButton: h('button', { type: 'button', class: 'danger', testid: 'cancel-job', hidden: true }, 'Cancel job'),
     deleteJobButton: h('button', { type: 'button', class: 'danger', testid: 'delete-job', hidden: true }, 'Delete job'),
-    redriveButton: h('button', { type: 'button', testid: 'redrive-job', disabled: true, title: 'Redrive comes with day-2 operations (SPEC §8).' }, 'Redrive'),
+    redriveButton: h('button', { type: 'button', testid: 'redrive-job', hidden: true, title: 'Run the failed, cancelled and skipped nodes again; succeeded ones keep their results.' }, 'Redrive'),
     streamState: h('span', { class: 'live', testid: 'job-live', 'data-live': 'connecting' }, 'connecting…'),
     outcome: h('div', { class: 'outcome', testid: 'job-outcome' }),
     graphHost: h('div', { class: 'graph-host', testid: 'graph', tabindex: '-1' }, h('p', { class: 'muted pad' }, 'Loading the graph…')),
@@ -141,6 +141,7 @@ class JobPage {
     });
     this.el.cancelJobButton.addEventListener('click', () => this.cancelJob());
     this.el.deleteJobButton.addEventListener('click', () => this.deleteJob());
+    this.el.redriveButton.addEventListener('click', () => this.redriveJob());
     this.el.refreshDeliveriesButton.addEventListener('click', () => this.loadDeliveries());
   }
 
@@ -176,7 +177,7 @@ class JobPage {
 
   renderHead() {
     const j = this.job;
-    const { title, stateBadge, meta, cancelJobButton, deleteJobButton, outcome } = this.el;
+    const { title, stateBadge, meta, cancelJobButton, deleteJobButton, redriveButton, outcome } = this.el;
     const name = j.name !== undefined && j.name !== '' ? j.name : '(unnamed job)';
     title.textContent = name;
     title.classList.toggle('muted', !j.name);
@@ -194,6 +195,7 @@ class JobPage {
     const terminal = TERMINAL_JOB_STATES.has(j.state);
     cancelJobButton.hidden = terminal;
     deleteJobButton.hidden = !terminal;
+    redriveButton.hidden = j.state !== 'failed' && j.state !== 'cancelled';
     const parts = [];
     if (j.error) {
       parts.push(h('div', { class: 'error-box', testid: 'job-error' },
@@ -232,6 +234,22 @@ class JobPage {
     }
   }
 
+  async redriveJob() {
+    const ok = await confirmAction({
+      title: 'Redrive this job?',
+      message: [h('p', null, 'Job ', h('strong', null, this.job.name || this.job.id), ' runs again from where it stopped: failed, cancelled and skipped nodes run again; succeeded ones keep their results.')],
+      ok: 'Redrive',
+    });
+    if (!ok) return;
+    try {
+      await api(jobPath(this.jobId, '/redrive'), { method: 'POST', signal: this.ctx.signal });
+      // Its stream ended with the old terminal event: the page starts over on the job as it is now.
+      location.reload();
+    } catch (e) {
+      if (!isAbort(e)) toast(problemText(e), 'error');
+    }
+  }
+
   async deleteJob() {
     const ok = await confirmAction({
       title: 'Delete this job?',
@@ -259,7 +277,16 @@ class JobPage {
       if (kind === 'started') Object.assign(patch, { state: 'running', startedAt: this.job.startedAt || ev.time });
       else if (TERMINAL_JOB_STATES.has(kind)) Object.assign(patch, { state: kind, finishedAt: ev.time });
       if (kind === 'failed' && ev.data) patch.error = ev.data;
-      if (patch.state) this.mergeJob(patch);
+      if (kind === 'redriven') {
+        // Its history goes on after a terminal event: running again (a lower rank than the end
+        // mergeJob keeps), its end to come.
+        this.job = Object.assign({}, this.job, { state: 'running', finishedAt: undefined, error: undefined, result: undefined });
+        this.ended = false;
+        this.model.redrivenSeq = ev.seq;
+        this.renderHead();
+      } else if (patch.state) {
+        this.mergeJob(patch);
+      }
       if (TERMINAL_JOB_STATES.has(kind) && !this.terminalAtLoad) {
         this.ended = true;
         // The final job (result, error) and every node's last word.
