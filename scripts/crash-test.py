@@ -4,14 +4,15 @@
     python3 scripts/crash-test.py PATH/TO/taskserver
 
 Three rounds on one data directory (so later rounds also recover jobs recovered before):
-  1. 200 jobs (delays, awaits, parallel failures) submitted at once; some awaits completed; the
-     server is killed mid-flight.
+  1. 224 jobs (delays, awaits, parallel failures, delayed starts up to 12 s out) submitted at
+     once; some awaits completed; the server is killed mid-flight.
   2. the same, killed sooner (while most jobs are in their first steps).
   3. a burst of small submissions from 8 threads, killed in the middle of it.
 After each restart the script completes the awaits still open and checks that every job that got
 a 201 exists and reaches its expected terminal state with the expected result, that no finished
 node ran twice (a leaf's `attempts` equals its `task.started` events and it has at most one
-terminal event), and that awaits completed before the kill stay completed with their result.
+terminal event), that a delayed job started once and not before its `runAt`, and that awaits
+completed before the kill stay completed with their result.
 Jobs with delays and awaits also have a webhook to a local receiver that refuses every delivery
 (503) until the first kill: the deliveries queued before it must arrive after the restart.
 Each start of the server takes a port of its choosing (--port 0, read from its log by
@@ -113,6 +114,12 @@ def make_job(kind, n):
             {"type": "task", "id": "gate", "action": "await"},
         ]}}
         return job, "succeeded", {"approved": n}
+    if kind == "later":
+        # A delayed start: most are held live (due within the 10 s horizon), some sleep in the
+        # store. Either way it starts once, at or after its runAt, across the kill.
+        job = {"labels": {"kind": kind}, "delayMs": random.randint(100, 12000),
+               "graph": {"type": "task", "id": "t", "action": "value", "params": {"value": n}}}
+        return job, "succeeded", n
     if kind == "fail":
         job = {"labels": {"kind": kind}, "graph": {"type": "parallel", "id": "p", "branches": [
             {"type": "task", "id": "slow", "action": "delay", "params": {"ms": random.randint(100, 800)}},
@@ -181,7 +188,7 @@ def submit(server, kind, n):
 
 
 def round_in_flight(server, kill_after):
-    kinds = ["delay"] * 80 + ["await"] * 60 + ["fail"] * 40 + ["value"] * 20
+    kinds = ["delay"] * 80 + ["await"] * 60 + ["fail"] * 40 + ["value"] * 20 + ["later"] * 24
     random.shuffle(kinds)
     threads = [threading.Thread(target=lambda chunk: [submit(server, k, n) for k, n in chunk],
                                 args=([(k, random.randint(1, 10**6)) for k in kinds[i::8]],)) for i in range(8)]
@@ -258,6 +265,10 @@ def verify(server):
                         and e.get("taskId") == node["id"])
             check(ended <= 1, f"{job_id}/{node['id']}: {ended} terminal events (ran twice)")
             check(node["attempts"] == started, f"{job_id}/{node['id']}: attempts {node['attempts']} but {started} task.started events")
+        if kind == "later":
+            starts = sum(1 for e in events["items"] if e["type"] == "job.started")
+            check(starts == 1, f"{job_id} (delayed): {starts} job.started events")
+            check(job.get("startedAt", "") >= job.get("runAt", "~"), f"{job_id} (delayed) started before its runAt: {job}")
         if kind in ("delay", "await"):
             # Its webhook: the job's end was delivered (queued before a kill or not).
             with Receiver.lock:

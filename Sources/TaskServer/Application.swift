@@ -129,6 +129,8 @@ public final class Application: Sendable {
             planner: WebhookPlanner(configuration: configuration),
             dispatcher: self.dispatcher,
             eventFeed: eventFeed,
+            clock: clock,
+            delayedStarts: configuration.delayedStarts,
             logger: logger
         )
     }
@@ -214,6 +216,8 @@ public final class Application: Sendable {
         self.beginDraining()
         let server = self.server.withLock { $0 }
         await server?.shutdown(gracePeriod: gracePeriod ?? self.configuration.shutdownGrace)
+        // Delayed jobs not started yet stay as stored; the next start holds them again.
+        self.jobs.stop()
         self.dispatcher.shutdown()
         self.outbound.shutdown()
         // Everything journalled so far reaches the file before the process exits.
@@ -309,11 +313,16 @@ public final class Application: Sendable {
         var headers = HTTPHeaders()
         if location { headers.add(name: "location", value: "/v1/jobs/\(job.id)") }
         let headersCopy = headers
-        let make: @Sendable () -> Response = {
+        let make: @Sendable (any JobView) -> Response = { job in
             .json(bytes: job.snapshot.jsonBytes(), status: status, headers: headersCopy)
         }
-        guard let waitMs, waitMs > 0 else { return Future(value: make()) }
-        return job.waitForTerminal(timeout: .milliseconds(waitMs)).map { make() }
+        guard let waitMs, waitMs > 0 else { return Future(value: make(job)) }
+        return self.jobs.follow(
+            job,
+            timeout: .milliseconds(waitMs),
+            isDone: { $0.isTerminalAndVisible },
+            wait: { job, timeout in job.waitForTerminal(timeout: timeout) }
+        ).map(make)
     }
 }
 

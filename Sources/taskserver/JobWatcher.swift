@@ -57,12 +57,15 @@ struct JobWatcher {
     /// The parts of a job representation the progress line shows.
     struct Progress {
         var state: String
+        /// When a delayed job starts (shown while it is pending).
+        var runAt: String?
         var total = 0
         var counts: [(name: String, count: Int)] = []
         var error: String?
 
         init(job: [String: Any]) {
             self.state = job["state"] as? String ?? "unknown"
+            self.runAt = job["runAt"] as? String
             if let progress = job["progress"] as? [String: Any] {
                 self.total = progress["total"] as? Int ?? 0
                 for name in ["succeeded", "running", "failed", "pending", "cancelled", "skipped"] {
@@ -78,9 +81,10 @@ struct JobWatcher {
 
         /// `running  3 succeeded  2 running  0 failed  1 pending  of 6`: succeeded, running and
         /// failed always, then pending, cancelled and skipped when there are any, so the counts add
-        /// up to the total.
+        /// up to the total. A delayed job says when it starts: `pending until 2026-12-24T18:00:00.000Z`.
         var line: String {
             var text = self.state
+            if self.state == "pending", let runAt { text += " until \(runAt)" }
             for (index, (name, count)) in self.counts.enumerated() where index < 3 || count > 0 {
                 text += "  \(count) \(name)"
             }

@@ -177,7 +177,7 @@ struct RandomGraphTests {
             """
             {"input": {"comments": [11, 12, 13, 14]}, "graph": {"type": "map", "id": "delete", "mode": "\(mode)",
               "items": "${input.comments}",
-              "template": {"type": "task", "id": "del", "action": "delay", "params": {"ms": 2}}}}
+              "template": {"type": "task", "id": "del", "action": "delay", "params": {"ms": 200}}}}
             """
         )
         #expect(run.snapshot.result == [11, 12, 13, 14])

@@ -427,4 +427,54 @@ struct RepositoryConformanceTests {
             #expect(observe("SELECT cancel_requested FROM jobs WHERE id = 'a'") == 1)
         }
     }
+
+    /// Delayed starts (SPEC §8): sleeping jobs are kept out of recovery, listed as pending with
+    /// their start time, and taken once each, in start order, by `claimSleeping`; a taken job is an
+    /// unfinished one (a crash hands it to recovery); a cancellation wakes a sleeping job.
+    @Test(arguments: RepositoryKind.allCases)
+    func sleepingJobsAreTakenOnceInStartOrder(_ kind: RepositoryKind) throws {
+        let subject = try Subject(kind)
+        defer { subject.close() }
+        let repository = subject.repository
+        func delayed(_ id: String, at offset: Int64, sleeps: Bool = true) throws {
+            var record = Self.record(id, labels: ["kind": "delayed"])
+            record.runAt = Self.time(offset)
+            record.sleeps = sleeps
+            _ = try Self.insert(repository, record)
+        }
+        try delayed("late", at: 3_000)
+        try delayed("first", at: 1_000)
+        try delayed("second", at: 2_000)
+        try delayed("held", at: 500, sleeps: false)
+        _ = try Self.insert(repository, Self.record("now"))
+        try subject.settle()
+
+        #expect(try repository.claimUnfinished(excluding: []).wait().map(\.id).sorted() == ["held", "now"])
+        let pending = try repository.list(JobQuery(state: .pending, labels: [("kind", "delayed")])).wait()
+        #expect(pending.items.map(\.id) == ["held", "second", "first", "late"])
+        #expect(pending.items.map(\.state) == [.pending, .pending, .pending, .pending])
+        #expect(pending.items.first { $0.id == "late" }?.runAt == Self.time(3_000))
+        #expect(try repository.job("first").wait()?.snapshot.runAt == Self.time(1_000))
+        #expect(try repository.job("first").wait()?.state == .pending)
+
+        #expect(try repository.claimSleeping(through: Self.time(999), limit: 10).wait().isEmpty)
+        let taken = try repository.claimSleeping(through: Self.time(2_000), limit: 1).wait()
+        #expect(taken.map(\.id) == ["first"])
+        #expect(taken.first?.runAt == Self.time(1_000) && taken.first?.state == .pending)
+        #expect(taken.first?.document?["input"] == ["n": 1] || taken.first?.spec?.input == ["n": 1])
+        #expect(try repository.claimSleeping(through: Self.time(2_000), limit: 10).wait().map(\.id) == ["second"])
+        #expect(try repository.claimSleeping(through: Self.time(2_000), limit: 10).wait().isEmpty)
+        try subject.settle()
+        // Taken: unfinished jobs of their taker, which a restart resumes (not started yet).
+        for reader in [repository, try subject.crashImage()].compactMap({ $0 }) {
+            let unfinished = try reader.claimUnfinished(excluding: ["now"]).wait()
+            #expect(unfinished.map(\.id).sorted() == ["first", "held", "second"])
+            #expect(unfinished.allSatisfy { $0.startedAt == nil && $0.runAt != nil })
+        }
+        // A cancellation wakes a sleeping job: recovery resumes it (to end it), no claim takes it.
+        try repository.requestCancel("late").wait()
+        #expect(try repository.claimSleeping(through: Self.time(10_000), limit: 10).wait().isEmpty)
+        let woken = try repository.claimUnfinished(excluding: ["now", "first", "second", "held"]).wait()
+        #expect(woken.map(\.id) == ["late"] && woken.first?.cancelRequested == true)
+    }
 }

@@ -132,6 +132,8 @@ WORKER_TASK = {"type": "task", "executor": "images", "action": "resize"}
 
 NUMERIC = {
     ("JobSubmission", "timeoutMs"): (lambda v: {"graph": TASK, "timeoutMs": v}, "/timeoutMs"),
+    # A delayed start: the accepted probes sleep in the live server's store (the longest ten years).
+    ("JobSubmission", "delayMs"): (lambda v: {"graph": TASK, "delayMs": v}, "/delayMs"),
     ("TaskNode", "timeoutMs"): (lambda v: {"graph": {**TASK, "timeoutMs": v}}, "/graph/timeoutMs"),
     # Worker-task fields, on the live server's external pool (scripts/test.sh: --executor images=external).
     ("TaskNode", "heartbeatTimeoutMs"): (lambda v: {"graph": {**WORKER_TASK, "heartbeatTimeoutMs": v}},
@@ -155,7 +157,8 @@ def numeric_limits() -> None:
     check(documented == set(NUMERIC), f"every bounded field is probed (unprobed: {sorted(documented - set(NUMERIC))})")
     for (name, field), (build, pointer) in NUMERIC.items():
         prop = schema(name, field)
-        step = 1 if prop["type"] == "integer" else 0.5
+        integer = prop["type"] == "integer" or "integer" in prop["type"]  # a type list: [integer, 'null']
+        step = 1 if integer else 0.5
         what = f"{name}.{field}"
         if "minimum" in prop:
             accepted(build(prop["minimum"]), f"{what} = minimum {prop['minimum']}")
@@ -163,7 +166,7 @@ def numeric_limits() -> None:
         if "maximum" in prop:
             accepted(build(prop["maximum"]), f"{what} = maximum {prop['maximum']}")
             refused(build(prop["maximum"] + step), pointer, f"{what} = maximum + {step}")
-        if prop["type"] == "integer":
+        if integer:
             refused(build(prop.get("minimum", 0) + 0.5), pointer, f"{what} = a fraction")
 
 

@@ -397,6 +397,30 @@ def check_cancel(page, api):
     return "confirmed, job and node cancelled; redriven, running again, cancelled again"
 
 
+def check_delayed(page, api):
+    soon = api.submit({"name": "delayed-soon", "delayMs": 3000, "graph": {"type": "task", "id": "t", "action": "value", "params": {"value": 1}}})
+    page.open(f"#/jobs/{soon['id']}")
+    page.wait_graph(soon["id"])
+    if page.job_state() != "pending":
+        raise CheckFailed(f"a job due in 3 s shows {page.job_state()}, not pending")
+    page.wait_css('[data-testid="job-run-at"]', 5)
+    page.wait("the delayed job to start and succeed, live", lambda: page.job_state() == "succeeded", 15)
+    # A week out: it sleeps in the store; the page shows it pending, and its cancel ends it.
+    later = api.submit({"name": "delayed-later", "delayMs": 604800000, "graph": {"type": "task", "id": "t", "action": "value"}})
+    page.open(f"#/jobs/{later['id']}")
+    page.wait_graph(later["id"])
+    page.wait_css('[data-testid="job-run-at"]', 5)
+    if page.job_state() != "pending":
+        raise CheckFailed(f"a job due in a week shows {page.job_state()}, not pending")
+    page.wait_css('[data-testid="cancel-job"]:not([hidden])', 5).click()
+    page.confirm()
+    page.wait("the sleeping job's badge to turn cancelled", lambda: page.job_state() == "cancelled", 10)
+    job = api.job(later["id"])
+    if job["state"] != "cancelled" or "startedAt" in job:
+        raise CheckFailed(f"the server says {job}")
+    return "pending with its run time, then started and succeeded live; a sleeping one cancelled"
+
+
 def check_await(page, api):
     job = api.submit({"name": "approve-me", "graph": {"type": "series", "steps": [
         {"type": "task", "id": "approve", "action": "await"},
@@ -648,6 +672,7 @@ def main():
             ("the graph shows a node turn from running to succeeded live", check_live_graph),
             ("nodes that appear while the job runs (dynamic, map) are drawn live", check_new_nodes),
             ("the cancel button cancels a running job, and redrive runs it again", check_cancel),
+            ("a delayed job shows pending and when it runs, then runs live; cancel ends it", check_delayed),
             ("the await form completes a task and the job succeeds", check_await),
             (f"a job named {XSS_NAME} renders as text", check_xss),
             ("the delete button deletes a finished job", check_delete),

@@ -37,6 +37,9 @@ extension JobRun {
             state.jobState = .running
             if let startedAt = state.startedAt { return (true, startedAt, []) }
             let now = Timestamp.now()
+            // Cancelled before it started (a delayed job, SPEC §8): it ends `cancelled` without
+            // having started — no `job.started`, no `startedAt`.
+            if state.cancelRequested { return (true, now, []) }
             state.startedAt = now
             return (true, now, Self.appendEvent(.jobStarted, taskId: nil, data: nil, time: now, in: &state))
         }

@@ -153,7 +153,8 @@ public final class JobRun: Sendable {
             startedAt: state.startedAt,
             finishedAt: state.finishedAt,
             progress: state.progress,
-            lastEventSeq: state.events.last?.seq ?? 0
+            lastEventSeq: state.events.last?.seq ?? 0,
+            runAt: self.spec.runAt(createdAt: self.createdAt)
         )
     }
 

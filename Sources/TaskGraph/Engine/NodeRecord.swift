@@ -180,6 +180,8 @@ public struct JobSnapshot: Sendable, Equatable {
     public var progress: JobProgress
     /// The seq of the job's latest event.
     public var lastEventSeq: Int
+    /// When a delayed job starts (or started), if it was delayed (SPEC §8 `runAt` / `delayMs`).
+    public var runAt: Timestamp?
 
     public init(
         id: String,
@@ -193,7 +195,8 @@ public struct JobSnapshot: Sendable, Equatable {
         startedAt: Timestamp? = nil,
         finishedAt: Timestamp? = nil,
         progress: JobProgress,
-        lastEventSeq: Int
+        lastEventSeq: Int,
+        runAt: Timestamp? = nil
     ) {
         self.id = id
         self.name = name
@@ -207,6 +210,7 @@ public struct JobSnapshot: Sendable, Equatable {
         self.finishedAt = finishedAt
         self.progress = progress
         self.lastEventSeq = lastEventSeq
+        self.runAt = runAt
     }
 
     /// Writes the job as its JSON object (SPEC §3.2); `includePayloads: false` omits input and
@@ -244,6 +248,10 @@ public struct JobSnapshot: Sendable, Equatable {
         json.endObject()
         json.key("createdAt")
         json.timestamp(self.createdAt)
+        if let runAt {
+            json.key("runAt")
+            json.timestamp(runAt)
+        }
         if let startedAt {
             json.key("startedAt")
             json.timestamp(startedAt)

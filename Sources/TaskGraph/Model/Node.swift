@@ -207,6 +207,8 @@ public struct JobSpec: Sendable, Equatable {
     public var graph: Node
     public var timeoutMs: Int?
     public var labels: [String: String]
+    /// When the job starts, if not at once (`runAt` / `delayMs`, SPEC §8).
+    public var start: JobStart?
     /// The values of the extra top-level fields the decoder was given (see `JobField`).
     public var fields: JobFieldValues
     /// The total number of nodes in `graph`.
@@ -220,6 +222,7 @@ public struct JobSpec: Sendable, Equatable {
         graph: Node,
         timeoutMs: Int? = nil,
         labels: [String: String] = [:],
+        start: JobStart? = nil,
         fields: JobFieldValues = JobFieldValues(),
         nodeCount: Int? = nil,
         depth: Int = 1
@@ -229,8 +232,30 @@ public struct JobSpec: Sendable, Equatable {
         self.graph = graph
         self.timeoutMs = timeoutMs
         self.labels = labels
+        self.start = start
         self.fields = fields
         self.nodeCount = nodeCount ?? graph.nodeCount
         self.depth = depth
     }
+}
+
+/// A job's delayed start: at a time, or a delay after it was submitted.
+public enum JobStart: Sendable, Equatable {
+    case at(Timestamp)
+    /// Milliseconds after the job's `createdAt`.
+    case after(Int)
+
+    /// When a job submitted at `createdAt` starts. The same on every decoding of the same
+    /// document, so a restart (which decodes the stored document again) keeps the time.
+    public func time(createdAt: Timestamp) -> Timestamp {
+        switch self {
+        case .at(let time): time
+        case .after(let milliseconds): Timestamp(milliseconds: createdAt.milliseconds + Int64(milliseconds))
+        }
+    }
+}
+
+extension JobSpec {
+    /// When a job of this spec submitted at `createdAt` starts; nil: at once.
+    public func runAt(createdAt: Timestamp) -> Timestamp? { self.start?.time(createdAt: createdAt) }
 }

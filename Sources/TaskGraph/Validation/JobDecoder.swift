@@ -134,6 +134,8 @@ public struct JobDecoder: Sendable {
         var graphValue: JSONValue?
         var timeoutValue: JSONValue?
         var labelsValue: JSONValue?
+        var runAtValue: JSONValue?
+        var delayValue: JSONValue?
         var unknown = false
         for member in object.members {
             switch member.key {
@@ -142,6 +144,8 @@ public struct JobDecoder: Sendable {
             case "graph": graphValue = member.value
             case "timeoutMs": timeoutValue = member.value
             case "labels": labelsValue = member.value
+            case "runAt": runAtValue = member.value
+            case "delayMs": delayValue = member.value
             default: if !self.fields.contains(where: { $0.name == member.key }) { unknown = true }
             }
         }
@@ -170,6 +174,7 @@ public struct JobDecoder: Sendable {
         }
         var labels: [String: String] = [:]
         if let value = labelsValue { labels = state.decodeLabels(value) }
+        let start = Self.decodeStart(runAt: runAtValue, delayMs: delayValue, state: &state)
         var fields = JobFieldValues()
         for field in self.fields {
             if let value = object[field.name] { Self.decode(field, value, into: &fields, state: &state) }
@@ -198,10 +203,37 @@ public struct JobDecoder: Sendable {
             graph: graph,
             timeoutMs: timeoutMs,
             labels: labels,
+            start: start,
             fields: fields,
             nodeCount: state.nodeCount,
             depth: state.maxDepthSeen
         )
+    }
+
+    /// The latest delayed start: `delayMs` up to ten years (365-day years), and `runAt` is any
+    /// RFC 3339 time (one in the past starts at once).
+    public static let maxDelayMs = 10 * 365 * 86_400_000
+
+    /// A job's delayed start (SPEC §8): `runAt` (RFC 3339) or `delayMs`, not both; `null` is absent.
+    private static func decodeStart(runAt: JSONValue?, delayMs: JSONValue?, state: inout DecodeState) -> JobStart? {
+        let runAt: JSONValue? = runAt?.isNull == false ? runAt : nil
+        let delayMs: JSONValue? = delayMs?.isNull == false ? delayMs : nil
+        if runAt != nil, delayMs != nil {
+            state.report("", "delayMs", "give runAt or delayMs, not both")
+            return nil
+        }
+        if let runAt {
+            guard case .string(let text) = runAt, let time = Timestamp(rfc3339: text) else {
+                state.report("", "runAt", "must be an RFC 3339 date-time with an offset, such as 2026-12-24T18:00:00Z")
+                return nil
+            }
+            return .at(time)
+        }
+        if let delayMs {
+            let delay = state.integer(delayMs, "", "delayMs", min: 0, max: Self.maxDelayMs, note: " (ten years)")
+            return delay.map(JobStart.after)
+        }
+        return nil
     }
 
     /// Decodes the extra job field `field` from `value` into `values`, reporting its problems to `state`.

@@ -26,20 +26,27 @@ struct EventsAPI: Sendable {
         }
         let after = from
         let hub = self.app.eventStreams
+        let jobs = self.app.jobs
         return self.app.withJob(request) { job -> Future<Response> in
             if stream {
+                let id = job.id
+                let source = JobEventSource(job: job, refresh: { jobs.job(id) })
                 return Future(
                     value: ServerSentEvents.response { writer in
-                        EventStreamPump(source: JobEventSource(job: job), writer: writer, hub: hub)
-                            .pump(after: after)
+                        EventStreamPump(source: source, writer: writer, hub: hub).pump(after: after)
                     }
                 )
             }
-            let respond: @Sendable () -> Response = {
+            let respond: @Sendable (any JobView) -> Response = { job in
                 .json(["items": .array(job.events(after: after, limit: limit).map(\.json))])
             }
-            guard let waitMs, waitMs > 0 else { return Future(value: respond()) }
-            return job.waitForEvents(after: after, timeout: .milliseconds(waitMs)).map { respond() }
+            guard let waitMs, waitMs > 0 else { return Future(value: respond(job)) }
+            return jobs.follow(
+                job,
+                timeout: .milliseconds(waitMs),
+                isDone: { $0.lastVisibleSeq > after },
+                wait: { job, timeout in job.waitForEvents(after: after, timeout: timeout) }
+            ).map(respond)
         }
     }
 

@@ -33,6 +33,9 @@ public struct ServerConfiguration: Sendable {
     public var dataPath: String?
     /// Finished jobs older than this are deleted in the background (`--retention`; nil keeps them).
     public var retention: Duration?
+    /// How delayed jobs are held and started (the horizon of jobs held live, and so on); tests
+    /// shorten it.
+    public var delayedStarts = DelayedStarts.Options()
     /// `true`: every store commit is fsynced (`--sync full`, default); `false`: `--sync normal`.
     public var syncFull = true
     /// Check the data file's integrity when opening it (`--check-integrity`).

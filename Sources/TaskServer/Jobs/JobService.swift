@@ -18,6 +18,9 @@ import TaskGraph
 ///   visible to readers (`markDurable`) and hands the deliveries to the dispatcher.
 /// - **Recovery** (`recover()`) claims the unfinished jobs no live owner holds and resumes them:
 ///   at start-up, and callable at any time (it skips the jobs already live here).
+/// - **Delayed starts** (`DelayedStarts`): a job with `runAt` / `delayMs` due later than a short
+///   horizon is inserted *sleeping* and not kept live; the loader takes sleeping jobs from the
+///   repository as they come within the horizon, and the service makes them live (`adopt`).
 public final class JobService: JobObserver, Sendable {
     public let engine: Engine
     public let repository: any JobRepository
@@ -28,6 +31,8 @@ public final class JobService: JobObserver, Sendable {
     let logger: Logger
     /// Whether events are gated on commits (`repository.isDurable`).
     let durable: Bool
+    /// Delayed jobs held until their start, and the loader of sleeping ones.
+    let delayed: DelayedStarts
     /// The live runs, in shards by id: every submission adds one and every end removes one, from
     /// both event loops and the pools' threads, and one lock for all of them was contended.
     private let live: [Shard] = (0..<16).map { _ in Shard() }
@@ -62,6 +67,8 @@ public final class JobService: JobObserver, Sendable {
         planner: WebhookPlanner = WebhookPlanner(),
         dispatcher: WebhookDispatcher? = nil,
         eventFeed: (any EventFeed)? = nil,
+        clock: any ServerClock = SystemClock(),
+        delayedStarts: DelayedStarts.Options = DelayedStarts.Options(),
         logger: Logger
     ) {
         precondition(
@@ -75,8 +82,16 @@ public final class JobService: JobObserver, Sendable {
         self.eventFeed = eventFeed
         self.logger = logger
         self.durable = repository.isDurable
+        self.delayed = DelayedStarts(repository: repository, clock: clock, options: delayedStarts)
         engine.addObserver(self)
+        self.delayed.start { [weak self] stored in self?.adopt(stored) }
     }
+
+    /// Stops starting delayed jobs (shutdown).
+    public func stop() { self.delayed.stop() }
+
+    /// Runs held live until their delayed start.
+    public var heldDelayedCount: Int { self.delayed.heldCount }
 
     // MARK: - Submitting
 
@@ -96,30 +111,47 @@ public final class JobService: JobObserver, Sendable {
         id: String? = nil
     ) -> Future<Submitted> {
         let run = self.engine.makeRun(id: id ?? JobID.make(), spec: spec)
-        let record = NewJobRecord(
+        let runAt = spec.runAt(createdAt: run.createdAt)
+        var record = NewJobRecord(
             id: run.id,
             name: spec.name,
             labels: spec.labels,
             createdAt: run.createdAt,
             document: document,
             idempotency: idempotency,
+            runAt: runAt,
             spec: self.durable ? nil : spec
         )
+        // Due later than the loader's horizon: it sleeps in the repository, not in memory.
+        record.sleeps = runAt.map { !self.delayed.holdsAtSubmission($0) } ?? false
+        let sleeps = record.sleeps
         // Live before it is inserted: a reader that learns the id early finds the run, never a
         // record a commit behind it.
         self.withLive(run.id) { live, key in live[key] = run }
         let inserted = self.repository.insert(record)
         // A repository in memory answers at once: no continuation to allocate.
-        if let outcome = inserted.outcome { return self.submitted(run, outcome) }
-        return inserted.continueWithTask(on: .immediate) { inserted in self.submitted(run, inserted.outcome!) }
+        if let outcome = inserted.outcome { return self.submitted(run, outcome, runAt: runAt, sleeps: sleeps) }
+        return inserted.continueWithTask(on: .immediate) { inserted in
+            self.submitted(run, inserted.outcome!, runAt: runAt, sleeps: sleeps)
+        }
     }
 
     /// What became of submitting `run`, once its insert ended with `outcome`.
-    private func submitted(_ run: JobRun, _ outcome: Outcome<InsertOutcome>) -> Future<Submitted> {
+    private func submitted(
+        _ run: JobRun,
+        _ outcome: Outcome<InsertOutcome>,
+        runAt: Timestamp?,
+        sleeps: Bool
+    ) -> Future<Submitted> {
         switch outcome {
         case .success(.inserted(let key)):
             run.storeKey.store(key, ordering: .relaxed)
-            run.start()
+            if let runAt {
+                // Answered with the run as submitted (`pending`, its `runAt`), kept or not.
+                if sleeps { self.forget(run) } else { self.delayed.hold(run, at: runAt) }
+            } else {
+                run.start()
+            }
             return Future(value: .created(run))
         case .success(.existing(let id)):
             self.forget(run)
@@ -141,6 +173,16 @@ public final class JobService: JobObserver, Sendable {
         }
     }
 
+    /// Makes `run` (built from the record with `key`) live, unless its job is live already.
+    private func addLive(_ run: JobRun, key storeKey: JobKey) -> Bool {
+        run.storeKey.store(storeKey, ordering: .relaxed)
+        return self.withLive(run.id) { live, key -> Bool in
+            guard live[key] == nil else { return false }
+            live[key] = run
+            return true
+        }
+    }
+
     private func forget(_ run: JobRun) {
         self.withLive(run.id) { live, key in
             if live[key] === run { live[key] = nil }
@@ -153,6 +195,31 @@ public final class JobService: JobObserver, Sendable {
     public func job(_ id: String) -> Future<(any JobView)?> {
         if let run = self.liveRun(id) { return Future(value: run) }
         return self.repository.job(id).map { $0 }
+    }
+
+    /// How often a wait on a stored record of an unfinished job reads it again (`follow`).
+    static let refreshInterval: Duration = .seconds(1)
+
+    /// Waits on a job as `view` shows it until `isDone(view)` or `timeout`, with `wait` (a wait on
+    /// one view: `waitForTerminal`, `waitForEvents`); completes with the latest view. A stored
+    /// record of an unfinished job — asleep until its delayed start, or (in a cluster) run
+    /// elsewhere — does not change under its reader: it is read again every `refreshInterval`,
+    /// and once it is live here the wait goes on on the live run.
+    public func follow(
+        _ view: any JobView,
+        timeout: Duration,
+        isDone: @escaping @Sendable (any JobView) -> Bool,
+        wait: @escaping @Sendable (any JobView, Duration) -> Future<Void>
+    ) -> Future<any JobView> {
+        if view is JobRun || view.isTerminalAndVisible || isDone(view) || timeout <= .zero {
+            return wait(view, timeout).map { view }
+        }
+        let step = min(timeout, Self.refreshInterval)
+        let promise = Promise<Void>()
+        TimerQueue.shared.schedule(after: step) { promise.trySucceed(()) }
+        return promise.future.flatMap { self.job(view.id) }.flatMap { fresh in
+            self.follow(fresh ?? view, timeout: timeout - step, isDone: isDone, wait: wait)
+        }
     }
 
     /// The live run of job `id`, if this server runs it.
@@ -202,7 +269,16 @@ public final class JobService: JobObserver, Sendable {
                 if stored.cancelRequested { return Future(value: .alreadyCancelled(stored.snapshot)) }
                 // A stored job this server does not run: the request is recorded, and whoever
                 // resumes the job carries it out.
-                return self.repository.requestCancel(stored.id).map { .cancelling(stored.snapshot) }
+                let recorded = self.repository.requestCancel(stored.id)
+                guard stored.state == .pending else { return recorded.map { .cancelling(stored.snapshot) } }
+                // A sleeping job (delayed, held by no one) is woken by the request, and resumed
+                // here by a recovery, which ends it `cancelled` now. Should the loader have taken
+                // it in the meantime (without the request), the run it made is cancelled instead.
+                return recorded.flatMap { self.recover() }.map { _ in
+                    guard let run = self.liveRun(id) else { return .cancelling(stored.snapshot) }
+                    run.cancel()
+                    return .cancelling(run.snapshot)
+                }
             }
         }
         switch run.cancel() {
@@ -367,12 +443,7 @@ public final class JobService: JobObserver, Sendable {
                 )
                 return Future(value: .notRedrivable(stored.state))
             }
-            run.storeKey.store(stored.key, ordering: .relaxed)
-            let added = self.withLive(id) { live, key -> Bool in
-                guard live[key] == nil else { return false }
-                live[key] = run
-                return true
-            }
+            let added = self.addLive(run, key: stored.key)
             guard added else { return Future(value: .notRedrivable(.running)) }
             run.startRedriven()
             // Answered once `job.redriven` (and whatever followed it so far) is committed.
@@ -405,12 +476,7 @@ public final class JobService: JobObserver, Sendable {
                             cancelRequested: job.cancelRequested
                         )
                     )
-                    run.storeKey.store(job.key, ordering: .relaxed)
-                    let added = self.withLive(job.id) { live, key -> Bool in
-                        guard live[key] == nil else { return false }
-                        live[key] = run
-                        return true
-                    }
+                    let added = self.addLive(run, key: job.key)
                     if added { resumed.append(run) }
                 } catch {
                     self.logger.error(
@@ -419,8 +485,40 @@ public final class JobService: JobObserver, Sendable {
                     )
                 }
             }
-            for run in resumed { run.start() }
+            for run in resumed {
+                // A delayed job taken before the restart and not started yet waits for its time
+                // (one with a cancellation to carry out ends now).
+                if let runAt = run.spec.runAt(createdAt: run.createdAt), run.snapshot.startedAt == nil,
+                    !run.isCancelRequested
+                {
+                    self.delayed.hold(run, at: runAt)
+                } else {
+                    run.start()
+                }
+            }
             return resumed.count
+        }
+    }
+
+    /// Makes a sleeping job the loader took live (nil when it is live already or cannot be
+    /// built; the latter is logged and the job left as it is).
+    private func adopt(_ stored: StoredJob) -> JobRun? {
+        do {
+            let spec = try stored.spec ?? self.engine.decoder.decodeJob(stored.document ?? .null)
+            let run = self.engine.makeRun(
+                id: stored.id,
+                spec: spec,
+                createdAt: stored.createdAt,
+                restored: RestoredJob(nodes: [:], events: [], startedAt: nil, cancelRequested: stored.cancelRequested)
+            )
+            let added = self.addLive(run, key: stored.key)
+            return added ? run : nil
+        } catch {
+            self.logger.error(
+                "cannot start a delayed job; it stays as it was",
+                metadata: ["job.id": "\(stored.id)", "error": "\(error)"]
+            )
+            return nil
         }
     }
 

@@ -45,8 +45,17 @@ public protocol JobRepository: AnyObject, LeaseJournal, DeliveryStore {
     /// that a crash before the redriven job ends resumes it like any unfinished job.
     func reopen(_ id: String) -> Future<StoredJob?>
     /// The unfinished jobs whose ids are not in `live` (oldest first), now owned by the caller:
-    /// each with what it needs to resume (its document, node records, events).
+    /// each with what it needs to resume (its document, node records, events). Sleeping jobs
+    /// (delayed and not started, see `sleepingJobs`) are not among them.
     func claimUnfinished(excluding live: Set<String>) -> Future<[StoredJob]>
+    /// Takes the *sleeping* jobs — delayed (SPEC §8 `runAt` / `delayMs`), inserted with
+    /// `NewJobRecord.sleeps`, owned by no one — due at or before `through`, in start-time order,
+    /// at most `limit`, each with its document and `runAt`. They become unfinished jobs the
+    /// caller owns (after a restart `claimUnfinished` returns them, not started); each is taken
+    /// once. The repository keeps an index of start times, so sleeping jobs cost disk, not
+    /// memory: the service takes the ones falling due shortly (`DelayedStarts`). A cancellation
+    /// requested for a sleeping job (`requestCancel`) also makes it an unfinished job.
+    func claimSleeping(through: Timestamp, limit: Int) -> Future<[StoredJob]>
     /// The number of jobs held.
     func count() -> Future<Int>
     /// Writes what is queued and releases files and threads; completes when done.
@@ -66,6 +75,11 @@ public struct NewJobRecord: Sendable {
     /// The request body as submitted: what a restart (or another node) rebuilds the job from.
     public var document: ByteBuffer
     public var idempotency: IdempotencyKey?
+    /// When a delayed job starts; nil: at once.
+    public var runAt: Timestamp?
+    /// The job sleeps (owned by no one until `claimSleeping` takes it) rather than being owned by
+    /// the caller from the start: the service holds only jobs due shortly.
+    public var sleeps = false
     /// The decoded job, for a repository that keeps records in memory and never needs to decode
     /// `document` again (`MemoryJobRepository`); a durable one ignores it.
     public var spec: JobSpec?
@@ -77,6 +91,7 @@ public struct NewJobRecord: Sendable {
         createdAt: Timestamp,
         document: ByteBuffer,
         idempotency: IdempotencyKey?,
+        runAt: Timestamp? = nil,
         spec: JobSpec? = nil
     ) {
         self.id = id
@@ -85,6 +100,7 @@ public struct NewJobRecord: Sendable {
         self.createdAt = createdAt
         self.document = document
         self.idempotency = idempotency
+        self.runAt = runAt
         self.spec = spec
     }
 }
@@ -170,6 +186,8 @@ public struct StoredJob: Sendable {
     public var startedAt: Timestamp?
     public var finishedAt: Timestamp?
     public var cancelRequested: Bool
+    /// When a delayed job starts (or started).
+    public var runAt: Timestamp?
     /// Node records: every node of a finished job in registration order; the stored rows of an
     /// unfinished one.
     public var nodes: [NodeRecord]
@@ -190,6 +208,7 @@ public struct StoredJob: Sendable {
         startedAt: Timestamp? = nil,
         finishedAt: Timestamp? = nil,
         cancelRequested: Bool = false,
+        runAt: Timestamp? = nil,
         nodes: [NodeRecord] = [],
         events: [JobEvent] = []
     ) {
@@ -207,6 +226,7 @@ public struct StoredJob: Sendable {
         self.startedAt = startedAt
         self.finishedAt = finishedAt
         self.cancelRequested = cancelRequested
+        self.runAt = runAt
         self.nodes = nodes
         self.events = events
     }
@@ -230,7 +250,8 @@ public struct StoredJob: Sendable {
             startedAt: self.startedAt,
             finishedAt: self.finishedAt,
             progress: progress,
-            lastEventSeq: self.events.last?.seq ?? 0
+            lastEventSeq: self.events.last?.seq ?? 0,
+            runAt: self.runAt
         )
     }
 }

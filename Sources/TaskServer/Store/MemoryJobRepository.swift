@@ -36,6 +36,10 @@ public final class MemoryJobRepository: JobRepository {
         var state = JobState.pending
         var startedAt: Timestamp?
         var cancelRequested = false
+        let runAt: Timestamp?
+        /// Delayed, owned by no one (`NewJobRecord.sleeps`) until `claimSleeping` takes it or a
+        /// cancellation wakes it: `claimUnfinished` skips it meanwhile.
+        var sleeping: Bool
         var ended: EndedJob?
         var deliveries: [Delivery] = []
 
@@ -46,6 +50,8 @@ public final class MemoryJobRepository: JobRepository {
             self.createdAt = job.createdAt
             self.spec = job.spec
             self.idempotencyKey = job.idempotency?.key
+            self.runAt = job.runAt
+            self.sleeping = job.sleeps
         }
 
         var stored: StoredJob {
@@ -64,6 +70,7 @@ public final class MemoryJobRepository: JobRepository {
                 startedAt: self.ended?.snapshot.startedAt ?? self.startedAt,
                 finishedAt: self.ended?.snapshot.finishedAt,
                 cancelRequested: self.cancelRequested,
+                runAt: self.runAt,
                 nodes: self.ended?.nodes ?? [],
                 events: self.ended?.events ?? []
             )
@@ -82,7 +89,8 @@ public final class MemoryJobRepository: JobRepository {
                 createdAt: self.createdAt,
                 startedAt: self.startedAt,
                 progress: JobProgress(),
-                lastEventSeq: 0
+                lastEventSeq: 0,
+                runAt: self.runAt
             )
         }
     }
@@ -100,6 +108,9 @@ public final class MemoryJobRepository: JobRepository {
         /// The pending deliveries nobody has claimed, by id, with their jobs: what `claimDue`
         /// looks through.
         var unclaimed: [String: JobIDKey] = [:]
+        /// Sleeping jobs in start order (`claimSleeping`); an entry whose job stopped sleeping
+        /// stays until a claim comes across it.
+        var sleeping: [(runAt: Timestamp, position: UInt64, id: JobIDKey)] = []
     }
 
     private let state = Mutex(State())
@@ -134,6 +145,12 @@ public final class MemoryJobRepository: JobRepository {
             state.records[key] = slot
             state.order.append(slot)
             if let idempotency = job.idempotency { state.idempotency[idempotency.key] = (idempotency.bodyHash, key) }
+            if job.sleeps, let runAt = job.runAt {
+                // Usually at the end (later jobs are due later); else after the last due earlier.
+                var index = state.sleeping.count
+                while index > 0, state.sleeping[index - 1].runAt > runAt { index -= 1 }
+                state.sleeping.insert((runAt, position, key), at: index)
+            }
             return .inserted(JobKey(position))
         }
         return Future(value: outcome)
@@ -153,6 +170,7 @@ public final class MemoryJobRepository: JobRepository {
                 record.state = .running
                 record.startedAt = startedAt
             }
+            record.sleeping = false
             guard let ended = batch.ended else { return [] }
             record.state = ended.snapshot.state
             record.ended = ended
@@ -197,8 +215,31 @@ public final class MemoryJobRepository: JobRepository {
 
     public func requestCancel(_ id: String) -> Future<Void> {
         let key = JobIDKey(id)
-        self.state.withLock { state in state.records[key]?.record?.cancelRequested = true }
+        self.state.withLock { state in
+            guard let record = state.records[key]?.record else { return }
+            record.cancelRequested = true
+            record.sleeping = false
+        }
         return Future(value: ())
+    }
+
+    public func claimSleeping(through: Timestamp, limit: Int) -> Future<[StoredJob]> {
+        Future(
+            value: self.state.withLock { state in
+                var jobs: [StoredJob] = []
+                var taken = 0
+                for entry in state.sleeping {
+                    guard jobs.count < limit, entry.runAt <= through else { break }
+                    taken += 1
+                    // An entry whose job stopped sleeping (a cancellation woke it) just goes.
+                    guard let record = state.records[entry.id]?.record, record.sleeping else { continue }
+                    record.sleeping = false
+                    jobs.append(record.stored)
+                }
+                state.sleeping.removeFirst(taken)
+                return jobs
+            }
+        )
     }
 
     public func job(_ id: String) -> Future<StoredJob?> {
@@ -280,7 +321,10 @@ public final class MemoryJobRepository: JobRepository {
         Future(
             value: self.state.withLock { state in
                 state.order.compactMap { slot in
-                    guard let record = slot.record, record.ended == nil, !live.contains(record.id) else { return nil }
+                    guard let record = slot.record, record.ended == nil, !record.sleeping, !live.contains(record.id)
+                    else {
+                        return nil
+                    }
                     return record.stored
                 }
             }

@@ -20,14 +20,14 @@ extension SQLiteJobRepository {
         let row = try db.prepared(
             """
             SELECT position, document, state, result, error, created_at, started_at, finished_at, cancel_requested, nodes,
-                name, labels
+                name, labels, run_at
             FROM jobs WHERE id = ?
             """
         ).bind(.text(id))
         guard try row.step() else { return nil }
         let position = row.int(0)
         let document = try row.withBytes(1) { bytes in try JSONParser.parse(bytes, limits: Self.storedLimits) }
-        let state = JobState(rawValue: row.text(2)) ?? .running
+        let state = Self.jobState(row.text(2))
         let result = try row.optionalText(3).map { try JSONParser.parse($0, limits: Self.storedLimits) }
         let error = try row.optionalText(4).flatMap {
             TaskError(json: try JSONParser.parse($0, limits: Self.storedLimits))
@@ -44,6 +44,7 @@ extension SQLiteJobRepository {
             }
         let name = row.optionalText(10)
         let labels = try Self.labels(row.optionalText(11))
+        let runAt = row.optionalInt(12).map(Timestamp.init(milliseconds:))
         row.reset()
 
         // Node rows (a job that has not ended, or one stored by schema 3) over the job's own list:
@@ -106,9 +107,49 @@ extension SQLiteJobRepository {
             startedAt: startedAt,
             finishedAt: state.isTerminal ? (finishedAt ?? createdAt) : nil,
             cancelRequested: cancelRequested,
+            runAt: runAt,
             nodes: records,
             events: events
         )
+    }
+
+    /// A `jobs.state`: a job's state, `sleeping` (delayed, not started) being `pending`.
+    static func jobState(_ text: String) -> JobState {
+        if let state = JobState(rawValue: text) { return state }
+        return text == "sleeping" ? .pending : .running
+    }
+
+    /// Sleeping jobs due by a time, in start order (`claimSleeping`), through the partial index
+    /// `jobs_sleeping_by_start` (the WHERE clause repeats its condition). A sleeping job has no
+    /// node or event rows: its row is all there is.
+    static let sleepingSQL: StaticString = """
+        SELECT position, id, document, created_at, name, labels, run_at, cancel_requested FROM jobs
+        WHERE state = 'sleeping' AND run_at <= ? ORDER BY run_at, position LIMIT ?
+        """
+
+    /// Reads the sleeping jobs `claimSleeping` takes.
+    func readSleeping(through: Timestamp, limit: Int, _ db: SQLiteConnection) throws -> [StoredJob] {
+        let rows = try db.prepared(Self.sleepingSQL).bind(.int(through.milliseconds), .int(Int64(limit)))
+        var jobs: [StoredJob] = []
+        while try rows.step() {
+            let document = try rows.withBytes(2) { bytes in try JSONParser.parse(bytes, limits: Self.storedLimits) }
+            jobs.append(
+                StoredJob(
+                    id: rows.text(1),
+                    key: rows.int(0),
+                    name: rows.optionalText(4),
+                    labels: try Self.labels(rows.optionalText(5)),
+                    input: document["input"] ?? .null,
+                    document: document,
+                    state: .pending,
+                    createdAt: Timestamp(milliseconds: rows.int(3)),
+                    cancelRequested: rows.int(7) != 0,
+                    runAt: rows.optionalInt(6).map(Timestamp.init(milliseconds:))
+                )
+            )
+        }
+        rows.reset()
+        return jobs
     }
 
     /// A `jobs.labels` object.
@@ -138,7 +179,7 @@ extension SQLiteJobRepository {
         return JobSnapshot(
             id: row.text(1),
             name: row.optionalText(2),
-            state: JobState(rawValue: row.text(4)) ?? .running,
+            state: Self.jobState(row.text(4)),
             input: .null,
             result: nil,
             error: try row.optionalText(5).flatMap { TaskError(json: try JSONParser.parse($0, limits: storedLimits)) },
@@ -147,7 +188,8 @@ extension SQLiteJobRepository {
             startedAt: row.optionalInt(8).map(Timestamp.init(milliseconds:)),
             finishedAt: row.optionalInt(9).map(Timestamp.init(milliseconds:)),
             progress: progress,
-            lastEventSeq: 0
+            lastEventSeq: 0,
+            runAt: row.optionalInt(10).map(Timestamp.init(milliseconds:))
         )
     }
 }

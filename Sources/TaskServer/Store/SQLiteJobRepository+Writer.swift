@@ -24,6 +24,7 @@ extension SQLiteJobRepository {
         case journal(JournalBatch)
         case cancelRequested(String, Promise<Void>)
         case reopen(String, Promise<StoredJob?>)
+        case claimSleeping(Timestamp, Int, Promise<[StoredJob]>)
         case delete(String, Promise<DeleteResult>)
         case flush(Promise<Void>)
         case expire(before: Timestamp)
@@ -225,6 +226,7 @@ extension SQLiteJobRepository {
                 case .write(.addLeases(_, let promise)): completions.append { promise.fail(problem) }
                 case .write(.cancelRequested(_, let promise)): completions.append { promise.fail(problem) }
                 case .write(.reopen(_, let promise)): completions.append { promise.fail(problem) }
+                case .write(.claimSleeping(_, _, let promise)): completions.append { promise.fail(problem) }
                 case .write(.updateDelivery(_, let promise)): completions.append { promise.fail(problem) }
                 case .write(.claimDeliveries(_, _, let promise)): completions.append { promise.fail(problem) }
                 case .write: break
@@ -267,6 +269,7 @@ extension SQLiteJobRepository {
             createdAt: snapshot.createdAt,
             startedAt: snapshot.startedAt,
             finishedAt: snapshot.finishedAt,
+            runAt: snapshot.runAt,
             nodes: ended.nodes,
             events: ended.events
         )
@@ -304,11 +307,22 @@ extension SQLiteJobRepository {
                 statement.reset()
             }
         case .cancelRequested(let id, let promise):
-            try self.writer.prepared("UPDATE jobs SET cancel_requested = 1 WHERE id = ?").bind(.text(id)).run()
+            // A sleeping job wakes: it is an unfinished job a restart resumes, to end it cancelled.
+            try self.writer.prepared(
+                "UPDATE jobs SET cancel_requested = 1, state = iif(state = 'sleeping', 'pending', state) WHERE id = ?"
+            ).bind(.text(id)).run()
             completions.append { promise.succeed(()) }
         case .reopen(let id, let promise):
             let reopened = try self.writeReopen(id)
             completions.append { promise.succeed(reopened) }
+        case .claimSleeping(let through, let limit, let promise):
+            let jobs = try self.readSleeping(through: through, limit: limit, self.writer)
+            let wake = try self.writer.prepared("UPDATE jobs SET state = 'pending' WHERE position = ?")
+            for job in jobs {
+                try wake.bind(.int(job.key)).run()
+                wake.reset()
+            }
+            completions.append { promise.succeed(jobs) }
         case .delete(let id, let promise):
             let result = try self.writeDelete(id)
             completions.append { promise.succeed(result) }
@@ -372,18 +386,20 @@ extension SQLiteJobRepository {
         }
         try db.prepared(
             """
-            INSERT INTO jobs (position, id, state, created_at, name, labels, idempotency_key, body_hash, document)
-            VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?)
+            INSERT INTO jobs (position, id, state, created_at, name, labels, idempotency_key, body_hash, document, run_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """
         ).bind(
             .int(new.position),
             .text(job.id),
+            .text(job.sleeps ? "sleeping" : "pending"),
             .int(job.createdAt.milliseconds),
             job.name.map(SQLiteValue.text),
             new.labels.map(SQLiteValue.bytes),
             job.idempotency.map { .text($0.key) },
             job.idempotency.map { .int(Int64(bitPattern: $0.bodyHash)) },
-            .bytes(Array(job.document.readableBytesView))
+            .bytes(Array(job.document.readableBytesView)),
+            job.runAt.map { .int($0.milliseconds) }
         ).run()
         if !job.labels.isEmpty {
             let statement = try db.prepared("INSERT INTO labels (key, value, position) VALUES (?, ?, ?)")
@@ -518,7 +534,7 @@ extension SQLiteJobRepository {
         let row = try db.prepared("SELECT position, state, labels FROM jobs WHERE id = ?").bind(.text(id))
         guard try row.step() else { return .notFound }
         let position = row.int(0)
-        let stored = JobState(rawValue: row.text(1)) ?? .running
+        let stored = Self.jobState(row.text(1))
         let labels = row.optionalText(2)
         row.reset()
         // The service sends a delete only once the job's end is recorded: the row says how it ended.

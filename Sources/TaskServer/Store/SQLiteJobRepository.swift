@@ -161,32 +161,46 @@ public final class SQLiteJobRepository: JobRepository {
     /// The query of a list page and its values. A state filter repeats the condition of the
     /// partial index that holds the state (schema 5): SQLite uses a partial index only for a
     /// query whose WHERE clause contains the index's condition as written. Succeeded jobs have
-    /// no index; they are found by walking positions newest first (most jobs succeed).
+    /// no index; they are found by walking positions newest first (most jobs succeed). Pending
+    /// jobs are in two indexes — awake (`jobs_unfinished`) and sleeping (`jobs_sleeping`, schema
+    /// 7) — so that page is the newest of a page from each.
     static func listSQL(_ query: JobQuery) -> (sql: String, binds: [SQLiteValue?]) {
-        var sql =
-            "SELECT position, id, name, labels, state, error, progress, created_at, started_at, finished_at FROM jobs WHERE 1"
+        var filter = ""
         var binds: [SQLiteValue?] = []
         if let before = query.before {
-            sql += " AND position < ?"
+            filter += " AND position < ?"
             binds.append(.int(Int64(bitPattern: before)))
         }
-        if let state = query.state {
-            sql += " AND state = ?"
-            binds.append(.text(state.rawValue))
-            switch state {
-            case .pending, .running: sql += " AND state IN ('pending', 'running')"
-            case .failed, .cancelled: sql += " AND state IN ('failed', 'cancelled')"
-            case .succeeded: break
-            }
-        }
         for label in query.labels {
-            sql += " AND position IN (SELECT position FROM labels WHERE key = ? AND value = ?)"
+            filter += " AND position IN (SELECT position FROM labels WHERE key = ? AND value = ?)"
             binds.append(.text(label.key))
             binds.append(.text(label.value))
         }
-        sql += " ORDER BY position DESC LIMIT ?"
-        binds.append(.int(Int64(query.limit + 1)))
-        return (sql, binds)
+        let columns = "position, id, name, labels, state, error, progress, created_at, started_at, finished_at, run_at"
+        let limit = SQLiteValue.int(Int64(query.limit + 1))
+        func select(_ condition: String) -> String {
+            "SELECT \(columns) FROM jobs WHERE \(condition)\(filter) ORDER BY position DESC LIMIT ?"
+        }
+        switch query.state {
+        case nil:
+            return (select("1"), binds + [limit])
+        case .pending:
+            let sql = """
+                SELECT * FROM (\(select("state = 'pending' AND state IN ('pending', 'running')")))
+                UNION ALL SELECT * FROM (\(select("state = 'sleeping'")))
+                ORDER BY position DESC LIMIT ?
+                """
+            return (sql, binds + [limit] + binds + [limit, limit])
+        case .running:
+            return (select("state = 'running' AND state IN ('pending', 'running')"), binds + [limit])
+        case .failed, .cancelled:
+            return (
+                select("state = ? AND state IN ('failed', 'cancelled')"),
+                [.text(query.state!.rawValue)] + binds + [limit]
+            )
+        case .succeeded:
+            return (select("state = 'succeeded'"), binds + [limit])
+        }
     }
 
     public func list(_ query: JobQuery) -> Future<JobPage> {
@@ -252,6 +266,12 @@ public final class SQLiteJobRepository: JobRepository {
             }
             return jobs
         }
+    }
+
+    public func claimSleeping(through: Timestamp, limit: Int) -> Future<[StoredJob]> {
+        let promise = Promise<[StoredJob]>()
+        self.enqueue(.claimSleeping(through, limit, promise))
+        return promise.future
     }
 
     public func count() -> Future<Int> { Future(value: self.cache.withLock { $0.count }) }

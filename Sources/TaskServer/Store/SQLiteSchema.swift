@@ -190,6 +190,17 @@ enum SQLiteSchema {
         CREATE INDEX deliveries_due ON deliveries(next_attempt_at) WHERE state = 'pending' AND claimed = 0;
         CREATE INDEX deliveries_claimed ON deliveries(id) WHERE claimed = 1;
         """,
+        // 7: delayed starts (issue #28, SPEC §8). A job with `runAt` / `delayMs` is stored with
+        // the state `sleeping` (shown as `pending`) until its start is journalled: a state of its
+        // own keeps sleeping jobs out of `jobs_unfinished`, so a restart with a million of them
+        // asleep reads none, and jobs that never sleep touch no new index. `jobs_sleeping` lists
+        // them newest first (`state=pending`), `jobs_sleeping_by_start` is the index of start times
+        // the service reads the ones falling due from. `run_at` stays after the start (`runAt`).
+        """
+        ALTER TABLE jobs ADD COLUMN run_at INTEGER;  -- Unix milliseconds
+        CREATE INDEX jobs_sleeping ON jobs(position) WHERE state = 'sleeping';
+        CREATE INDEX jobs_sleeping_by_start ON jobs(run_at, position) WHERE state = 'sleeping';
+        """,
     ]
 
     /// Brings the file up to the latest version.

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import Synchronization
 import TaskCore
 import TaskGraph
 
@@ -120,15 +121,45 @@ struct EventStreamPump<Source: EventStreamSource>: Sendable {
 }
 
 /// One job's events, until its terminal one.
+///
+/// A stream opened on a stored record of an unfinished job — one asleep until its delayed start
+/// (SPEC §8), not live in this process — reads the job again (`refresh`) every `refreshInterval`
+/// while it waits, and follows the live run from then on. Such a stream parks under a key of its
+/// own: its view of the job is its own until it turns live.
 struct JobEventSource: EventStreamSource {
-    let job: any JobView
+    /// The job as last read.
+    final class View: Sendable {
+        let job: Mutex<any JobView>
+        init(_ job: any JobView) { self.job = Mutex(job) }
+    }
 
-    var key: String { "job " + self.job.id }
+    static var refreshInterval: Duration { .seconds(1) }
+
+    let view: View
+    let refresh: (@Sendable () -> Future<(any JobView)?>)?
+
+    init(job: any JobView, refresh: (@Sendable () -> Future<(any JobView)?>)? = nil) {
+        self.view = View(job)
+        self.refresh = refresh
+    }
+
+    var job: any JobView { self.view.job.withLock { $0 } }
+
+    /// Whether the view is a stored record that may change under it (read again while waiting).
+    private func isStale(_ job: any JobView) -> Bool {
+        self.refresh != nil && !(job is JobRun) && !job.isTerminalAndVisible
+    }
+
+    var key: String {
+        let job = self.job
+        return self.isStale(job) ? "job \(job.id) \(ObjectIdentifier(self.view).hashValue)" : "job " + job.id
+    }
 
     func chunk(after position: Int) -> (bytes: [UInt8], next: Int, ends: Bool) {
-        let events = self.job.encodedEvents(after: position, limit: EventStreamPump<Self>.chunkEvents)
+        let job = self.job
+        let events = job.encodedEvents(after: position, limit: EventStreamPump<Self>.chunkEvents)
         // Nothing new: a finished job's stream ends (its terminal event was sent).
-        if events.isEmpty { return ([], position, self.job.isTerminalAndVisible) }
+        if events.isEmpty { return ([], position, job.isTerminalAndVisible) }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(events.reduce(0) { $0 + $1.json.count + 40 })
         var next = position
@@ -139,12 +170,22 @@ struct JobEventSource: EventStreamSource {
             ends = event.type.isTerminal
         }
         // A redriven job's history goes on after a terminal event: the stream ends at the last one.
-        if ends { ends = self.job.isTerminalAndVisible && next == self.job.lastVisibleSeq }
+        if ends { ends = job.isTerminalAndVisible && next == job.lastVisibleSeq }
         return (bytes, next, ends)
     }
 
     func waitForMore(after position: Int, timeout: Duration) -> Future<Void> {
-        self.job.waitForEvents(after: position, timeout: timeout)
+        let job = self.job
+        guard self.isStale(job), let refresh else { return job.waitForEvents(after: position, timeout: timeout) }
+        let promise = Promise<Void>()
+        let view = self.view
+        TimerQueue.shared.schedule(after: min(timeout, Self.refreshInterval)) {
+            refresh().whenComplete { outcome in
+                if case .success(let fresh?) = outcome { view.job.withLock { $0 = fresh } }
+                promise.trySucceed(())
+            }
+        }
+        return promise.future
     }
 }
 

@@ -187,6 +187,7 @@ class JobPage {
     meta.replaceChildren(
       h('dt', null, 'Id'), h('dd', { class: 'mono' }, j.id),
       h('dt', null, 'Created'), h('dd', null, fmtTime(j.createdAt)),
+      ...(j.runAt ? [h('dt', null, 'Runs at'), h('dd', { testid: 'job-run-at' }, fmtTime(j.runAt))] : []),
       h('dt', null, 'Started'), h('dd', null, fmtTime(j.startedAt)),
       h('dt', null, 'Finished'), h('dd', null, fmtTime(j.finishedAt)),
       h('dt', null, 'Duration'), h('dd', { testid: 'job-duration' }, duration(j.startedAt, j.finishedAt)),

@@ -87,7 +87,8 @@ function jobRow(job) {
     h('td', { class: 'progress' }, progressBar(p), h('span', { class: 'muted small' }, `${done}/${p.total || 0} tasks`)),
     h('td', null, labelChips(job.labels)),
     h('td', { class: 'nowrap' }, fmtTime(job.createdAt)),
-    h('td', { class: 'nowrap' }, job.startedAt ? duration(job.startedAt, job.finishedAt) : '—'));
+    h('td', { class: 'nowrap' }, job.startedAt ? duration(job.startedAt, job.finishedAt)
+      : job.state === 'pending' && job.runAt ? h('span', { class: 'muted', testid: 'job-row-run-at', title: 'delayed start' }, 'at ' + fmtTime(job.runAt)) : '—'));
   if (job.error) tr.title = `${job.error.code}: ${job.error.message}`;
   return tr;
 }
@@ -143,7 +144,7 @@ export async function jobsView(root, query, ctx) {
   }
 
   function rowFor(job) {
-    const key = compactJSON([job.state, job.name, job.progress, job.finishedAt, job.startedAt, job.labels]);
+    const key = compactJSON([job.state, job.name, job.progress, job.finishedAt, job.startedAt, job.runAt, job.labels]);
     const cached = rows.get(job.id);
     if (cached && cached.key === key) return cached.tr;
     const tr = jobRow(job);
