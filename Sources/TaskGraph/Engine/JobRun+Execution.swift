@@ -32,6 +32,25 @@ extension JobRun {
     /// bounded concurrency, continuations the `continueWith` family, and map and dynamic nodes
     /// expand when they start.
     public func start() {
+        self.prepareStart()?.run()
+    }
+
+    /// A job marked started (`job.started` appended, `startedAt` stamped), its graph not run yet.
+    public struct PreparedStart: Sendable {
+        let job: JobRun
+        let startedAt: Timestamp
+        let waiters: [Promise<Void>]
+
+        /// Runs the graph (and tells the job's observers of its start).
+        public func run() { self.job.run(timeoutFrom: self.startedAt, self.waiters) }
+    }
+
+    /// The first half of `start()`: marks the job started now and returns what runs its graph;
+    /// nil when it was started already. A batch of jobs falling due at one instant (delayed
+    /// starts) is marked started together, then run — so each `startedAt` says when its job was
+    /// taken for execution, not how long the jobs before it took to run; its tasks start as the
+    /// engine gets to them (`task.started`), as they do behind a busy pool.
+    public func prepareStart() -> PreparedStart? {
         let (shouldStart, startedAt, waiters): (Bool, Timestamp, [Promise<Void>]) = self.state.withLock { state in
             guard state.jobState == .pending else { return (false, .now(), []) }
             state.jobState = .running
@@ -43,8 +62,7 @@ extension JobRun {
             state.startedAt = now
             return (true, now, Self.appendEvent(.jobStarted, taskId: nil, data: nil, time: now, in: &state))
         }
-        guard shouldStart else { return }
-        self.run(timeoutFrom: startedAt, waiters)
+        return shouldStart ? PreparedStart(job: self, startedAt: startedAt, waiters: waiters) : nil
     }
 
     /// Runs a job made from a failed or cancelled one's records (`RestoredJob.redriving`): appends
@@ -61,7 +79,7 @@ extension JobRun {
         self.run(timeoutFrom: now, waiters)
     }
 
-    private func run(timeoutFrom startedAt: Timestamp, _ waiters: [Promise<Void>]) {
+    fileprivate func run(timeoutFrom startedAt: Timestamp, _ waiters: [Promise<Void>]) {
         self.publish(waiters)
         // `cancelJobSource` passes the job token's cancellation on to the root.
         let context = ExecutionContext(token: self.jobSource.token, suffix: "", propagates: true)

@@ -16,9 +16,10 @@ import TaskGraph
 ///   the service holds them again. `through` only grows and is raised before a claim, so a job
 ///   judged "later" at submission is due after it and is taken by a claim that follows its
 ///   insert. At most `maxHeld` runs are held: past that the loader waits for starts to make room.
-/// - **Starting**: when the timer fires, the due runs start in slices of `startSlice`, the timer
-///   re-armed at once between slices so that a burst of 100,000 does not hold the timer thread.
-///   A run that ended meanwhile (cancelled before its time) ignores its start.
+/// - **Starting**: when the timer fires, every due run is marked started at once (`job.started`
+///   stamped), then their graphs run in slices of `startSlice`, one timer callback each, so that
+///   a burst of 100,000 does not hold the timer thread. A run that ended meanwhile (cancelled
+///   before its time) ignores its start.
 public final class DelayedStarts: Sendable {
     public struct Options: Sendable {
         /// Jobs due within this are held live, ready to start.
@@ -29,7 +30,7 @@ public final class DelayedStarts: Sendable {
         public var page = 1_000
         /// Held runs at most before the loader waits (a submission due soon is still held).
         public var maxHeld = 100_000
-        /// Runs started per timer callback.
+        /// Graphs run per timer callback once their jobs are marked started.
         public var startSlice = 1_000
         public init() {}
     }
@@ -181,21 +182,29 @@ public final class DelayedStarts: Sendable {
         if let replaced { self.clock.cancel(replaced) }
     }
 
-    /// Starts the runs due now, a slice at a time.
+    /// Starts the runs due now: marks them all started at once (`prepareStart`: the stamp of
+    /// `job.started`, a microsecond or two each), then runs their graphs a slice at a time.
     private func fire() {
         let now = self.clock.now().milliseconds
         let due: [JobRun] = self.state.withLock { state in
             state.timer = nil
             state.timerAt = .max
             var due: [JobRun] = []
-            while due.count < self.options.startSlice, let first = state.held.min, first.at <= now {
-                due.append(state.held.popMin()!.run)
-            }
+            while let first = state.held.min, first.at <= now { due.append(state.held.popMin()!.run) }
             return due
         }
         self.armTimer()
-        for run in due { run.start() }
+        guard !due.isEmpty else { return }
+        self.runGraphs(due.compactMap { $0.prepareStart() }[...])
         // Room was made: a loader waiting at the cap goes on.
-        if !due.isEmpty, self.state.withLock({ $0.held.count + due.count >= self.options.maxHeld }) { self.load() }
+        if self.state.withLock({ $0.held.count + due.count >= self.options.maxHeld }) { self.load() }
+    }
+
+    /// Runs the graphs of jobs marked started, `startSlice` per timer callback.
+    private func runGraphs(_ starts: ArraySlice<JobRun.PreparedStart>) {
+        let slice = starts.prefix(self.options.startSlice)
+        for start in slice { start.run() }
+        let rest = starts.dropFirst(slice.count)
+        if !rest.isEmpty { self.clock.schedule(after: .zero) { self.runGraphs(rest) } }
     }
 }
