@@ -19,6 +19,8 @@ public final class Application: Sendable {
     public let engine: Engine
     /// The owner of the jobs this server runs, and what the API talks to about jobs.
     public let jobs: JobService
+    /// The cron schedules (SPEC §8), fired through `jobs`.
+    public let scheduler: Scheduler
     /// Where job records live (SQLite, or memory with `--memory`).
     public let repository: any JobRepository
     public let logger: Logger
@@ -133,6 +135,7 @@ public final class Application: Sendable {
             delayedStarts: configuration.delayedStarts,
             logger: logger
         )
+        self.scheduler = Scheduler(jobs: self.jobs, store: repository, clock: clock, logger: logger)
     }
 
     /// The routes of the API (the test that compares them with the contract reads this too).
@@ -159,6 +162,7 @@ public final class Application: Sendable {
         self.externalPools.restore(try await self.repository.storedLeases().value)
         let recovered = try await self.jobs.recover().value
         self.externalPools.finishRestoring()
+        try await self.scheduler.start()
         if recovered > 0 {
             self.logger.notice("resumed unfinished jobs", metadata: ["count": "\(recovered)"])
         }
@@ -216,7 +220,9 @@ public final class Application: Sendable {
         self.beginDraining()
         let server = self.server.withLock { $0 }
         await server?.shutdown(gracePeriod: gracePeriod ?? self.configuration.shutdownGrace)
-        // Delayed jobs not started yet stay as stored; the next start holds them again.
+        // Delayed jobs not started yet stay as stored; the next start holds them again. Schedules
+        // fire no more: fires missed until the next start are caught up then (`catchUp`).
+        self.scheduler.stop()
         self.jobs.stop()
         self.dispatcher.shutdown()
         self.outbound.shutdown()

@@ -5,13 +5,93 @@ import TaskGraph
 import TaskSchedule
 import TaskWorkerProtocol
 
-/// `/v1/schedules` (SPEC §8). So far the preview: when an expression would fire, by the same rules
-/// (and the same code) that will decide when a schedule fires.
+/// `/v1/schedules` (SPEC §8): cron schedules — create, list, read, change, delete, trigger — and the
+/// preview of when an expression fires, by the same rules (and the same code) that fire them.
 struct SchedulesAPI: Sendable {
     let app: Application
 
     func register(in router: inout Router) {
         router.add(.POST, "/v1/schedules/preview", self.preview)
+        router.add(.POST, "/v1/schedules", self.create)
+        router.add(.GET, "/v1/schedules", self.list)
+        router.add(.GET, "/v1/schedules/{id}", self.get)
+        router.add(.PATCH, "/v1/schedules/{id}", self.update)
+        router.add(.DELETE, "/v1/schedules/{id}", self.delete)
+        router.add(.POST, "/v1/schedules/{id}/trigger", self.trigger)
+    }
+
+    static func notFound(_ id: String) -> HTTPProblem {
+        .notFound("schedule.notFound", "no schedule \(id.prefix(100))")
+    }
+
+    /// The answer to a change of schedule `id`.
+    static func answer(_ change: Scheduler.Change, id: String, status: HTTPResponseStatus) throws -> Response {
+        switch change {
+        case .done(let schedule):
+            var headers = HTTPHeaders()
+            if status == .created { headers.add(name: "location", value: "/v1/schedules/\(id)") }
+            return .json(schedule, status: status, headers: headers)
+        case .notFound: throw Self.notFound(id)
+        case .exists: throw HTTPProblem.conflict("schedule.exists", "a schedule with id \(id) exists already")
+        case .full:
+            throw HTTPProblem.conflict(
+                "schedule.limitReached",
+                "the server holds \(Scheduler.maxSchedules) schedules, its limit; delete one first"
+            )
+        }
+    }
+
+    @Sendable func create(_ request: Request) throws -> Future<Response> {
+        if self.app.isDraining {
+            throw HTTPProblem(.serviceUnavailable, code: "server.draining", detail: "the server is shutting down")
+        }
+        let definition = try ScheduleDefinition(
+            self.app.jsonBody(request),
+            id: nil,
+            decoder: self.app.engine.decoder
+        )
+        return self.app.scheduler.create(definition).map { change in
+            try Self.answer(change, id: definition.id, status: .created)
+        }
+    }
+
+    @Sendable func list(_ request: Request) throws -> Future<Response> {
+        Future(value: .json(["items": .array(self.app.scheduler.list())]))
+    }
+
+    @Sendable func get(_ request: Request) throws -> Future<Response> {
+        let id = request.parameter("id")
+        guard let schedule = self.app.scheduler.representation(id) else { throw Self.notFound(id) }
+        return Future(value: .json(schedule))
+    }
+
+    @Sendable func update(_ request: Request) throws -> Future<Response> {
+        let id = request.parameter("id")
+        return try self.app.scheduler.update(id, patch: self.app.jsonBody(request)).map { change in
+            try Self.answer(change, id: id, status: .ok)
+        }
+    }
+
+    @Sendable func delete(_ request: Request) throws -> Future<Response> {
+        let id = request.parameter("id")
+        return self.app.scheduler.delete(id).map { deleted in
+            guard deleted else { throw Self.notFound(id) }
+            return Response(status: .noContent)
+        }
+    }
+
+    /// Starts a run now: `201` with the job.
+    @Sendable func trigger(_ request: Request) throws -> Future<Response> {
+        let id = request.parameter("id")
+        if self.app.isDraining {
+            throw HTTPProblem(.serviceUnavailable, code: "server.draining", detail: "the server is shutting down")
+        }
+        let app = self.app
+        return self.app.scheduler.trigger(id).flatMap { submitted -> Future<Response> in
+            guard case .created(let run)? = submitted else { throw Self.notFound(id) }
+            app.metrics.jobSubmitted()
+            return app.respond(with: run, status: .created, waitMs: nil, location: true)
+        }
     }
 
     // MARK: preview
@@ -35,34 +115,8 @@ struct SchedulePreview: Sendable {
 
     init(_ body: JSONValue, now: Timestamp) throws(HTTPProblem) {
         var reader = BodyReader(body, allowed: ["cron", "timezone", "from", "count"])
-        var expression: CronExpression?
-        if reader.isObject {
-            switch reader.object["cron"] {
-            case .string(let text) where text.utf8.count > 1000:
-                reader.report("cron", "must be at most 1000 characters")
-            case .string(let text):
-                do throws(CronError) {
-                    expression = try CronExpression(parsing: text)
-                } catch {
-                    reader.report("cron", error.description)
-                }
-            case nil: reader.report("cron", "is required: a five-field cron expression or a shorthand like @daily")
-            default: reader.report("cron", "must be a string")
-            }
-        }
-        var timeZone = TimeZone(identifier: "UTC")!
-        switch reader.object["timezone"] {
-        case .string(let name) where name.utf8.count > 100:
-            reader.report("timezone", "must be at most 100 characters")
-        case .string(let name):
-            do throws(CronError) {
-                timeZone = try CronSchedule.timeZone(named: name)
-            } catch {
-                reader.report("timezone", error.description)
-            }
-        case nil: break
-        default: reader.report("timezone", "must be a string: an IANA time zone name like \"Europe/Paris\"")
-        }
+        let expression = reader.cron("cron")
+        let timeZone = reader.timeZone("timezone").zone
         var from = Date(timeIntervalSince1970: Double(now.milliseconds) / 1000)
         switch reader.object["from"] {
         case .string(let text):

@@ -17,7 +17,7 @@ import TaskGraph
 ///   wait for a disk).
 /// - **Recovery** is `claimUnfinished`: the unfinished jobs that no live owner holds, callable at
 ///   any time — at start-up on one node, and in a cluster whenever an owner's lease ends.
-public protocol JobRepository: AnyObject, LeaseJournal, DeliveryStore {
+public protocol JobRepository: AnyObject, LeaseJournal, DeliveryStore, ScheduleStore {
     /// Whether records outlive the process. The service gates readers on commits only then
     /// (`Engine.eventsAwaitDurability`), and sends running jobs' progress only then.
     var isDurable: Bool { get }

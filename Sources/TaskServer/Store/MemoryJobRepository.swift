@@ -114,6 +114,7 @@ public final class MemoryJobRepository: JobRepository {
     }
 
     private let state = Mutex(State())
+    private let schedules = Mutex<[String: StoredSchedule]>([:])
     private let maxFinishedJobs: Int
     private let retention: Duration?
 
@@ -341,6 +342,29 @@ public final class MemoryJobRepository: JobRepository {
     public func recordLeases(_ leases: [StoredLease]) -> Future<Void> { Future(value: ()) }
     public func removeLeases(_ hashes: [String]) {}
     public func storedLeases() -> Future<[StoredLease]> { Future(value: []) }
+
+    // MARK: - ScheduleStore: schedules live in memory only, like everything else here.
+
+    public func putSchedule(_ schedule: StoredSchedule) -> Future<Void> {
+        self.schedules.withLock { $0[schedule.id] = schedule }
+        return Future(value: ())
+    }
+
+    public func deleteSchedule(_ id: String) -> Future<Bool> {
+        Future(value: self.schedules.withLock { $0.removeValue(forKey: id) != nil })
+    }
+
+    public func storedSchedules() -> Future<[StoredSchedule]> {
+        Future(value: self.schedules.withLock { $0.values.sorted { $0.id < $1.id } })
+    }
+
+    public func recordFire(_ id: String, at: Timestamp, jobID: String?) -> Future<Void> {
+        self.schedules.withLock { schedules in
+            schedules[id]?.lastFireAt = at
+            if let jobID { schedules[id]?.lastJobID = jobID }
+        }
+        return Future(value: ())
+    }
 
     // MARK: - DeliveryStore
 

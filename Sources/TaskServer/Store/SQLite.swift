@@ -44,6 +44,9 @@ final class SQLiteConnection: @unchecked Sendable {
 
     var errorMessage: String { String(cString: sqlite3_errmsg(self.handle)) }
 
+    /// Rows changed by the last INSERT, UPDATE or DELETE.
+    var changes: Int { Int(sqlite3_changes(self.handle)) }
+
     /// Runs one or more statements without results.
     func execute(_ sql: String) throws(SQLiteError) {
         var error: UnsafeMutablePointer<CChar>?

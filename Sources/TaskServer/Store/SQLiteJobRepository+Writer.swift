@@ -25,6 +25,9 @@ extension SQLiteJobRepository {
         case cancelRequested(String, Promise<Void>)
         case reopen(String, Promise<StoredJob?>)
         case claimSleeping(Timestamp, Int, Promise<[StoredJob]>)
+        case putSchedule(StoredSchedule, Promise<Void>)
+        case deleteSchedule(String, Promise<Bool>)
+        case recordFire(String, Timestamp, String?, Promise<Void>)
         case delete(String, Promise<DeleteResult>)
         case flush(Promise<Void>)
         case expire(before: Timestamp)
@@ -227,6 +230,9 @@ extension SQLiteJobRepository {
                 case .write(.cancelRequested(_, let promise)): completions.append { promise.fail(problem) }
                 case .write(.reopen(_, let promise)): completions.append { promise.fail(problem) }
                 case .write(.claimSleeping(_, _, let promise)): completions.append { promise.fail(problem) }
+                case .write(.putSchedule(_, let promise)): completions.append { promise.fail(problem) }
+                case .write(.deleteSchedule(_, let promise)): completions.append { promise.fail(problem) }
+                case .write(.recordFire(_, _, _, let promise)): completions.append { promise.fail(problem) }
                 case .write(.updateDelivery(_, let promise)): completions.append { promise.fail(problem) }
                 case .write(.claimDeliveries(_, _, let promise)): completions.append { promise.fail(problem) }
                 case .write: break
@@ -315,6 +321,32 @@ extension SQLiteJobRepository {
         case .reopen(let id, let promise):
             let reopened = try self.writeReopen(id)
             completions.append { promise.succeed(reopened) }
+        case .putSchedule(let schedule, let promise):
+            try self.writer.prepared(
+                """
+                INSERT INTO schedules (id, definition, created_at, updated_at, last_fire_at, last_job_id)
+                VALUES (?, ?, ?, ?, ?, ?)
+                ON CONFLICT (id) DO UPDATE SET definition = excluded.definition, updated_at = excluded.updated_at,
+                    last_fire_at = excluded.last_fire_at, last_job_id = excluded.last_job_id
+                """
+            ).bind(
+                .text(schedule.id),
+                .text(schedule.definition.jsonString),
+                .int(schedule.createdAt.milliseconds),
+                .int(schedule.updatedAt.milliseconds),
+                schedule.lastFireAt.map { .int($0.milliseconds) },
+                schedule.lastJobID.map(SQLiteValue.text)
+            ).run()
+            completions.append { promise.succeed(()) }
+        case .deleteSchedule(let id, let promise):
+            try self.writer.prepared("DELETE FROM schedules WHERE id = ?").bind(.text(id)).run()
+            let deleted = self.writer.changes > 0
+            completions.append { promise.succeed(deleted) }
+        case .recordFire(let id, let at, let jobID, let promise):
+            try self.writer.prepared(
+                "UPDATE schedules SET last_fire_at = ?, last_job_id = coalesce(?, last_job_id) WHERE id = ?"
+            ).bind(.int(at.milliseconds), jobID.map(SQLiteValue.text), .text(id)).run()
+            completions.append { promise.succeed(()) }
         case .claimSleeping(let through, let limit, let promise):
             let jobs = try self.readSleeping(through: through, limit: limit, self.writer)
             let wake = try self.writer.prepared("UPDATE jobs SET state = 'pending' WHERE position = ?")

@@ -283,6 +283,49 @@ public final class SQLiteJobRepository: JobRepository {
         return promise.future
     }
 
+    // MARK: - ScheduleStore
+
+    public func putSchedule(_ schedule: StoredSchedule) -> Future<Void> {
+        let promise = Promise<Void>()
+        self.enqueue(.putSchedule(schedule, promise))
+        return promise.future
+    }
+
+    public func deleteSchedule(_ id: String) -> Future<Bool> {
+        let promise = Promise<Bool>()
+        self.enqueue(.deleteSchedule(id, promise))
+        return promise.future
+    }
+
+    public func recordFire(_ id: String, at: Timestamp, jobID: String?) -> Future<Void> {
+        let promise = Promise<Void>()
+        self.enqueue(.recordFire(id, at, jobID, promise))
+        return promise.future
+    }
+
+    public func storedSchedules() -> Future<[StoredSchedule]> {
+        self.read { db in
+            let rows = try db.prepared(
+                "SELECT id, definition, created_at, updated_at, last_fire_at, last_job_id FROM schedules ORDER BY id"
+            )
+            var schedules: [StoredSchedule] = []
+            while try rows.step() {
+                schedules.append(
+                    StoredSchedule(
+                        id: rows.text(0),
+                        definition: try JSONParser.parse(rows.text(1), limits: Self.storedLimits),
+                        createdAt: Timestamp(milliseconds: rows.int(2)),
+                        updatedAt: Timestamp(milliseconds: rows.int(3)),
+                        lastFireAt: rows.optionalInt(4).map(Timestamp.init(milliseconds:)),
+                        lastJobID: rows.optionalText(5)
+                    )
+                )
+            }
+            rows.reset()
+            return schedules
+        }
+    }
+
     // MARK: - LeaseJournal
 
     public func recordLeases(_ leases: [StoredLease]) -> Future<Void> {

@@ -201,6 +201,19 @@ enum SQLiteSchema {
         CREATE INDEX jobs_sleeping ON jobs(position) WHERE state = 'sleeping';
         CREATE INDEX jobs_sleeping_by_start ON jobs(run_at, position) WHERE state = 'sleeping';
         """,
+        // 8: cron schedules (issue #28, SPEC §8), each with the latest fire it handled. Each fire's
+        // job carries an idempotency key made of the schedule and the fire time, so a fire is
+        // started at most once whatever happens between the job's insert and `last_fire_at`.
+        """
+        CREATE TABLE schedules (
+            id TEXT PRIMARY KEY,
+            definition TEXT NOT NULL,              -- JSON: cron, timezone, job, overlap, catchUp, paused
+            created_at INTEGER NOT NULL,           -- Unix milliseconds
+            updated_at INTEGER NOT NULL,
+            last_fire_at INTEGER,
+            last_job_id TEXT
+        ) WITHOUT ROWID;
+        """,
     ]
 
     /// Brings the file up to the latest version.

@@ -1,0 +1,368 @@
+import Foundation
+import Logging
+import NIOCore
+import Synchronization
+import TaskCore
+import TaskGraph
+import TaskSchedule
+
+/// Fires cron schedules (SPEC §8): owns every schedule of this server, in memory (they are few:
+/// at most `maxSchedules`), written through to the store (`ScheduleStore`).
+///
+/// - **When**: each schedule's next fire comes from `CronSchedule` (cronie's rules, the same code
+///   as the preview); one clock timer is armed for the earliest, and a fire starts its job through
+///   `JobService.submit` like any client's.
+/// - **At most once per fire time**, also across restarts and SIGKILL: the job of a fire carries
+///   the idempotency key `fireKey(id, time)`, so inserting it again finds the first; then the
+///   store records the fire (`recordFire`), and fire times up to it are never looked at again.
+/// - **Overlap**: a fire while the schedule's previous run is unfinished is skipped (`skip`, the
+///   default), starts beside it (`allow`), or cancels it first (`cancelPrevious`). A schedule's
+///   fires are handled one at a time, in order.
+/// - **Catch-up** after downtime: the fire times missed since the last one recorded are dropped
+///   (`none`), the latest fires once (`last`, the default), or each fires (`all`, at most
+///   `maxCatchUp`, the latest ones).
+/// - A paused schedule does not fire; resumed, it goes on from then (no catch-up of the pause).
+///   `trigger` starts a run at once whatever the schedule's state (a manual run, no overlap rule).
+public final class Scheduler: Sendable {
+    public static let maxSchedules = 10_000
+    public static let maxCatchUp = 100
+
+    struct Entry {
+        var definition: ScheduleDefinition
+        var createdAt: Timestamp
+        var updatedAt: Timestamp
+        var lastFireAt: Timestamp?
+        var lastJobID: String?
+        /// Fire times due and not handled yet, oldest first.
+        var due: [Timestamp] = []
+        /// The next fire time not yet due (nil: paused, or the expression fires no more).
+        var next: Timestamp?
+        /// A fire of this schedule is being handled.
+        var firing = false
+        /// After a failed fire: not tried again before this (Unix milliseconds).
+        var holdUntil: Int64 = 0
+
+        var stored: StoredSchedule {
+            StoredSchedule(
+                id: self.definition.id,
+                definition: self.definition.json,
+                createdAt: self.createdAt,
+                updatedAt: self.updatedAt,
+                lastFireAt: self.lastFireAt,
+                lastJobID: self.lastJobID
+            )
+        }
+    }
+
+    private struct State {
+        var entries: [String: Entry] = [:]
+        var timer: ClockTimer?
+        var timerAt: Int64 = .max
+        var running = false
+    }
+
+    let jobs: JobService
+    let store: any ScheduleStore
+    let clock: any ServerClock
+    let logger: Logger
+    private let state = Mutex(State())
+
+    init(jobs: JobService, store: any ScheduleStore, clock: any ServerClock, logger: Logger) {
+        self.jobs = jobs
+        self.store = store
+        self.clock = clock
+        self.logger = logger
+    }
+
+    /// The idempotency key of the job a fire at `time` starts.
+    static func fireKey(_ id: String, _ time: Timestamp) -> IdempotencyKey {
+        let key = "taskserver-schedule:\(id)@\(time.milliseconds)"
+        return IdempotencyKey(key: key, bodyHash: fnv1a64(key.utf8))
+    }
+
+    static func date(_ time: Timestamp) -> Date { Date(timeIntervalSince1970: Double(time.milliseconds) / 1000) }
+    static func timestamp(_ date: Date) -> Timestamp {
+        Timestamp(milliseconds: Int64((date.timeIntervalSince1970 * 1000).rounded(.down)))
+    }
+
+    /// The first fire time strictly after `time`.
+    static func next(_ definition: ScheduleDefinition, after time: Timestamp) -> Timestamp? {
+        definition.schedule.nextFire(after: Self.date(time)).map(Self.timestamp)
+    }
+
+    // MARK: - Starting and stopping
+
+    /// Reads the stored schedules, works out what each missed while the server was down, and
+    /// starts firing.
+    func start() async throws {
+        let stored = try await self.store.storedSchedules().value
+        let now = self.clock.now()
+        var entries: [String: Entry] = [:]
+        for schedule in stored {
+            let definition: ScheduleDefinition
+            do {
+                definition = try ScheduleDefinition(
+                    schedule.definition,
+                    id: schedule.id,
+                    decoder: self.jobs.engine.decoder
+                )
+            } catch {
+                self.logger.error(
+                    "a stored schedule no longer reads; it does not fire",
+                    metadata: ["schedule.id": "\(schedule.id)", "error": "\(error.detail)"]
+                )
+                continue
+            }
+            var entry = Entry(
+                definition: definition,
+                createdAt: schedule.createdAt,
+                updatedAt: schedule.updatedAt,
+                lastFireAt: schedule.lastFireAt,
+                lastJobID: schedule.lastJobID
+            )
+            if !definition.paused {
+                entry.due = Self.missed(definition, since: schedule.lastFireAt ?? schedule.createdAt, now: now)
+                entry.next = Self.next(definition, after: now)
+            }
+            entries[schedule.id] = entry
+        }
+        self.state.withLock { state in
+            state.entries = entries
+            state.running = true
+        }
+        self.armTimer()
+    }
+
+    /// The fire times missed in (`since`, `now`] that `catchUp` says to fire.
+    static func missed(_ definition: ScheduleDefinition, since: Timestamp, now: Timestamp) -> [Timestamp] {
+        guard definition.catchUp != .none else { return [] }
+        var times: [Timestamp] = []
+        var cursor = since
+        while let time = Self.next(definition, after: cursor), time <= now {
+            times.append(time)
+            if times.count > Self.maxCatchUp { times.removeFirst() }
+            cursor = time
+        }
+        return definition.catchUp == .last ? Array(times.suffix(1)) : times
+    }
+
+    /// Stops firing (shutdown).
+    func stop() {
+        let timer = self.state.withLock { state -> ClockTimer? in
+            state.running = false
+            defer { state.timer = nil }
+            return state.timer
+        }
+        if let timer { self.clock.cancel(timer) }
+    }
+
+    // MARK: - Reading
+
+    /// The schedule `id` as the API shows it.
+    func representation(_ id: String) -> JSONValue? {
+        self.state.withLock { $0.entries[id] }.map { self.representation($0) }
+    }
+
+    /// Every schedule, by id.
+    func list() -> [JSONValue] {
+        self.state.withLock { $0.entries.values.sorted { $0.definition.id < $1.definition.id } }.map {
+            self.representation($0)
+        }
+    }
+
+    var count: Int { self.state.withLock { $0.entries.count } }
+
+    private func representation(_ entry: Entry) -> JSONValue {
+        guard case .object(var object) = entry.definition.json else { return .null }
+        object["createdAt"] = .string(entry.createdAt.rfc3339)
+        object["updatedAt"] = .string(entry.updatedAt.rfc3339)
+        if let lastFireAt = entry.lastFireAt { object["lastFireAt"] = .string(Self.format(lastFireAt)) }
+        if let lastJobID = entry.lastJobID { object["lastJobId"] = .string(lastJobID) }
+        var runs: [JSONValue] = []
+        if !entry.definition.paused {
+            let times = entry.definition.schedule.nextFires(after: Self.date(self.clock.now()), count: 5)
+            runs = times.map { .string(SchedulePreview.format($0)) }
+        }
+        object["nextRuns"] = .array(runs)
+        return .object(object)
+    }
+
+    /// A fire time as shown: UTC, whole seconds.
+    static func format(_ time: Timestamp) -> String { SchedulePreview.format(Self.date(time)) }
+
+    // MARK: - Changing
+
+    enum Change: Sendable {
+        case done(JSONValue)
+        case notFound
+        case exists
+        case full
+    }
+
+    /// Adds a schedule; it fires from now on.
+    func create(_ definition: ScheduleDefinition) -> Future<Change> {
+        let now = self.clock.now()
+        let added = self.state.withLock { state -> Change? in
+            if state.entries[definition.id] != nil { return .exists }
+            if state.entries.count >= Self.maxSchedules { return .full }
+            var entry = Entry(definition: definition, createdAt: now, updatedAt: now)
+            entry.next = definition.paused ? nil : Self.next(definition, after: now)
+            state.entries[definition.id] = entry
+            return nil
+        }
+        if let added { return Future(value: added) }
+        return self.persist(definition.id)
+    }
+
+    /// Changes a schedule (`patch` over its definition); a new timing counts from now.
+    func update(_ id: String, patch: JSONValue) throws(HTTPProblem) -> Future<Change> {
+        guard let current = self.state.withLock({ $0.entries[id] }) else { return Future(value: .notFound) }
+        let definition = try current.definition.patched(patch, decoder: self.jobs.engine.decoder)
+        let now = self.clock.now()
+        let found = self.state.withLock { state -> Bool in
+            guard var entry = state.entries[id] else { return false }
+            let timing = (entry.definition.cron, entry.definition.timezone, entry.definition.paused)
+            entry.definition = definition
+            entry.updatedAt = now
+            if timing != (definition.cron, definition.timezone, definition.paused) {
+                entry.due = []
+                entry.next = definition.paused ? nil : Self.next(definition, after: now)
+            }
+            state.entries[id] = entry
+            return true
+        }
+        guard found else { return Future(value: .notFound) }
+        return self.persist(id)
+    }
+
+    /// Writes schedule `id` through, re-arms the timer and answers with it.
+    private func persist(_ id: String) -> Future<Change> {
+        guard let entry = self.state.withLock({ $0.entries[id] }) else { return Future(value: .notFound) }
+        return self.store.putSchedule(entry.stored).map {
+            self.armTimer()
+            return self.representation(id).map(Change.done) ?? .notFound
+        }
+    }
+
+    /// Removes a schedule (its jobs stay).
+    func delete(_ id: String) -> Future<Bool> {
+        guard self.state.withLock({ $0.entries.removeValue(forKey: id) }) != nil else { return Future(value: false) }
+        return self.store.deleteSchedule(id).map { _ in true }
+    }
+
+    /// Starts a run of schedule `id` now (a manual run: no overlap rule, paused or not).
+    func trigger(_ id: String) -> Future<JobService.Submitted?> {
+        guard let entry = self.state.withLock({ $0.entries[id] }) else { return Future(value: nil) }
+        var buffer = ByteBuffer()
+        buffer.writeBytes(entry.definition.document)
+        return self.jobs.submit(entry.definition.spec, document: buffer, idempotency: nil).map { submitted in
+            if case .created(let run) = submitted {
+                self.state.withLock { $0.entries[id]?.lastJobID = run.id }
+            }
+            return submitted
+        }
+    }
+
+    // MARK: - Firing
+
+    /// Arms the timer for the earliest fire (due now, or the next one).
+    private func armTimer() {
+        let now = self.clock.now().milliseconds
+        let (timer, replaced): (ClockTimer?, ClockTimer?) = self.state.withLock { state in
+            guard state.running else { return (nil, nil) }
+            var earliest = Int64.max
+            for entry in state.entries.values where !entry.firing {
+                if !entry.due.isEmpty { earliest = min(earliest, max(now, entry.holdUntil)) }
+                if let next = entry.next { earliest = min(earliest, max(next.milliseconds, entry.holdUntil)) }
+            }
+            guard earliest < state.timerAt else { return (nil, nil) }
+            let replaced = state.timer
+            state.timerAt = earliest
+            state.timer = self.clock.schedule(after: .milliseconds(max(0, earliest - now))) { [weak self] in
+                self?.fire()
+            }
+            return (state.timer, replaced)
+        }
+        _ = timer
+        if let replaced { self.clock.cancel(replaced) }
+    }
+
+    /// Handles the fires due now: one per schedule at a time, in order.
+    private func fire() {
+        let now = self.clock.now()
+        let fires: [(Entry, Timestamp)] = self.state.withLock { state in
+            state.timer = nil
+            state.timerAt = .max
+            var fires: [(Entry, Timestamp)] = []
+            for id in state.entries.keys {
+                guard var entry = state.entries[id], !entry.firing, entry.holdUntil <= now.milliseconds else {
+                    continue
+                }
+                while let next = entry.next, next <= now {
+                    entry.due.append(next)
+                    entry.next = Self.next(entry.definition, after: next)
+                }
+                if !entry.due.isEmpty {
+                    let time = entry.due.removeFirst()
+                    entry.firing = true
+                    fires.append((entry, time))
+                }
+                state.entries[id] = entry
+            }
+            return fires
+        }
+        for (entry, time) in fires { self.handle(entry, at: time) }
+        self.armTimer()
+    }
+
+    /// One fire of `entry` at `time`: the overlap rule, the job, then the record of the fire.
+    private func handle(_ entry: Entry, at time: Timestamp) {
+        let id = entry.definition.id
+        let previous: Future<(any JobView)?> = entry.lastJobID.map { self.jobs.job($0) } ?? Future(value: nil)
+        previous.flatMap { previous -> Future<String?> in
+            let running = previous.map { !$0.snapshot.state.isTerminal } ?? false
+            switch (entry.definition.overlap, running) {
+            case (.skip, true):
+                return Future(value: nil)
+            case (.cancelPrevious, true):
+                return self.jobs.cancel(previous!.id).flatMap { _ in self.submit(entry, at: time) }
+            default:
+                return self.submit(entry, at: time)
+            }
+        }.flatMap { jobID -> Future<Void> in
+            self.state.withLock { state in
+                state.entries[id]?.lastFireAt = time
+                if let jobID { state.entries[id]?.lastJobID = jobID }
+            }
+            return self.store.recordFire(id, at: time, jobID: jobID)
+        }.whenComplete { outcome in
+            if case .failure(let error) = outcome {
+                self.logger.error(
+                    "a schedule's fire failed; it is tried again",
+                    metadata: ["schedule.id": "\(id)", "fire": "\(Self.format(time))", "error": "\(error)"]
+                )
+                let retry = self.clock.now().milliseconds + 1000
+                self.state.withLock { state in
+                    state.entries[id]?.due.insert(time, at: 0)
+                    state.entries[id]?.holdUntil = retry
+                }
+            }
+            self.state.withLock { $0.entries[id]?.firing = false }
+            self.armTimer()
+        }
+    }
+
+    /// Submits the job of a fire at `time`; its id (the earlier job's, if this fire started one).
+    private func submit(_ entry: Entry, at time: Timestamp) -> Future<String?> {
+        var buffer = ByteBuffer()
+        buffer.writeBytes(entry.definition.document)
+        let key = Self.fireKey(entry.definition.id, time)
+        return self.jobs.submit(entry.definition.spec, document: buffer, idempotency: key).map { submitted in
+            switch submitted {
+            case .created(let run): return run.id
+            case .existing(let job): return job.id
+            case .mismatch: return nil
+            }
+        }
+    }
+}
