@@ -115,7 +115,11 @@ let package = Package(
             ]
         ),
         .executableTarget(name: "taskcore-bench", dependencies: ["TaskCore"], path: "Benchmarks/taskcore-bench"),
-        .executableTarget(name: "taskgraph-bench", dependencies: ["TaskGraph"], path: "Benchmarks/taskgraph-bench"),
+        .executableTarget(
+            name: "taskgraph-bench",
+            dependencies: ["TaskGraph", "TaskSchedule"],
+            path: "Benchmarks/taskgraph-bench"
+        ),
         .executableTarget(
             name: "bare-nio",
             dependencies: [

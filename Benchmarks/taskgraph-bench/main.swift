@@ -1,10 +1,12 @@
 // Prints TaskGraph's engine figures, one line each: `<id> <number> <unit>` (median of several reps).
 // Each figure runs end to end: decode the graph from JSON, run the job, wait for it to be terminal.
 // Run: swift run -c release taskgraph-bench [--reps N]
+// (Also the cron engine's next-fire computation, which schedules pay per fire: cron_next_fire_us.)
 import Dispatch
 import Foundation
 import TaskCore
 import TaskGraph
+import TaskSchedule
 
 let reps: Int = {
     if let index = CommandLine.arguments.firstIndex(of: "--reps"), index + 1 < CommandLine.arguments.count {
@@ -104,3 +106,24 @@ let jobUs = median(
     }.dropFirst().map { $0 }
 )
 print("job_1task_us \(String(format: "%.2f", jobUs))")
+
+// The cron engine (TaskSchedule): one next-fire computation, as a schedule pays per fire and a
+// preview per time shown, in microseconds — for a frequent wildcard in UTC, a fixed time on Paris's
+// wall clock (daylight saving on the way), and a rare day (a 29 February that is a Monday: years
+// of days searched per call).
+for (name, cron, zone) in [
+    ("every_5_min_utc", "*/5 * * * *", "UTC"), ("daily_0230_paris", "30 2 * * *", "Europe/Paris"),
+    ("feb29_monday", "0 0 29 2 1", "UTC"),
+] {
+    let schedule = try! CronSchedule(CronExpression(parsing: cron), timeZone: CronSchedule.timeZone(named: zone))
+    let calls = name == "feb29_monday" ? 200 : 20_000
+    let us = median(
+        (0...reps).map { _ in
+            var at = Date(timeIntervalSince1970: 1_767_225_600)  // 2026-01-01T00:00:00Z
+            let start = DispatchTime.now().uptimeNanoseconds
+            for _ in 0..<calls { at = schedule.nextFire(after: at) ?? at }
+            return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e3 / Double(calls)
+        }.dropFirst().map { $0 }
+    )
+    print("cron_next_fire_us[\(name)] \(String(format: "%.2f", us))")
+}
