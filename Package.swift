@@ -84,6 +84,7 @@ let package = Package(
                 .embedInCode("Resources/ui/job-events.js"),
                 .embedInCode("Resources/ui/node-details.js"),
                 .embedInCode("Resources/ui/executors-view.js"),
+                .embedInCode("Resources/ui/schedules-view.js"),
                 .embedInCode("Resources/ui/graph.js"),
                 .embedInCode("Resources/ui/style.css"),
                 .embedInCode("Resources/ui/favicon.svg"),

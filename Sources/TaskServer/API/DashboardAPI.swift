@@ -82,6 +82,7 @@ public struct DashboardFiles: Sendable {
         ("job-events.js", "text/javascript; charset=utf-8"),
         ("node-details.js", "text/javascript; charset=utf-8"),
         ("executors-view.js", "text/javascript; charset=utf-8"),
+        ("schedules-view.js", "text/javascript; charset=utf-8"),
         ("graph.js", "text/javascript; charset=utf-8"),
         ("style.css", "text/css; charset=utf-8"),
         ("favicon.svg", "image/svg+xml"),
@@ -97,7 +98,8 @@ public struct DashboardFiles: Sendable {
                     PackageResources.dom_js, PackageResources.api_js, PackageResources.sse_js,
                     PackageResources.dialogs_js, PackageResources.jobs_view_js, PackageResources.job_view_js,
                     PackageResources.job_events_js, PackageResources.node_details_js,
-                    PackageResources.executors_view_js, PackageResources.graph_js, PackageResources.style_css,
+                    PackageResources.executors_view_js, PackageResources.schedules_view_js, PackageResources.graph_js,
+                    PackageResources.style_css,
                     PackageResources.favicon_svg,
                 ]
             ).map { ($0.0.name, File(bytes: $0.1, contentType: $0.0.contentType)) }

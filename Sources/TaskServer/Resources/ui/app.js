@@ -10,6 +10,7 @@
 //   job-events.js                    … its event stream and events table
 //   node-details.js                  … the node panel (details, cancel, the await form)
 //   executors-view.js  #/executors   the executors and their workers
+//   schedules-view.js  #/schedules   the cron schedules: next runs, create, pause, trigger, delete
 //   graph.js           the job's node model, its layout and SVG drawing (graph and timeline)
 // Every string from the server goes into the page through textContent or setAttribute, never as
 // HTML, and nothing here needs inline script or eval (the page is served with a strict
@@ -21,6 +22,7 @@ import { h } from './dom.js';
 import { executorsView } from './executors-view.js';
 import { jobView } from './job-view.js';
 import { jobsView } from './jobs-view.js';
+import { schedulesView } from './schedules-view.js';
 
 // What a view owns while it is shown: its requests (signal), timers, streams and cleanups, all
 // ended when the next view replaces it.
@@ -81,6 +83,7 @@ const router = {
     [/^\/?$/, 'jobs', (root, m, q, ctx) => jobsView(root, q, ctx)],
     [/^\/jobs\/([^/]+)$/, 'jobs', (root, m, q, ctx) => jobView(root, decodeURIComponent(m[1]), ctx)],
     [/^\/executors$/, 'executors', (root, m, q, ctx) => executorsView(root, ctx)],
+    [/^\/schedules$/, 'schedules', (root, m, q, ctx) => schedulesView(root, ctx)],
   ],
 
   render() {
