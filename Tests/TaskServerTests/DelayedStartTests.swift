@@ -35,15 +35,26 @@ struct DelayedStartTests {
         return false
     }
 
+    /// The job, long-polled until it ends (the delays here outlast one long-poll under TSan).
+    static func finished(_ server: TestServer, _ id: String) async throws -> JSONValue {
+        var job = try await server.finished(id)
+        for _ in 0..<TestTiming.slowdown * 3
+        where !(job["state"]?.stringValue.map { ["succeeded", "failed", "cancelled"].contains($0) } ?? false) {
+            job = try await server.finished(id)
+        }
+        return job
+    }
+
     static func startsAtItsTime(_ server: TestServer) async throws {
-        let created = try await server.submit(Self.job(["delayMs": 1_500]))
+        let delay = TestTiming.ms(1_500)
+        let created = try await server.submit(Self.job(["delayMs": .int(delay)]))
         let id = try #require(created["id"]?.stringValue)
         #expect(created["state"] == "pending")
         let createdAt = try #require(created["createdAt"]?.stringValue.flatMap(Timestamp.init(rfc3339:)))
         let runAt = try #require(created["runAt"]?.stringValue.flatMap(Timestamp.init(rfc3339:)))
-        #expect(runAt.milliseconds == createdAt.milliseconds + 1_500)
+        #expect(runAt.milliseconds == createdAt.milliseconds + Int64(delay))
         #expect(try await server.get("/v1/jobs/\(id)").json["state"] == "pending")
-        let job = try await server.finished(id)
+        let job = try await Self.finished(server, id)
         #expect(job["state"] == "succeeded" && job["result"] == 7)
         let startedAt = try #require(job["startedAt"]?.stringValue.flatMap(Timestamp.init(rfc3339:)))
         #expect(startedAt >= runAt, "started \(startedAt), due \(runAt)")
@@ -116,11 +127,12 @@ struct DelayedStartTests {
 
     /// Cancelled before its time, held or asleep: it ends `cancelled` at once, nothing ran.
     static func cancelBeforeStart(_ server: TestServer) async throws {
-        for delay in [2_000, 3_600_000] {
+        // Due within the horizon (held live; under TSan's slowdown it sleeps), and in an hour.
+        for delay in [TestTiming.ms(2_000), 3_600_000] {
             let id = try await server.submitID(Self.job(["delayMs": .int(delay)]))
             let cancelled = try await server.post("/v1/jobs/\(id)/cancel")
             #expect(cancelled.status == 202, "\(cancelled)")
-            let job = try await server.finished(id)
+            let job = try await Self.finished(server, id)
             #expect(job["state"] == "cancelled", "\(job)")
             #expect(job["startedAt"] == nil, "it never started: \(job)")
             #expect(try await Self.events(server, id) == ["job.created", "task.cancelled", "job.cancelled"])
@@ -140,23 +152,26 @@ struct DelayedStartTests {
     /// What a SIGKILL leaves (held, asleep, due while down) starts once each after the restart.
     @Test func delayedJobsSurviveACrashAndStartOnce() async throws {
         let path = try SQLiteStoreTests.temporaryDirectory() + "/taskserver.sqlite"
-        let first = try await SQLiteStoreTests.server(path)
-        let held = try await first.submitID(Self.job(["delayMs": 1_500]))
-        let asleep = try await first.submitID(Self.job(["delayMs": 12_000]))
-        let due = try await first.submitID(Self.job(["delayMs": 300]))
+        let horizon: @Sendable (inout ServerConfiguration) -> Void = {
+            $0.delayedStarts.horizon = .milliseconds(TestTiming.ms(5_000))
+        }
+        let first = try await SQLiteStoreTests.server(path, horizon)
+        let held = try await first.submitID(Self.job(["delayMs": .int(TestTiming.ms(2_000))]))
+        let asleep = try await first.submitID(Self.job(["delayMs": .int(TestTiming.ms(6_000))]))
+        let due = try await first.submitID(Self.job(["delayMs": .int(TestTiming.ms(300))]))
         #expect(first.app.jobs.liveRun(held) != nil && first.app.jobs.liveRun(asleep) == nil)
         let image = try await SQLiteStoreTests.crashImage(of: first, path: path)
         await first.stop()
-        try await Task.sleep(for: .milliseconds(400))
+        try await Task.sleep(for: .milliseconds(TestTiming.ms(400)))
 
-        let second = try await SQLiteStoreTests.server(image)
+        let second = try await SQLiteStoreTests.server(image, horizon)
         for id in [due, held] {
-            let job = try await second.finished(id)
+            let job = try await Self.finished(second, id)
             #expect(job["state"] == "succeeded", "\(id): \(job)")
             #expect(try await Self.events(second, id).filter { $0 == "job.started" }.count == 1)
         }
         #expect(try await second.get("/v1/jobs/\(asleep)").json["state"] == "pending")
-        #expect(try await second.finished(asleep)["state"] == "succeeded")
+        #expect(try await Self.finished(second, asleep)["state"] == "succeeded")
         let startedAt = try #require(
             try await second.get("/v1/jobs/\(asleep)").json["startedAt"]?.stringValue.flatMap(Timestamp.init(rfc3339:))
         )
@@ -171,10 +186,10 @@ struct DelayedStartTests {
     @Test func aStreamOfASleepingJobFollowsItsStart() async throws {
         let path = try SQLiteStoreTests.temporaryDirectory() + "/taskserver.sqlite"
         let server = try await SQLiteStoreTests.server(path) { configuration in
-            configuration.delayedStarts.horizon = .milliseconds(500)
+            configuration.delayedStarts.horizon = .milliseconds(TestTiming.ms(500))
             configuration.delayedStarts.interval = .milliseconds(100)
         }
-        let id = try await server.submitID(Self.job(["delayMs": 1_500]))
+        let id = try await server.submitID(Self.job(["delayMs": .int(TestTiming.ms(1_500))]))
         #expect(server.app.jobs.liveRun(id) == nil)
         let raw = try await server.raw { connection in
             try connection.send(StreamsTests.request("/v1/jobs/\(id)/events?stream=true"))

@@ -478,6 +478,7 @@ struct SQLiteStoreTests {
         #expect(try plan("\(SQLiteJobRepository.unfinishedSQL)").contains("jobs_unfinished"))
         // Pending jobs: the sleeping ones come from their own index; due ones by start time.
         #expect(try plan(SQLiteJobRepository.listSQL(JobQuery(state: .pending)).sql).contains("jobs_sleeping"))
+        #expect(try plan("\(SQLiteJobRepository.sleepingDueSQL)").contains("jobs_sleeping_by_start"))
         let due = try plan("\(SQLiteJobRepository.sleepingSQL)")
         #expect(due.contains("jobs_sleeping_by_start") && !due.contains("TEMP B-TREE"), "\(due)")
     }

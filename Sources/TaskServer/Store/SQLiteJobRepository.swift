@@ -268,10 +268,23 @@ public final class SQLiteJobRepository: JobRepository {
         }
     }
 
+    /// Whether a sleeping job is due by a time (through `jobs_sleeping_by_start`).
+    static let sleepingDueSQL: StaticString =
+        "SELECT 1 FROM jobs WHERE state = 'sleeping' AND run_at <= ? LIMIT 1"
+
     public func claimSleeping(through: Timestamp, limit: Int) -> Future<[StoredJob]> {
-        let promise = Promise<[StoredJob]>()
-        self.enqueue(.claimSleeping(through, limit, promise))
-        return promise.future
+        // Asked every second: a reader looks first, so that an idle server (or one whose sleeping
+        // jobs are all due later) costs no write transaction.
+        self.read { db -> Bool in
+            let due = try db.prepared(Self.sleepingDueSQL).bind(.int(through.milliseconds))
+            defer { due.reset() }
+            return try due.step()
+        }.flatMap { due -> Future<[StoredJob]> in
+            guard due else { return Future(value: []) }
+            let promise = Promise<[StoredJob]>()
+            self.enqueue(.claimSleeping(through, limit, promise))
+            return promise.future
+        }
     }
 
     public func count() -> Future<Int> { Future(value: self.cache.withLock { $0.count }) }
