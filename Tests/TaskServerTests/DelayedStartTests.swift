@@ -26,20 +26,21 @@ struct DelayedStartTests {
             ?? []
     }
 
-    /// Polls until `condition` holds (10 s at most).
+    /// Polls until `condition` holds (10 s at most, scaled): every 50 ms, so that the suites
+    /// running beside it under TSan are not starved by its requests.
     static func eventually(_ condition: () async throws -> Bool) async throws -> Bool {
-        for _ in 0..<1000 {
+        for _ in 0..<(200 * TestTiming.slowdown) {
             if try await condition() { return true }
-            try await Task.sleep(for: .milliseconds(10))
+            try await Task.sleep(for: .milliseconds(50))
         }
         return false
     }
 
     /// The job, long-polled until it ends (the delays here outlast one long-poll under TSan).
     static func finished(_ server: TestServer, _ id: String) async throws -> JSONValue {
+        let terminal: Set<String> = ["succeeded", "failed", "cancelled"]
         var job = try await server.finished(id)
-        for _ in 0..<TestTiming.slowdown * 3
-        where !(job["state"]?.stringValue.map { ["succeeded", "failed", "cancelled"].contains($0) } ?? false) {
+        for _ in 0..<(TestTiming.slowdown * 3) where !terminal.contains(job["state"]?.stringValue ?? "") {
             job = try await server.finished(id)
         }
         return job
@@ -90,7 +91,7 @@ struct DelayedStartTests {
         // (The loader's claims may complete after `advance` returns: time moves on by steps.)
         #expect(
             try await Self.eventually {
-                clock.advance(by: .milliseconds(10))
+                clock.advance(by: .milliseconds(50))
                 return server.app.jobs.liveRun(id) != nil
             }
         )
@@ -159,7 +160,9 @@ struct DelayedStartTests {
         let held = try await first.submitID(Self.job(["delayMs": .int(TestTiming.ms(2_000))]))
         let asleep = try await first.submitID(Self.job(["delayMs": .int(TestTiming.ms(6_000))]))
         let due = try await first.submitID(Self.job(["delayMs": .int(TestTiming.ms(300))]))
-        #expect(first.app.jobs.liveRun(held) != nil && first.app.jobs.liveRun(asleep) == nil)
+        // `held` is due within the horizon, `asleep` beyond it: only the first has a live run (not
+        // checked for `held`: under TSan's slowdown it may have run by now).
+        #expect(first.app.jobs.liveRun(asleep) == nil)
         let image = try await SQLiteStoreTests.crashImage(of: first, path: path)
         await first.stop()
         try await Task.sleep(for: .milliseconds(TestTiming.ms(400)))

@@ -29,8 +29,9 @@ struct ScheduleTests {
         return items.reversed()
     }
 
-    /// Polls until schedule `id` has `count` jobs (10 s at most); returns them. With `clock`, each
-    /// poll moves it by a millisecond: the scheduler's timer for a fire already due (a catch-up, a
+    /// Polls until schedule `id` has `count` jobs (10 s at most, scaled; every 50 ms so as not to
+    /// starve the suites beside it under TSan); returns them. With `clock`, each poll moves it by
+    /// 5 ms: the scheduler's timer for a fire already due (a catch-up, a
     /// fire that came while the last was handled) waits for the manual clock to move.
     static func waitForJobs(
         _ server: TestServer,
@@ -38,11 +39,11 @@ struct ScheduleTests {
         count: Int,
         nudging clock: ManualClock? = nil
     ) async throws -> [JSONValue] {
-        for _ in 0..<1000 {
+        for _ in 0..<(200 * TestTiming.slowdown) {
             let jobs = try await Self.jobs(server, id)
             if jobs.count >= count { return jobs }
-            clock?.advance(by: .milliseconds(1))
-            try await Task.sleep(for: .milliseconds(10))
+            clock?.advance(by: .milliseconds(5))
+            try await Task.sleep(for: .milliseconds(50))
         }
         return try await Self.jobs(server, id)
     }
@@ -104,9 +105,9 @@ struct ScheduleTests {
                 for id in ["cancelPrevious", "allow"] {
                     _ = try await Self.waitForJobs(server, id, count: minute, nudging: clock)
                 }
-                for _ in 0..<100 {
+                for _ in 0..<(100 * TestTiming.slowdown) {
                     if try await server.get("/v1/schedules/skip").json["lastFireAt"] != nil { break }
-                    try await Task.sleep(for: .milliseconds(10))
+                    try await Task.sleep(for: .milliseconds(50))
                 }
                 try await Task.sleep(for: .milliseconds(50))
             }
@@ -136,12 +137,12 @@ struct ScheduleTests {
         }
         Self.advanceToNextMinute(clock)
         for id in ["none", "last", "all"] { #expect(try await Self.waitForJobs(first, id, count: 1).count == 1) }
-        for _ in 0..<200 {
+        for _ in 0..<(200 * TestTiming.slowdown) {
             let recorded = try await first.get("/v1/schedules").json["items"]?.arrayValue?.filter {
                 $0["lastFireAt"] != nil
             }
             if recorded?.count == 3 { break }
-            try await Task.sleep(for: .milliseconds(10))
+            try await Task.sleep(for: .milliseconds(50))
         }
         let image = try await SQLiteStoreTests.crashImage(of: first, path: path)
         await first.stop()
