@@ -168,17 +168,15 @@ public final class DelayedStarts: Sendable {
     /// Arms the timer for the earliest held run (replacing a later one).
     private func armTimer() {
         let now = self.clock.now().milliseconds
-        let (timer, replaced): (ClockTimer?, ClockTimer?) = self.state.withLock { state in
-            guard state.running, let first = state.held.min, first.at < state.timerAt else { return (nil, nil) }
+        let replaced: ClockTimer? = self.state.withLock { state in
+            guard state.running, let first = state.held.min, first.at < state.timerAt else { return nil }
             let replaced = state.timer
             state.timerAt = first.at
-            let timer = self.clock.schedule(after: .milliseconds(max(0, first.at - now))) { [weak self] in
+            state.timer = self.clock.schedule(after: .milliseconds(max(0, first.at - now))) { [weak self] in
                 self?.fire()
             }
-            state.timer = timer
-            return (timer, replaced)
+            return replaced
         }
-        _ = timer
         if let replaced { self.clock.cancel(replaced) }
     }
 

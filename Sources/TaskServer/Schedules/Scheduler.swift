@@ -253,9 +253,7 @@ public final class Scheduler: Sendable {
     /// Starts a run of schedule `id` now (a manual run: no overlap rule, paused or not).
     func trigger(_ id: String) -> Future<JobService.Submitted?> {
         guard let entry = self.state.withLock({ $0.entries[id] }) else { return Future(value: nil) }
-        var buffer = ByteBuffer()
-        buffer.writeBytes(entry.definition.document)
-        return self.jobs.submit(entry.definition.spec, document: buffer, idempotency: nil).map { submitted in
+        return self.submitJob(of: entry, idempotency: nil).map { submitted in
             if case .created(let run) = submitted {
                 self.state.withLock { $0.entries[id]?.lastJobID = run.id }
             }
@@ -268,22 +266,21 @@ public final class Scheduler: Sendable {
     /// Arms the timer for the earliest fire (due now, or the next one).
     private func armTimer() {
         let now = self.clock.now().milliseconds
-        let (timer, replaced): (ClockTimer?, ClockTimer?) = self.state.withLock { state in
-            guard state.running else { return (nil, nil) }
+        let replaced: ClockTimer? = self.state.withLock { state in
+            guard state.running else { return nil }
             var earliest = Int64.max
             for entry in state.entries.values where !entry.firing {
                 if !entry.due.isEmpty { earliest = min(earliest, max(now, entry.holdUntil)) }
                 if let next = entry.next { earliest = min(earliest, max(next.milliseconds, entry.holdUntil)) }
             }
-            guard earliest < state.timerAt else { return (nil, nil) }
+            guard earliest < state.timerAt else { return nil }
             let replaced = state.timer
             state.timerAt = earliest
             state.timer = self.clock.schedule(after: .milliseconds(max(0, earliest - now))) { [weak self] in
                 self?.fire()
             }
-            return (state.timer, replaced)
+            return replaced
         }
-        _ = timer
         if let replaced { self.clock.cancel(replaced) }
     }
 
@@ -354,15 +351,19 @@ public final class Scheduler: Sendable {
 
     /// Submits the job of a fire at `time`; its id (the earlier job's, if this fire started one).
     private func submit(_ entry: Entry, at time: Timestamp) -> Future<String?> {
-        var buffer = ByteBuffer()
-        buffer.writeBytes(entry.definition.document)
-        let key = Self.fireKey(entry.definition.id, time)
-        return self.jobs.submit(entry.definition.spec, document: buffer, idempotency: key).map { submitted in
+        self.submitJob(of: entry, idempotency: Self.fireKey(entry.definition.id, time)).map { submitted in
             switch submitted {
             case .created(let run): return run.id
             case .existing(let job): return job.id
             case .mismatch: return nil
             }
         }
+    }
+
+    /// Submits the job of `entry`'s definition (labelled with the schedule).
+    private func submitJob(of entry: Entry, idempotency: IdempotencyKey?) -> Future<JobService.Submitted> {
+        var buffer = ByteBuffer()
+        buffer.writeBytes(entry.definition.document)
+        return self.jobs.submit(entry.definition.spec, document: buffer, idempotency: idempotency)
     }
 }
