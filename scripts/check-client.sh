@@ -152,4 +152,31 @@ grep -q "cannot connect to http://127.0.0.1:$closed" "$work/err" || fail "connec
 run 3 status "$id" --server "https://example.invalid"
 run 64 submit "$work/ok.json" --wait --watch
 echo "✔ errors: 404, 422 with pointers, unreadable file, 401, connection refused, https, --wait with --watch"
+
+# submit --jsonl: 1,200 jobs in batches of 500 (three requests), one line out per job in order; a
+# line that is not JSON and an invalid job are refused in their places (exit 1); the same file
+# again names the same jobs through their idempotency keys.
+python3 - "$work/jobs.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(1200):
+        job = {"idempotencyKey": f"cli-{i}", "graph": {"type": "task", "action": "value", "params": {"value": i}}}
+        if i == 7: f.write("{not json\n"); continue
+        if i == 600: job["graph"]["action"] = "nope"
+        if i == 10: f.write("\n")
+        f.write(json.dumps(job) + "\n")
+PY
+run 1 submit --jsonl "$work/jobs.jsonl"
+[ "$(wc -l <"$work/out")" -eq 1200 ] || fail "submit --jsonl printed $(wc -l <"$work/out") lines"
+[ "$(jq -s '[.[].line] == ([range(1;11)] + [range(12;1202)])' "$work/out")" = true ] || fail "submit --jsonl lines out of order"
+[ "$(jq -s '[.[] | select(.status == 201)] | length' "$work/out")" -eq 1198 ] || fail "submit --jsonl: $(jq -c 'select(.status != 201)' "$work/out")"
+[ "$(jq -s -r '[.[] | select(.status != 201) | .status] | join(",")' "$work/out")" = "400,422" ] || fail "submit --jsonl refusals: $(jq -c 'select(.status != 201)' "$work/out")"
+grep -q "1198 accepted, 2 refused" "$work/err" || fail "submit --jsonl summary: $(cat "$work/err")"
+jq -r 'select(.status == 201) | .id' "$work/out" >"$work/ids"
+run 1 submit --jsonl "$work/jobs.jsonl" --batch-size 1000
+[ "$(jq -s '[.[] | select(.status == 200)] | length' "$work/out")" -eq 1198 ] || fail "submit --jsonl again: $(head -3 "$work/out")"
+cmp -s "$work/ids" <(jq -r 'select(.status == 200) | .id' "$work/out") || fail "submit --jsonl again named other jobs"
+run 64 submit --jsonl "$work/jobs.jsonl" --wait
+run 64 submit --jsonl "$work/jobs.jsonl" --batch-size 1001
+echo "✔ submit --jsonl: 1,198 accepted in order, 2 refused in place (exit 1), the same file again: the same jobs"
 echo "client checks passed"

@@ -125,7 +125,7 @@ log=$(mktemp)
 # (http tasks, webhooks, including the ones schemathesis makes up) reach loopback only.
 datadir=$(mktemp -d)
 start_server "$log" "$bin" serve --data "$datadir/taskserver.sqlite" --executor default=8 --executor io=16 \
-    --executor images=external --outbound-deny 0.0.0.0/0 --outbound-deny ::/0 --outbound-allow 127.0.0.0/8 --outbound-allow ::1/128
+    --executor paced=16,rate=100/s --executor images=external --outbound-deny 0.0.0.0/0 --outbound-deny ::/0 --outbound-allow 127.0.0.0/8 --outbound-allow ::1/128
 server=$SERVER_PID
 url=$SERVER_URL
 curl -fsS "$url/healthz" >/dev/null || { echo "server does not answer /healthz:"; cat "$log"; exit 1; }

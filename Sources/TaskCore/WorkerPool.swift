@@ -8,12 +8,16 @@ import Musl
 import Darwin
 #endif
 
-/// A named pool of `size` slots: at most `size` pieces of work run at once, the rest wait in FIFO order.
+/// A named pool of `size` slots: at most `size` pieces of work run at once, the rest wait by
+/// priority (0…9, higher first), first in first out within a priority.
 ///
 /// Work submitted with `execute(_:)` takes a slot and a thread (threads are started on demand, at
 /// most `size`). Asynchronous work that waits on I/O takes a slot without a thread through
 /// `acquireSlot(cancellationToken:)` and gives it back with `Slot.release()`. Both kinds share one
-/// FIFO queue, so the pool bounds how much work is in progress, whatever its kind.
+/// queue, so the pool bounds how much work is in progress, whatever its kind.
+///
+/// With a `RateLimit`, a waiter also needs a token to start (SPEC §8): work that waits for a token
+/// holds no slot and no thread, and a timer wakes the queue when the next token accrues.
 ///
 /// ```swift
 /// let io = WorkerPool(name: "io", size: 64)
@@ -34,12 +38,29 @@ public final class WorkerPool: Executor, @unchecked Sendable {
         public var queued: Int
         /// Work items finished and slots released since the pool started.
         public var completed: Int
+        /// `queued` by priority, index 0…9.
+        public var queuedByPriority: [Int]
+        /// The pool's rate limit, if it has one.
+        public var rate: RateLimit?
+        /// Tokens in the rate limit's bucket now (fractional while one accrues).
+        public var tokens: Double?
 
-        public init(size: Int, running: Int, queued: Int, completed: Int) {
+        public init(
+            size: Int,
+            running: Int,
+            queued: Int,
+            completed: Int,
+            queuedByPriority: [Int] = Array(repeating: 0, count: 10),
+            rate: RateLimit? = nil,
+            tokens: Double? = nil
+        ) {
             self.size = size
             self.running = running
             self.queued = queued
             self.completed = completed
+            self.queuedByPriority = queuedByPriority
+            self.rate = rate
+            self.tokens = tokens
         }
     }
 
@@ -70,10 +91,16 @@ public final class WorkerPool: Executor, @unchecked Sendable {
     public let name: String
     /// The number of slots.
     public let size: Int
+    /// How many may start per period, if limited.
+    public let rate: RateLimit?
 
     private let lock = ConditionLock()
     private var freeSlots: Int
-    private var waiting = RingBuffer<Waiter>()
+    private var waiting = PriorityFIFO<Waiter>()
+    /// The rate limit's tokens (nil without one).
+    private var bucket: TokenBucket?
+    /// Whether a timer will grant waiters when the next token accrues.
+    private var isRefillScheduled = false
     private var ready = RingBuffer<@Sendable () -> Void>()
     private var threads = 0
     private var idleThreads = 0
@@ -83,11 +110,18 @@ public final class WorkerPool: Executor, @unchecked Sendable {
     private var nextSlotRequestID: UInt64 = 0
     private var isShutdown = false
 
-    /// A pool named `name` with `size` slots (at least 1).
-    public init(name: String, size: Int) {
+    /// The priority of work that names none (`execute(_:)`, a job without `priority`).
+    public static let defaultPriority = 5
+    /// The priorities, lowest to highest.
+    public static let priorities = 0...9
+
+    /// A pool named `name` with `size` slots (at least 1), starting at most `rate` per period.
+    public init(name: String, size: Int, rate: RateLimit? = nil) {
         precondition(size >= 1, "WorkerPool \(name): size must be at least 1, got \(size)")
         self.name = name
         self.size = size
+        self.rate = rate
+        self.bucket = rate.map { TokenBucket($0) }
         self.freeSlots = size
     }
 
@@ -98,21 +132,31 @@ public final class WorkerPool: Executor, @unchecked Sendable {
                 size: self.size,
                 running: self.runningWork + self.heldSlots + self.ready.count,
                 queued: self.waiting.count,
-                completed: self.completed
+                completed: self.completed,
+                queuedByPriority: self.waiting.countsByPriority,
+                rate: self.rate,
+                tokens: self.bucket?.available()
             )
         }
     }
 
     // MARK: - Work on threads
 
-    /// Runs `work` on one of the pool's threads once a slot is free (FIFO).
+    /// Runs `work` on one of the pool's threads once a slot is free (at the default priority).
     public func execute(_ work: @escaping @Sendable () -> Void) {
         self.lock.lock()
+        if self.bucket != nil {
+            self.waiting.append(.work(work), priority: Self.defaultPriority)
+            let granted = self.grantLocked()
+            self.lock.unlock()
+            for promise in granted { promise.succeed(Slot(pool: self)) }
+            return
+        }
         if self.freeSlots > 0 {
             self.freeSlots -= 1
             self.makeReadyLocked(work)
         } else {
-            self.waiting.append(.work(work))
+            self.waiting.append(.work(work), priority: Self.defaultPriority)
         }
         self.lock.unlock()
     }
@@ -164,9 +208,11 @@ public final class WorkerPool: Executor, @unchecked Sendable {
                 self.lock.lock()
                 self.runningWork -= 1
                 self.completed += 1
-                if let handOff = self.passSlotLocked() {
+                let (handOff, more) = self.passSlotLocked()
+                if handOff != nil || !more.isEmpty {
                     self.lock.unlock()
-                    handOff.succeed(Slot(pool: self))
+                    handOff?.succeed(Slot(pool: self))
+                    for promise in more { promise.succeed(Slot(pool: self)) }
                     self.lock.lock()
                 }
                 continue
@@ -180,32 +226,90 @@ public final class WorkerPool: Executor, @unchecked Sendable {
         self.lock.unlock()
     }
 
-    /// Gives a freed slot to the first waiter: queued work becomes ready; a slot request is returned
-    /// so the caller completes its promise after unlocking. With no waiter the slot becomes free.
-    private func passSlotLocked() -> Promise<Slot>? {
+    /// Gives a freed slot to the first waiter: queued work becomes ready; slot requests are
+    /// returned so the caller completes their promises after unlocking. With no waiter (or, under a
+    /// rate limit, no token) the slot becomes free.
+    /// (Two results, so that the common case — no rate limit, one waiter — allocates no array.)
+    private func passSlotLocked() -> (Promise<Slot>?, [Promise<Slot>]) {
+        if self.bucket != nil {
+            self.freeSlots += 1
+            return (nil, self.grantLocked())
+        }
         switch self.waiting.popFirst() {
         case .work(let work)?:
             self.makeReadyLocked(work)
-            return nil
+            return (nil, [])
         case .slot(_, let promise)?:
             self.heldSlots += 1
-            return promise
+            return (promise, [])
         case nil:
             self.freeSlots += 1
-            return nil
+            return (nil, [])
         }
+    }
+
+    /// Under a rate limit: starts waiters in order while there are a free slot and a token; when
+    /// waiters remain for want of a token, makes sure a timer comes back when the next accrues.
+    /// Returns the slot requests granted, to complete after unlocking.
+    private func grantLocked() -> [Promise<Slot>] {
+        var granted: [Promise<Slot>] = []
+        let now = monotonicNanoseconds()
+        while self.freeSlots > 0, !self.waiting.isEmpty, self.bucket!.take(now: now) {
+            self.freeSlots -= 1
+            switch self.waiting.popFirst()! {
+            case .work(let work): self.makeReadyLocked(work)
+            case .slot(_, let promise):
+                self.heldSlots += 1
+                granted.append(promise)
+            }
+        }
+        if self.freeSlots > 0, !self.waiting.isEmpty, !self.isRefillScheduled {
+            self.isRefillScheduled = true
+            let wait = self.bucket!.nanosecondsUntilToken(now: now)
+            TimerQueue.shared.schedule(after: .nanoseconds(Int64(clamping: wait))) { [weak self] in
+                self?.refill()
+            }
+        }
+        return granted
+    }
+
+    /// The refill timer: grants what the new tokens allow.
+    private func refill() {
+        self.lock.lock()
+        self.isRefillScheduled = false
+        let granted = self.grantLocked()
+        self.lock.unlock()
+        for promise in granted { promise.succeed(Slot(pool: self)) }
+    }
+
+    /// Why a request that did not get a slot at once waits: `.rate` when slots are free but the
+    /// rate limit has no token, `.slot` otherwise. (A hint for people: it may change at once.)
+    public var waitReason: WaitReason {
+        self.lock.withLock { self.freeSlots > 0 && self.bucket != nil ? .rate : .slot }
+    }
+
+    /// What a pool's waiter waits for.
+    public enum WaitReason: String, Sendable {
+        /// Every slot is taken.
+        case slot
+        /// A slot is free but the rate limit has no token.
+        case rate
     }
 
     // MARK: - Slots for asynchronous work
 
-    /// A future of a slot for asynchronous work, granted in FIFO order with the pool's other work.
+    /// A future of a slot for asynchronous work, granted by `priority` (0…9, higher first), first
+    /// in first out within a priority, with the pool's other work.
     ///
     /// If `token` is cancelled while the request waits, it leaves the queue and the future is
     /// cancelled. The holder must call `release()` when its work ends.
-    public func acquireSlot(cancellationToken token: CancellationToken? = nil) -> Future<Slot> {
+    public func acquireSlot(
+        priority: Int = WorkerPool.defaultPriority,
+        cancellationToken token: CancellationToken? = nil
+    ) -> Future<Slot> {
         if token?.isCancellationRequested == true { return .cancelled() }
         self.lock.lock()
-        if self.freeSlots > 0 {
+        if self.freeSlots > 0, self.bucket == nil {
             self.freeSlots -= 1
             self.heldSlots += 1
             self.lock.unlock()
@@ -214,18 +318,21 @@ public final class WorkerPool: Executor, @unchecked Sendable {
         let promise = Promise<Slot>()
         self.nextSlotRequestID += 1
         let id = self.nextSlotRequestID
-        self.waiting.append(.slot(id: id, promise))
-        self.lock.unlock()
+        self.waiting.append(.slot(id: id, promise), priority: priority)
+        if self.bucket != nil {
+            let granted = self.grantLocked()
+            self.lock.unlock()
+            for other in granted { other.succeed(Slot(pool: self)) }
+            if promise.future.isCompleted { return promise.future }
+        } else {
+            self.lock.unlock()
+        }
         if let token {
             let registration = token.register { [weak self] in
                 guard let self else { return }
-                var removed = false
-                self.lock.withLock {
-                    self.waiting.removeAll { waiter in
-                        if case .slot(let other, _) = waiter, other == id {
-                            removed = true
-                            return true
-                        }
+                let removed = self.lock.withLock {
+                    self.waiting.removeFirst(priority: priority) { waiter in
+                        if case .slot(let other, _) = waiter { return other == id }
                         return false
                     }
                 }
@@ -240,9 +347,10 @@ public final class WorkerPool: Executor, @unchecked Sendable {
         self.lock.lock()
         self.heldSlots -= 1
         self.completed += 1
-        let handOff = self.passSlotLocked()
+        let (handOff, more) = self.passSlotLocked()
         self.lock.unlock()
         handOff?.succeed(Slot(pool: self))
+        for promise in more { promise.succeed(Slot(pool: self)) }
     }
 
     // MARK: - Lifecycle
@@ -258,5 +366,7 @@ public final class WorkerPool: Executor, @unchecked Sendable {
 }
 
 extension WorkerPool: CustomStringConvertible {
-    public var description: String { "WorkerPool(\(self.name), size: \(self.size))" }
+    public var description: String {
+        "WorkerPool(\(self.name), size: \(self.size)\(self.rate.map { ", rate: \($0)" } ?? ""))"
+    }
 }

@@ -104,6 +104,7 @@ public final class Application: Sendable {
             jobFields: [WebhookField()],
             externalExecutors: externalPools.executors
         )
+        engineConfiguration.rates = configuration.rates
         // With a durable repository, event readers (long-polls, streams) see an event once it is
         // committed: a crash never takes back an event a client has seen.
         engineConfiguration.eventsAwaitDurability = repository.isDurable

@@ -83,12 +83,17 @@ extension TaskServerClient {
 
 struct Submit: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Submit a job from a JSON file (- for stdin).",
+        abstract: "Submit a job from a JSON file (- for stdin), or many from a JSON Lines file (--jsonl).",
         discussion: """
             Prints the job as the server answers it. With --wait, waits for the job to end and prints it then; \
             with --watch, shows live progress (one updating line on a terminal, a line per change otherwise).
             Exit status with --wait/--watch: 0 succeeded, 1 failed, 2 cancelled; 3 when the server cannot be \
             reached or answers an error.
+            With --jsonl, each non-blank line of the file is a job (an "idempotencyKey" member may name it); \
+            they are sent in batches (POST /v1/jobs/batch, --batch-size per request) and one JSON line is \
+            printed per job, in order: {"line":N,"status":201,"id":…,"state":…} or {"line":N,"status":422,\
+            "problem":{…}}. Exit status 0 when every job was accepted, 1 when some were refused, 3 when the \
+            server cannot be reached or answers an error (the jobs of earlier batches stay accepted).
             """
     )
 
@@ -106,23 +111,28 @@ struct Submit: ParsableCommand {
     @Option(help: "Send this Idempotency-Key: submitting the same file again returns the same job.")
     var idempotencyKey: String?
 
+    @Flag(help: "The file holds one job per line (JSON Lines); submit them in batches.")
+    var jsonl = false
+
+    @Option(help: "With --jsonl: jobs per request (1 to 1000).")
+    var batchSize = 500
+
     func validate() throws {
         if self.wait && self.watch { throw ValidationError("--wait and --watch cannot be combined") }
+        if self.jsonl, self.wait || self.watch || self.idempotencyKey != nil {
+            throw ValidationError("--jsonl submits many jobs: it takes no --wait, --watch or --idempotency-key")
+        }
+        guard (1...1000).contains(self.batchSize) else { throw ValidationError("--batch-size must be from 1 to 1000") }
     }
 
     func run() throws {
         let client = try self.options.client()
-        let body: Data
-        do {
-            body =
-                self.file == "-"
-                ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(fileURLWithPath: self.file))
-        } catch {
-            FileHandle.standardError.write(
-                Data("taskserver: cannot read \(self.file): \(error.localizedDescription)\n".utf8)
-            )
-            throw ExitCode(ClientExit.error)
+        if self.jsonl {
+            let refused = try BatchSubmission(client: client, batchSize: self.batchSize).run(self.readInput())
+            if refused > 0 { throw ExitCode(ClientExit.failed) }
+            return
         }
+        let body = try self.readInput()
         let headers = self.idempotencyKey.map { [("Idempotency-Key", $0)] } ?? []
         let created = try runClient { () throws(ClientError) in
             let response = try client.send("POST", "/v1/jobs", body: body, headers: headers)
@@ -149,6 +159,111 @@ struct Submit: ParsableCommand {
         }
         printJSON(final.body)
         throw ExitCode(exitStatus(forState: final.json?["state"] as? String ?? "failed"))
+    }
+}
+
+extension Submit {
+    func readInput() throws -> Data {
+        do {
+            return self.file == "-"
+                ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(fileURLWithPath: self.file))
+        } catch {
+            FileHandle.standardError.write(
+                Data("taskserver: cannot read \(self.file): \(error.localizedDescription)\n".utf8)
+            )
+            throw ExitCode(ClientExit.error)
+        }
+    }
+}
+
+/// `taskserver submit --jsonl`: the jobs of a JSON Lines file, in batches of `POST /v1/jobs/batch`.
+struct BatchSubmission {
+    let client: TaskServerClient
+    let batchSize: Int
+
+    /// Submits every job of `input`, printing one line per job; returns how many were refused.
+    func run(_ input: Data) throws -> Int {
+        // A line that is not JSON cannot go into a batch's body (nil here): it is refused in its place.
+        var pending: [(line: Int, json: Data?)] = []
+        var refused = 0
+        var accepted = 0
+        var number = 0
+        for rawLine in input.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+            number += 1
+            let line = Data(rawLine)
+            if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
+            let isJSON = (try? JSONSerialization.jsonObject(with: line, options: .fragmentsAllowed)) != nil
+            pending.append((number, isJSON ? line : nil))
+            if pending.count(where: { $0.json != nil }) == self.batchSize {
+                let (ok, no) = try self.send(pending)
+                accepted += ok
+                refused += no
+                pending.removeAll(keepingCapacity: true)
+            }
+        }
+        if !pending.isEmpty {
+            let (ok, no) = try self.send(pending)
+            accepted += ok
+            refused += no
+        }
+        FileHandle.standardError.write(Data("taskserver: \(accepted) accepted, \(refused) refused\n".utf8))
+        return refused
+    }
+
+    private func send(_ lines: [(line: Int, json: Data?)]) throws -> (accepted: Int, refused: Int) {
+        let jobs = lines.compactMap(\.json)
+        var items: [[String: Any]] = []
+        if !jobs.isEmpty {
+            var body = Data(#"{"jobs":["#.utf8)
+            for (index, job) in jobs.enumerated() {
+                if index > 0 { body.append(UInt8(ascii: ",")) }
+                body.append(job)
+            }
+            body.append(contentsOf: Array("]}".utf8))
+            let response = try runClient { () throws(ClientError) in
+                let response = try self.client.send("POST", "/v1/jobs/batch", body: body, timeout: 120)
+                guard response.status == 200 else { throw ClientError(problem: response) }
+                return response
+            }
+            guard let answered = response.json?["items"] as? [[String: Any]], answered.count == jobs.count else {
+                FileHandle.standardError.write(Data("taskserver: the server's answer does not list every job\n".utf8))
+                throw ExitCode(ClientExit.error)
+            }
+            items = answered
+        }
+        var accepted = 0
+        var next = items.makeIterator()
+        for job in lines {
+            guard job.json != nil, let item = next.next() else {
+                Self.printLine([
+                    "line": job.line, "status": 400,
+                    "problem": ["code": "json.invalid", "detail": "line \(job.line) is not JSON"],
+                ])
+                continue
+            }
+            let status = item["status"] as? Int ?? 0
+            var line: [String: Any] = ["line": job.line, "status": status]
+            if let created = item["job"] as? [String: Any] {
+                accepted += 1
+                line["id"] = created["id"]
+                line["state"] = created["state"]
+            } else {
+                line["problem"] = item["problem"]
+            }
+            Self.printLine(line)
+        }
+        return (accepted, lines.count - accepted)
+    }
+
+    private static func printLine(_ object: [String: Any]) {
+        guard
+            var data = try? JSONSerialization.data(
+                withJSONObject: object,
+                options: [.sortedKeys, .withoutEscapingSlashes]
+            )
+        else { return }
+        data.append(UInt8(ascii: "\n"))
+        FileHandle.standardOutput.write(data)
     }
 }
 

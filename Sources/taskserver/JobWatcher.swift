@@ -36,8 +36,9 @@ struct JobWatcher {
                 if snapshot.state == "failed", let error = snapshot.error { self.output("error: \(error)\n") }
                 return snapshot.state
             }
-            // A terminal redraws the clock every second; a log only needs the next event.
-            let waitMs = self.isTerminal ? 1000 : 30_000
+            // A terminal redraws the clock every second; a log only needs the next event — or, while
+            // something waits (a wait starts and ends without an event of its own), a second look.
+            let waitMs = self.isTerminal ? 1000 : snapshot.waits.isEmpty ? 30_000 : 2000
             let response = try self.client.send(
                 "GET",
                 "/v1/jobs/\(TaskServerClient.escape(self.id))/events?after=\(after)&waitMs=\(waitMs)",
@@ -59,6 +60,8 @@ struct JobWatcher {
         var state: String
         /// When a delayed job starts (shown while it is pending).
         var runAt: String?
+        /// What the job or its tasks wait for: `concurrency key`, `2 waiting for rate`.
+        var waits: [String] = []
         var total = 0
         var counts: [(name: String, count: Int)] = []
         var error: String?
@@ -66,6 +69,13 @@ struct JobWatcher {
         init(job: [String: Any]) {
             self.state = job["state"] as? String ?? "unknown"
             self.runAt = job["runAt"] as? String
+            if job["waitingFor"] as? String == "concurrency" { self.waits.append("waiting for its concurrency key") }
+            for (reason, count) in (job["tasksWaiting"] as? [String: Any] ?? [:]).sorted(by: { $0.key < $1.key }) {
+                guard let count = count as? Int, count > 0 else { continue }
+                self.waits.append(
+                    "\(count) waiting for \(reason == "concurrency" ? "a concurrency key" : reason == "rate" ? "the rate limit" : "a slot")"
+                )
+            }
             if let progress = job["progress"] as? [String: Any] {
                 self.total = progress["total"] as? Int ?? 0
                 for name in ["succeeded", "running", "failed", "pending", "cancelled", "skipped"] {
@@ -88,7 +98,8 @@ struct JobWatcher {
             for (index, (name, count)) in self.counts.enumerated() where index < 3 || count > 0 {
                 text += "  \(count) \(name)"
             }
-            return text + "  of \(self.total)"
+            text += "  of \(self.total)"
+            return self.waits.isEmpty ? text : text + " (" + self.waits.joined(separator: ", ") + ")"
         }
     }
 }

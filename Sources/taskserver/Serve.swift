@@ -22,8 +22,8 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: .customLong("executor"),
         help: ArgumentHelp(
-            "A worker pool NAME=SIZE, or NAME=external for a pool of external workers that claim tasks over HTTP; repeatable (env TASKSERVER_EXECUTORS=default=8,io=64,images=external; default default=8).",
-            valueName: "name=size|external"
+            "A worker pool NAME=SIZE, with ,rate=N/s or ,rate=N/m (and ,burst=N) to cap how many of its tasks start per period, or NAME=external for a pool of external workers that claim tasks over HTTP; repeatable (env TASKSERVER_EXECUTORS=default=8,io=64,rate=100/s,images=external; default default=8).",
+            valueName: "name=size[,rate=N/s]|external"
         )
     )
     var executors: [String] = []
@@ -147,7 +147,7 @@ struct Serve: AsyncParsableCommand {
             metadata: [
                 "host": "\(configuration.host)", "port": "\(port)", "store": "\(configuration.dataPath ?? "memory")",
                 "executors":
-                    "\((configuration.executors.map { "\($0.key)=\($0.value)" } + configuration.externalExecutors.map { "\($0)=external" }).sorted().joined(separator: ","))",
+                    "\((configuration.executors.map { "\($0.key)=\($0.value)\(configuration.rates[$0.key].map { ",rate=\($0)" } ?? "")" } + configuration.externalExecutors.map { "\($0)=external" }).sorted().joined(separator: ","))",
             ]
         )
         await termination.wait()
@@ -173,25 +173,9 @@ struct Serve: AsyncParsableCommand {
         }
         var executorSpecs = self.executors
         if executorSpecs.isEmpty, let fromEnvironment = environment["TASKSERVER_EXECUTORS"] {
-            executorSpecs = fromEnvironment.split(separator: ",").map(String.init)
+            executorSpecs = [fromEnvironment]
         }
-        if !executorSpecs.isEmpty {
-            var executors: [String: Int] = ["default": 8]
-            var external: Set<String> = []
-            for spec in executorSpecs {
-                let parts = spec.split(separator: "=", maxSplits: 1)
-                if parts.count == 2, parts[1] == "external" {
-                    external.insert(String(parts[0]))
-                    continue
-                }
-                guard parts.count == 2, let size = Int(parts[1]) else {
-                    throw ConfigurationError("--executor must be NAME=SIZE or NAME=external, got \"\(spec)\"")
-                }
-                executors[String(parts[0])] = size
-            }
-            configuration.executors = executors
-            configuration.externalExecutors = external
-        }
+        if !executorSpecs.isEmpty { try configuration.setExecutors(executorSpecs) }
         configuration.uiDirectory = environment["TASKSERVER_UI_DIR"].flatMap { $0.isEmpty ? nil : $0 }
         configuration.apiKeys = self.apiKeys
         if configuration.apiKeys.isEmpty, let keys = environment["TASKSERVER_API_KEYS"] {

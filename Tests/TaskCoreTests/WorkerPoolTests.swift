@@ -74,7 +74,18 @@ struct WorkerPoolTests {
         }
         _ = try await Future.whenAll(started[0..<size].map(\.future)).value
         #expect(gauge.inProgress == size)
-        #expect(pool.statistics == WorkerPool.Statistics(size: size, running: size, queued: 10 - size, completed: 0))
+        var queuedByPriority = Array(repeating: 0, count: 10)
+        queuedByPriority[WorkerPool.defaultPriority] = 10 - size
+        #expect(
+            pool.statistics
+                == WorkerPool.Statistics(
+                    size: size,
+                    running: size,
+                    queued: 10 - size,
+                    completed: 0,
+                    queuedByPriority: queuedByPriority
+                )
+        )
         #expect(started[size].future.isCompleted == false)
         gate.open()
         #expect(try await Future.whenAll(jobs).value == Array(0..<10))

@@ -568,8 +568,8 @@ struct JobDecoderTests {
         ),
         DecoderProblemCase(
             "an unknown job field",
-            job(task(), ["priority": 1]),
-            [#"/priority: unknown field "priority""#]
+            job(task(), ["weight": 1]),
+            [#"/weight: unknown field "weight""#]
         ),
         DecoderProblemCase(
             "a job field with a slash",

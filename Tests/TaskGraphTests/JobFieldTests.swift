@@ -2,14 +2,14 @@ import Testing
 
 @testable import TaskGraph
 
-/// A test field: `"priority": {"level": 0…9}`. Its value records the pointer it was given.
+/// A test field: `"urgency": {"level": 0…9}`. Its value records the pointer it was given.
 private struct PriorityField: JobField {
     struct Priority: Sendable, Equatable {
         var level: Int
         var pointer: String
     }
 
-    var name: String { "priority" }
+    var name: String { "urgency" }
 
     func decode(_ value: JSONValue, at pointer: String) throws(ValidationError) -> Priority {
         guard case .object(let object) = value else {
@@ -58,8 +58,8 @@ private func problems(_ json: JSONValue, with decoder: JobDecoder = decoder) -> 
 struct JobFieldTests {
     @Test
     func theFieldDecodesItsValueAtItsPointerAndTheSpecKeepsItTyped() throws {
-        let spec = try decoder.decodeJob(["graph": task, "priority": ["level": 3], "owner": "data"])
-        #expect(spec.fields[PriorityField.self] == PriorityField.Priority(level: 3, pointer: "/priority"))
+        let spec = try decoder.decodeJob(["graph": task, "urgency": ["level": 3], "owner": "data"])
+        #expect(spec.fields[PriorityField.self] == PriorityField.Priority(level: 3, pointer: "/urgency"))
         #expect(spec.fields[OwnerField.self] == "data")
     }
 
@@ -72,9 +72,9 @@ struct JobFieldTests {
 
     @Test
     func specsCompareTheirFieldValues() throws {
-        let a = try decoder.decodeJob(["graph": task, "priority": ["level": 3]])
-        let b = try decoder.decodeJob(["graph": task, "priority": ["level": 3]])
-        let c = try decoder.decodeJob(["graph": task, "priority": ["level": 4]])
+        let a = try decoder.decodeJob(["graph": task, "urgency": ["level": 3]])
+        let b = try decoder.decodeJob(["graph": task, "urgency": ["level": 3]])
+        let c = try decoder.decodeJob(["graph": task, "urgency": ["level": 4]])
         let d = try decoder.decodeJob(["graph": task, "owner": "x"])
         #expect(a == b)
         #expect(a != c)
@@ -88,15 +88,15 @@ struct JobFieldTests {
     func theFieldsProblemsComeBackAtTheirPointersBetweenLabelsAndGraph() {
         let json: JSONValue = [
             "graph": ["type": "task"],
-            "priority": ["level": 12, "colour": "red"],
+            "urgency": ["level": 12, "colour": "red"],
             "labels": ["bad key": "x"],
             "owner": 5,
         ]
         #expect(
             problems(json) == [
                 #"/labels/bad key: invalid label name "bad key": use 1 to 63 letters, digits, '_', '.' or '-'"#,
-                "/priority/colour: unexpected",
-                "/priority/level: must be an integer from 0 to 9",
+                "/urgency/colour: unexpected",
+                "/urgency/level: must be an integer from 0 to 9",
                 "/owner: must be a string",
                 "/graph/action: required",
             ]
@@ -105,22 +105,22 @@ struct JobFieldTests {
 
     @Test
     func nullIsHandedToTheField() {
-        #expect(problems(["graph": task, "priority": nil]) == ["/priority: must be an object"])
+        #expect(problems(["graph": task, "urgency": nil]) == ["/urgency: must be an object"])
     }
 
     @Test
     func theFieldsNamesAreKnownAndSuggested() {
         #expect(
-            problems(["graph": task, "priorty": ["level": 1]]) == [
-                #"/priorty: unknown field "priorty"; did you mean "priority"?"#
+            problems(["graph": task, "urgenc": ["level": 1]]) == [
+                #"/urgenc: unknown field "urgenc"; did you mean "urgency"?"#
             ]
         )
         #expect(
             problems(
-                ["graph": task, "priority": ["level": 1]],
+                ["graph": task, "urgency": ["level": 1]],
                 with: JobDecoder(actions: .builtins, executors: ["default"])
             ) == [
-                #"/priority: unknown field "priority""#
+                #"/urgency: unknown field "urgency""#
             ]
         )
     }

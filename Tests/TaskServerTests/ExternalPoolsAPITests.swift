@@ -147,7 +147,12 @@ struct ExternalPoolsAPITests {
             #expect(try await Self.claim(server, max: 100).isEmpty)
             let pools = try await server.get("/v1/executors").json["items"]?.arrayValue ?? []
             let images = pools.first { $0["name"] == "images" }
-            #expect(images == ["name": "images", "kind": "external", "queued": 0, "leased": 4, "workers": 1])
+            #expect(
+                images == [
+                    "name": "images", "kind": "external", "queued": 0, "leased": 4, "workers": 1,
+                    "queuedByPriority": [:],
+                ]
+            )
             let workers = try await server.get("/v1/executors/images/workers").json["items"]?.arrayValue ?? []
             #expect(workers.map { $0["workerId"] } == ["w1"])
             #expect(workers.first?["leases"] == 4)

@@ -39,7 +39,7 @@ struct ServiceAPITests {
     static func pool(_ name: String, _ size: Int, completed: Int = 0) -> String {
         let kind = name == "immediate" ? "inline" : "pool"
         return
-            #"{"name": "\#(name)", "kind": "\#(kind)", "size": \#(size), "running": 0, "queued": 0, "completed": \#(completed)}"#
+            #"{"name": "\#(name)", "kind": "\#(kind)", "size": \#(size), "running": 0, "queued": 0, "completed": \#(completed), "queuedByPriority": {}}"#
     }
 
     static func pools(_ pools: String...) -> JSONValue {

@@ -134,6 +134,9 @@ NUMERIC = {
     ("JobSubmission", "timeoutMs"): (lambda v: {"graph": TASK, "timeoutMs": v}, "/timeoutMs"),
     # A delayed start: the accepted probes sleep in the live server's store (the longest ten years).
     ("JobSubmission", "delayMs"): (lambda v: {"graph": TASK, "delayMs": v}, "/delayMs"),
+    ("JobSubmission", "priority"): (lambda v: {"graph": TASK, "priority": v}, "/priority"),
+    # A concurrency key's `max`, on a task and on the job (one schema, Concurrency, for both).
+    ("Concurrency", "max"): (lambda v: {"graph": {**TASK, "concurrency": {"key": "k", "max": v}}}, "/graph/concurrency/max"),
     ("TaskNode", "timeoutMs"): (lambda v: {"graph": {**TASK, "timeoutMs": v}}, "/graph/timeoutMs"),
     # Worker-task fields, on the live server's external pool (scripts/test.sh: --executor images=external).
     ("TaskNode", "heartbeatTimeoutMs"): (lambda v: {"graph": {**WORKER_TASK, "heartbeatTimeoutMs": v}},
@@ -152,7 +155,7 @@ NUMERIC = {
 def numeric_limits() -> None:
     print("· numeric limits of request bodies", flush=True)
     documented = {(name, field) for name, s in SCHEMAS.items() for field, p in s.get("properties", {}).items()
-                  if name in {"JobSubmission", "TaskNode", "ParallelNode", "MapNode", "RetryPolicy", "WebhookRetry"}
+                  if name in {"JobSubmission", "TaskNode", "ParallelNode", "MapNode", "RetryPolicy", "WebhookRetry", "Concurrency"}
                   and isinstance(p, dict) and ("minimum" in p or "maximum" in p)}
     check(documented == set(NUMERIC), f"every bounded field is probed (unprobed: {sorted(documented - set(NUMERIC))})")
     for (name, field), (build, pointer) in NUMERIC.items():
@@ -188,6 +191,21 @@ def length_limits() -> None:
     long_url = "http://127.0.0.1/" + "a" * (url - len("http://127.0.0.1/"))
     accepted({"graph": TASK, "webhook": {"url": long_url}}, f"a webhook url of {url} characters")
     refused({"graph": TASK, "webhook": {"url": long_url + "a"}}, "/webhook/url", f"a webhook url of {url + 1} characters")
+
+    key = schema("Concurrency", "key")["maxLength"]
+    for where, build in (("/graph/concurrency/key", lambda k: {"graph": {**TASK, "concurrency": {"key": k, "max": 1}}}),
+                         ("/concurrency/key", lambda k: {"graph": TASK, "concurrency": {"key": k, "max": 1}})):
+        accepted(build("é" * key), f"{where} of {key} characters")
+        refused(build("é" * (key + 1)), where, f"{where} of {key + 1} characters")
+        refused(build(""), where, f"an empty {where}")
+
+    batch = schema("JobBatch", "jobs")
+    status, body = request("POST", "/v1/jobs/batch", {"jobs": [{"graph": TASK, "labels": {"limits": RUN}}] * batch["maxItems"]})
+    check(status == 200 and len(body["items"]) == batch["maxItems"], f"a batch of {batch['maxItems']} jobs (got {status})")
+    for jobs in ([{"graph": TASK}] * (batch["maxItems"] + 1), [{"graph": TASK}] * (batch["minItems"] - 1)):
+        status, body = request("POST", "/v1/jobs/batch", {"jobs": jobs})
+        check(status == 422 and body.get("code") == "batch.invalid" and "/jobs" in pointers(body),
+              f"a batch of {len(jobs)} jobs: 422 batch.invalid at /jobs (got {status})")
 
     events = schema("Webhook", "events")["minItems"]
     refused({"graph": TASK, "webhook": {"url": "http://127.0.0.1/", "events": ["*"] * (events - 1)}}, "/webhook/events",

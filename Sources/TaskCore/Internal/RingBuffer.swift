@@ -13,6 +13,9 @@ struct RingBuffer<Element> {
 
     var isEmpty: Bool { self.count == 0 }
 
+    /// The element `popFirst` would return.
+    var first: Element? { self.count > 0 ? self.storage[self.head] : nil }
+
     mutating func append(_ element: Element) {
         if self.count == self.storage.count { self.grow() }
         var index = self.head + self.count

@@ -20,6 +20,8 @@ public struct EngineConfiguration: Sendable {
     public var jobFields: [any JobField]
     /// Pools whose workers live in other processes (SPEC §6), by their names.
     public var externalExecutors: [any ExternalExecutor]
+    /// Rate limits of pools by name (SPEC §8).
+    public var rates: [String: RateLimit] = [:]
     /// See `Engine.eventsAwaitDurability`.
     public var eventsAwaitDurability = false
 
@@ -60,6 +62,12 @@ public final class Engine: Sendable {
     public let actions: ActionRegistry
     public let limits: GraphLimits
     public let decoder: JobDecoder
+    /// The concurrency keys of every job and task this engine runs (SPEC §8).
+    public let concurrency = ConcurrencyLimiter()
+    /// How many times an attempt (or a job) had to wait, per reason, since the engine started.
+    private let concurrencyWaits = Atomic<Int>(0)
+    private let rateWaits = Atomic<Int>(0)
+    private let slotWaits = Atomic<Int>(0)
     private let observerList = Mutex<[any JobObserver]>([])
     /// Whether readers of events (`JobRun.events`, `waitForEvents`) see only those the store
     /// committed (`JobRun.markDurable`). A durable store sets it before any job exists.
@@ -80,7 +88,9 @@ public final class Engine: Sendable {
         self.eventsAwaitDurability = configuration.eventsAwaitDurability
         self.hasExternalExecutors = !configuration.externalExecutors.isEmpty
         var pools: [String: WorkerPool] = [:]
-        for (name, size) in sizes { pools[name] = WorkerPool(name: name, size: max(1, size)) }
+        for (name, size) in sizes {
+            pools[name] = WorkerPool(name: name, size: max(1, size), rate: configuration.rates[name])
+        }
         self.pools = pools
         self.poolList = pools.map { (name: $0.key, pool: $0.value) }
         self.actions = configuration.actions
@@ -106,6 +116,24 @@ public final class Engine: Sendable {
         if self.externalList.isEmpty { return nil }
         for executor in self.externalList where executor.name == name { return executor }
         return nil
+    }
+
+    /// Counts a wait (the slow path only: an attempt that starts at once counts nothing).
+    func noteWait(_ reason: WaitReason) {
+        switch reason {
+        case .concurrency: self.concurrencyWaits.add(1, ordering: .relaxed)
+        case .rate: self.rateWaits.add(1, ordering: .relaxed)
+        case .slot: self.slotWaits.add(1, ordering: .relaxed)
+        }
+    }
+
+    /// How many times attempts (and jobs) waited for `reason` since the engine started.
+    public func waitCount(_ reason: WaitReason) -> Int {
+        switch reason {
+        case .concurrency: self.concurrencyWaits.load(ordering: .relaxed)
+        case .rate: self.rateWaits.load(ordering: .relaxed)
+        case .slot: self.slotWaits.load(ordering: .relaxed)
+        }
     }
 
     /// Adds an observer of every job's events (jobs created before keep their observers).

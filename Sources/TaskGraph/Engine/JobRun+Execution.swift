@@ -83,16 +83,72 @@ extension JobRun {
         self.publish(waiters)
         // `cancelJobSource` passes the job token's cancellation on to the root.
         let context = ExecutionContext(token: self.jobSource.token, suffix: "", propagates: true)
+        if let concurrency = self.spec.concurrency {
+            self.runHoldingKey(concurrency, context: context, timeoutFrom: startedAt)
+            return
+        }
+        self.runRoot(context: context, timeoutFrom: startedAt)
+    }
+
+    /// A job-level concurrency key (SPEC §8): the job waits for a place under its key (its
+    /// `timeoutMs` counting), holding nothing else, then runs its graph and gives the place back
+    /// once it has ended. A cancellation or timeout while it waits ends it the usual way (the root,
+    /// started under a cancelled token, ends cancelled).
+    private func runHoldingKey(
+        _ concurrency: ConcurrencySpec,
+        context: ExecutionContext,
+        timeoutFrom startedAt: Timestamp
+    ) {
+        let key: String
+        do {
+            key = try Self.evaluate(concurrency, in: RunScope(run: self, input: self.spec.input, context: context))
+        } catch {
+            let failure = (error as? FinalError)?.error ?? TaskError.from(error)
+            self.state.withLock { $0.startFailure = failure }
+            self.cancelJobSource()
+            self.runRoot(context: context, timeoutFrom: startedAt)
+            return
+        }
+        let acquired = self.engine.concurrency.acquire(
+            key: key,
+            max: concurrency.max,
+            priority: self.spec.priority,
+            cancellationToken: context.token
+        )
+        if case .success(let permit) = acquired.outcome {
+            self.runRoot(context: context, timeoutFrom: startedAt, releasing: permit)
+            return
+        }
+        self.state.withLock { $0.waitingFor = .concurrency }
+        self.engine.noteWait(.concurrency)
+        if let timeoutMs = self.spec.timeoutMs { self.armTimeout(timeoutMs, startedAt: startedAt) }
+        acquired.whenComplete { outcome in
+            self.state.withLock { $0.waitingFor = nil }
+            self.runRoot(context: context, timeoutFrom: nil, releasing: try? outcome.get())
+        }
+    }
+
+    /// Runs the graph's root and finishes the job with its outcome; `timeoutFrom` nil: the timeout
+    /// is armed already. `permit`: the job's concurrency key, given back once the job has ended.
+    private func runRoot(
+        context: ExecutionContext,
+        timeoutFrom startedAt: Timestamp?,
+        releasing permit: ConcurrencyLimiter.Permit? = nil
+    ) {
         let root = self.execute(self.spec.graph, at: 0, input: self.spec.input, context: context)
         if let outcome = root.outcome {
             // The graph ran to its end inside this call (every node inline): a timeout has nothing
             // left to cancel, so no timer is armed (scheduling and cancelling one was ~2% of a
             // one-task submission).
             self.finishJob(outcome)
+            permit?.release()
             return
         }
-        if let timeoutMs = self.spec.timeoutMs { self.armTimeout(timeoutMs, startedAt: startedAt) }
-        root.whenComplete { outcome in self.finishJob(outcome) }
+        if let timeoutMs = self.spec.timeoutMs, let startedAt { self.armTimeout(timeoutMs, startedAt: startedAt) }
+        root.whenComplete { outcome in
+            self.finishJob(outcome)
+            permit?.release()
+        }
     }
 
     /// Cancels the job (failed, `job.timeout`) unless it ends within `timeoutMs` of `startedAt`.
@@ -132,7 +188,11 @@ extension JobRun {
             guard !state.jobState.isTerminal else { return [] }
             let now = Timestamp.now()
             let type: JobEventType
-            if state.cancelRequested {
+            if let failure = state.startFailure {
+                state.jobState = .failed
+                state.error = failure
+                type = .jobFailed
+            } else if state.cancelRequested {
                 state.jobState = .cancelled
                 type = .jobCancelled
             } else if state.timedOut {
@@ -268,6 +328,9 @@ extension JobRun {
         var startWaiters: [Promise<Void>] = []
         var deferStart = false
         var continuesLease = false
+        // A task with a concurrency key stays `pending` until its key is granted (`markStarted`):
+        // its `task.started` and `startedAt` say when it really started, not when it began to wait.
+        if case .task(let task) = node.kind, task.concurrency != nil { deferStart = true }
         if self.engine.hasExternalExecutors, case .task(let task) = node.kind,
             let external = self.engine.externalExecutor(named: task.executor)
         {
@@ -496,7 +559,98 @@ extension JobRun {
                 return Future(error: TaskError.from(error))
             }
         }
-        guard let action else {
+        let plan = AttemptPlan(
+            action: action,
+            spec: spec,
+            index: index,
+            id: id,
+            input: input,
+            params: params,
+            attempt: attempt,
+            pool: pool,
+            resumedFrom: resumedFrom,
+            context: context
+        )
+        guard let concurrency = spec.concurrency else { return self.startAttempt(plan) }
+        // A concurrency key (SPEC §8): the attempt waits for a place under its key before it asks
+        // for a slot, so a waiting attempt holds neither; the place is given back when the attempt
+        // ends, so a retry's back-off does not hold it.
+        let key: String
+        do {
+            key = try Self.evaluate(concurrency, in: RunScope(run: self, input: input, context: context))
+        } catch {
+            return Future(error: error)
+        }
+        let acquired = self.engine.concurrency.acquire(
+            key: key,
+            max: concurrency.max,
+            priority: self.spec.priority,
+            cancellationToken: context.token
+        )
+        let start: @Sendable (ConcurrencyLimiter.Permit) -> Future<JSONValue> = { permit in
+            let running = self.startAttempt(plan)
+            if running.isCompleted { permit.release() } else { running.whenComplete { _ in permit.release() } }
+            return running
+        }
+        let isWorkerTask = action == nil
+        if case .success(let permit) = acquired.outcome {
+            // (A worker task turns `running` when a worker claims it.)
+            if !isWorkerTask { self.markStarted(index) }
+            return start(permit)
+        }
+        self.markWaiting(index, for: .concurrency)
+        self.engine.noteWait(.concurrency)
+        return acquired.continueOnSuccessWithTask(on: .immediate) { permit in
+            self.markWaiting(index, for: nil)
+            if !isWorkerTask { self.markStarted(index) }
+            return start(permit)
+        }
+    }
+
+    /// The key `spec` evaluates to in `scope`: a string, or a number as its JSON text. Anything
+    /// else fails the node with `concurrency.invalidKey` (not retried: it would evaluate the same).
+    static func evaluate(_ spec: ConcurrencySpec, in scope: some TemplateScope) throws -> String {
+        let value: JSONValue
+        do {
+            value = try spec.key.render(in: scope)
+        } catch {
+            throw FinalError(
+                TaskError(
+                    code: "concurrency.invalidKey",
+                    message: "the concurrency key: \(TaskError.from(error).message)"
+                )
+            )
+        }
+        let key: String
+        switch value {
+        case .string(let text): key = text
+        case .int, .double: key = value.jsonString
+        default:
+            throw FinalError(
+                TaskError(
+                    code: "concurrency.invalidKey",
+                    message: "the concurrency key must evaluate to a string or a number, not \(value.typeName)"
+                )
+            )
+        }
+        guard !key.isEmpty, key.utf8.count <= ConcurrencySpec.maxKeyBytes else {
+            throw FinalError(
+                TaskError(
+                    code: "concurrency.invalidKey",
+                    message: "the concurrency key must be 1 to \(ConcurrencySpec.maxKeyBytes) bytes once evaluated"
+                )
+            )
+        }
+        return key
+    }
+
+    /// Starts an attempt whose params are rendered (and key held, if it has one).
+    private func startAttempt(_ plan: AttemptPlan) -> Future<JSONValue> {
+        let (spec, index, id, input, params, attempt, pool, resumedFrom, context) = (
+            plan.spec, plan.index, plan.id, plan.input, plan.params, plan.attempt, plan.pool, plan.resumedFrom,
+            plan.context
+        )
+        guard let action = plan.action else {
             return self.runWorkerAttempt(
                 spec,
                 index: index,
@@ -508,20 +662,14 @@ extension JobRun {
             )
         }
         // A task timeout cancels the attempt through its own token and turns the cancellation into
-        // a `task.timeout` failure (retryable like any other failure).
+        // a `task.timeout` failure (retryable like any other failure). It counts from the moment
+        // the action starts — a wait for a slot or a rate token is not the attempt's time, as an
+        // external attempt's limit counts from its claim.
         var attemptSource: CancellationTokenSource?
-        var timer: TimerQueue.ID?
-        let timedOut: AtomicFlag? = spec.timeoutMs == nil ? nil : AtomicFlag()
-        if let timeoutMs = spec.timeoutMs, let timedOut {
-            let source = CancellationTokenSource(linkedTo: [context.token])
-            attemptSource = source
-            timer = TimerQueue.shared.schedule(after: .milliseconds(timeoutMs)) {
-                timedOut.set()
-                source.cancel()
-            }
-        }
+        let timer: AttemptTimer? = spec.timeoutMs == nil ? nil : AttemptTimer()
+        if spec.timeoutMs != nil { attemptSource = CancellationTokenSource(linkedTo: [context.token]) }
         let token = attemptSource?.token ?? context.token
-        let (attemptSourceRef, timerRef) = (attemptSource, timer)
+        let attemptSourceRef = attemptSource
         let actionContext = ActionContext(
             input: input,
             params: params,
@@ -535,28 +683,36 @@ extension JobRun {
         )
         let result: Future<JSONValue>
         if action.holdsWorkerSlot, let pool {
-            let acquired = pool.acquireSlot(cancellationToken: token)
+            let acquired = pool.acquireSlot(priority: self.spec.priority, cancellationToken: token)
             if let outcome = acquired.outcome {
                 // A free slot (the usual case): run now, without a continuation and its future.
                 switch outcome {
-                case .success(let slot): result = Self.run(action, actionContext, holding: slot)
+                case .success(let slot):
+                    timer?.arm(spec.timeoutMs, cancelling: attemptSourceRef)
+                    result = Self.run(action, actionContext, holding: slot)
                 case .failure(let error): result = Future(error: error)
                 case .cancelled: result = .cancelled()
                 }
             } else {
+                let reason: WaitReason = pool.waitReason == .rate ? .rate : .slot
+                self.markWaiting(index, for: reason)
+                self.engine.noteWait(reason)
                 result = acquired.continueOnSuccessWithTask(on: .immediate) { slot in
-                    Self.run(action, actionContext, holding: slot)
+                    self.markWaiting(index, for: nil)
+                    timer?.arm(spec.timeoutMs, cancelling: attemptSourceRef)
+                    return Self.run(action, actionContext, holding: slot)
                 }
             }
         } else {
+            timer?.arm(spec.timeoutMs, cancelling: attemptSourceRef)
             result = action.run(actionContext)
         }
-        guard let timeoutMs = spec.timeoutMs else { return result }
+        guard let timeoutMs = spec.timeoutMs, let timer else { return result }
         return result.continueWith(on: .immediate) { finished in
-            if let timerRef { TimerQueue.shared.cancel(timerRef) }
+            timer.cancel()
             withExtendedLifetime(attemptSourceRef) {}
             let outcome = finished.outcome!
-            if outcome.isCancelled, timedOut?.isSet == true, !context.token.isCancellationRequested {
+            if outcome.isCancelled, timer.fired, !context.token.isCancellationRequested {
                 throw TaskError(code: "task.timeout", message: "the attempt did not finish within \(timeoutMs) ms")
             }
             return try outcome.get()
@@ -994,11 +1150,72 @@ extension JobRun {
     }
 }
 
-/// A flag set once from any thread.
-final class AtomicFlag: Sendable {
-    private let storage = Atomic<Bool>(false)
-    func set() { self.storage.store(true, ordering: .releasing) }
-    var isSet: Bool { self.storage.load(ordering: .acquiring) }
+/// What starts one attempt of a task, its params rendered (`runAttempt` → `startAttempt`).
+struct AttemptPlan: Sendable {
+    let action: (any Action)?
+    let spec: TaskSpec
+    let index: Int
+    let id: String
+    let input: JSONValue
+    let params: JSONValue
+    let attempt: Int
+    let pool: WorkerPool?
+    let resumedFrom: Timestamp?
+    let context: ExecutionContext
+}
+
+/// A task attempt's `timeoutMs` timer: armed when the action starts, cancelled when it ends
+/// (whichever comes first wins: a timer cancelled before it is armed is never scheduled).
+final class AttemptTimer: Sendable {
+    private enum Phase {
+        case idle
+        case armed(TimerQueue.ID)
+        case fired
+        case cancelled
+    }
+
+    private let phase = Mutex(Phase.idle)
+
+    /// Cancels `source` after `timeoutMs` unless `cancel()` came first.
+    func arm(_ timeoutMs: Int?, cancelling source: CancellationTokenSource?) {
+        guard let timeoutMs, let source else { return }
+        self.arm(after: .milliseconds(timeoutMs)) { source.cancel() }
+    }
+
+    /// Runs `expire` after `delay` unless `cancel()` came first.
+    func arm(after delay: Duration, _ expire: @escaping @Sendable () -> Void) {
+        let id = TimerQueue.shared.schedule(after: delay) { [self] in
+            let fire = self.phase.withLock { phase -> Bool in
+                guard case .armed = phase else { return false }
+                phase = .fired
+                return true
+            }
+            if fire { expire() }
+        }
+        let keep = self.phase.withLock { phase -> Bool in
+            guard case .idle = phase else { return false }
+            phase = .armed(id)
+            return true
+        }
+        if !keep { TimerQueue.shared.cancel(id) }
+    }
+
+    func cancel() {
+        let id: TimerQueue.ID? = self.phase.withLock { phase in
+            defer { if case .fired = phase {} else { phase = .cancelled } }
+            if case .armed(let id) = phase { return id }
+            return nil
+        }
+        if let id { TimerQueue.shared.cancel(id) }
+    }
+
+    /// Whether the timer expired the attempt.
+    var fired: Bool {
+        self.phase.withLock { phase in
+            if case .fired = phase { return true }
+            return false
+        }
+    }
 }
 
 /// The first index claimed by any thread (`-1` until then).

@@ -68,6 +68,13 @@ public final class JobRun: Sendable {
         var cancelRequested = false
         var timedOut = false
         var timer: TimerQueue.ID?
+        /// A failure decided before the graph ran (a job-level concurrency key that does not
+        /// evaluate): the job ends with it once its root, cancelled, has ended.
+        var startFailure: TaskError?
+        /// Set while the job waits for its job-level concurrency key.
+        var waitingFor: WaitReason?
+        /// How many tasks wait, per `WaitReason` (raw value order), for the job's representation.
+        var tasksWaiting = TasksWaiting()
 
         /// How many of `events` readers may see.
         var visibleCount: Int {
@@ -154,7 +161,10 @@ public final class JobRun: Sendable {
             finishedAt: state.finishedAt,
             progress: state.progress,
             lastEventSeq: state.events.last?.seq ?? 0,
-            runAt: self.spec.runAt(createdAt: self.createdAt)
+            runAt: self.spec.runAt(createdAt: self.createdAt),
+            priority: self.spec.priority,
+            waitingFor: state.waitingFor,
+            tasksWaiting: state.tasksWaiting
         )
     }
 
@@ -475,6 +485,16 @@ public final class JobRun: Sendable {
 
     // MARK: - Node state changes
 
+    /// Notes what task `index`'s attempt waits for (nil: nothing any more). Not an event and not
+    /// stored: readers see it in the node while the job is live.
+    func markWaiting(_ index: Int, for reason: WaitReason?) {
+        self.state.withLock { state in
+            guard reason == nil || !state.records[index].state.isTerminal else { return }
+            state.tasksWaiting.move(from: state.records[index].waitingFor, to: reason)
+            state.records[index].waitingFor = reason
+        }
+    }
+
     /// Records the start of attempt `attempt` of a task.
     func markAttempt(_ index: Int, attempt: Int) {
         self.state.withLock { state in state.records[index].attempts = attempt }
@@ -484,10 +504,18 @@ public final class JobRun: Sendable {
     /// `task.started` event on the first claim; later claims (retries) only name the worker.
     /// Returns `false` when the node already ended.
     func markClaimed(_ index: Int, workerId: String) -> Bool {
+        self.markStarted(index, workerId: workerId)
+    }
+
+    /// Turns task `index`, whose start was deferred (`begin(deferStart:)`), `running` with its
+    /// `task.started` event — a worker's claim, or a concurrency key granted. Later calls (retries)
+    /// only name the worker. Returns `false` when the node already ended.
+    @discardableResult
+    func markStarted(_ index: Int, workerId: String? = nil) -> Bool {
         let (claimed, waiters): (Bool, [Promise<Void>]) = self.state.withLock { state in
             let previous = state.records[index].state
             if previous.isTerminal { return (false, []) }
-            state.records[index].workerId = workerId
+            if let workerId { state.records[index].workerId = workerId }
             guard previous == .pending else { return (true, []) }
             let now = Timestamp.now()
             state.records[index].state = .running
@@ -497,7 +525,7 @@ public final class JobRun: Sendable {
             let waiters = Self.appendEvent(
                 .taskStarted,
                 taskId: state.records[index].id,
-                data: ["workerId": .string(workerId)],
+                data: workerId.map { ["workerId": .string($0)] },
                 time: now,
                 in: &state
             )
@@ -608,6 +636,10 @@ public final class JobRun: Sendable {
         let previous = state.records[index].state
         state.records[index].state = newState
         state.records[index].finishedAt = now
+        if let waited = state.records[index].waitingFor {
+            state.tasksWaiting.move(from: waited, to: nil)
+            state.records[index].waitingFor = nil
+        }
         if state.records[index].isTask {
             state.progress.add(previous, -1)
             state.progress.add(newState, 1)

@@ -22,6 +22,49 @@ public enum JobState: String, Sendable, CaseIterable {
     }
 }
 
+/// What a task's attempt (or a job holding a concurrency key) waits for before it starts.
+public enum WaitReason: String, Sendable, CaseIterable {
+    /// A place under its concurrency key.
+    case concurrency
+    /// A token of its pool's rate limit (a slot is free).
+    case rate
+    /// A free slot of its pool.
+    case slot
+}
+
+/// How many of a job's tasks wait, per reason (the job's `tasksWaiting`).
+public struct TasksWaiting: Sendable, Equatable {
+    public var concurrency = 0
+    public var rate = 0
+    public var slot = 0
+
+    public init() {}
+
+    public var isEmpty: Bool { self.concurrency == 0 && self.rate == 0 && self.slot == 0 }
+
+    mutating func move(from old: WaitReason?, to new: WaitReason?) {
+        if let old { self[old] -= 1 }
+        if let new { self[new] += 1 }
+    }
+
+    public subscript(reason: WaitReason) -> Int {
+        get {
+            switch reason {
+            case .concurrency: self.concurrency
+            case .rate: self.rate
+            case .slot: self.slot
+            }
+        }
+        set {
+            switch reason {
+            case .concurrency: self.concurrency = newValue
+            case .rate: self.rate = newValue
+            case .slot: self.slot = newValue
+            }
+        }
+    }
+}
+
 /// Everything the engine knows about one node of a job.
 public struct NodeRecord: Sendable, Equatable {
     public var id: String
@@ -41,6 +84,9 @@ public struct NodeRecord: Sendable, Equatable {
     public var workerId: String?
     /// A task on an external executor: the `progress` of its worker's latest heartbeat.
     public var progress: JSONValue?
+    /// What the task's attempt waits for before it can start, if anything (SPEC §8): its
+    /// concurrency key, a token of its pool's rate limit, or a slot. Live only (not stored).
+    public var waitingFor: WaitReason?
 
     public init(
         id: String,
@@ -87,6 +133,7 @@ public struct NodeRecord: Sendable, Equatable {
         if let parent { object["parent"] = .string(parent) }
         if let workerId { object["workerId"] = .string(workerId) }
         if let progress { object["progress"] = progress }
+        if let waitingFor { object["waitingFor"] = .string(waitingFor.rawValue) }
         return .object(object)
     }
 
@@ -182,6 +229,12 @@ public struct JobSnapshot: Sendable, Equatable {
     public var lastEventSeq: Int
     /// When a delayed job starts (or started), if it was delayed (SPEC §8 `runAt` / `delayMs`).
     public var runAt: Timestamp?
+    /// 0…9 (SPEC §8).
+    public var priority: Int
+    /// Set while the job waits for its concurrency key (live only).
+    public var waitingFor: WaitReason?
+    /// How many of its tasks wait, per reason (live only).
+    public var tasksWaiting: TasksWaiting
 
     public init(
         id: String,
@@ -196,8 +249,14 @@ public struct JobSnapshot: Sendable, Equatable {
         finishedAt: Timestamp? = nil,
         progress: JobProgress,
         lastEventSeq: Int,
-        runAt: Timestamp? = nil
+        runAt: Timestamp? = nil,
+        priority: Int = JobSpec.defaultPriority,
+        waitingFor: WaitReason? = nil,
+        tasksWaiting: TasksWaiting = TasksWaiting()
     ) {
+        self.tasksWaiting = tasksWaiting
+        self.priority = priority
+        self.waitingFor = waitingFor
         self.id = id
         self.name = name
         self.state = state
@@ -246,6 +305,24 @@ public struct JobSnapshot: Sendable, Equatable {
             json.string(value)
         }
         json.endObject()
+        // Only when set: most jobs keep the default, and their representation stays as it was.
+        if self.priority != JobSpec.defaultPriority {
+            json.key("priority")
+            json.int(self.priority)
+        }
+        if let waitingFor {
+            json.key("waitingFor")
+            json.string(waitingFor.rawValue)
+        }
+        if !self.tasksWaiting.isEmpty {
+            json.key("tasksWaiting")
+            json.beginObject()
+            for reason in WaitReason.allCases where self.tasksWaiting[reason] > 0 {
+                json.escapedKey(reason.rawValue)
+                json.int(self.tasksWaiting[reason])
+            }
+            json.endObject()
+        }
         json.key("createdAt")
         json.timestamp(self.createdAt)
         if let runAt {

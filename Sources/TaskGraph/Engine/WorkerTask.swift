@@ -69,6 +69,9 @@ public struct WorkerTask: Sendable {
         return self.promise.tryComplete(with: outcome)
     }
 
+    /// The job's priority, 0…9 (SPEC §8): the pool hands higher ones out first.
+    public var priority: Int { self.run.spec.priority }
+
     /// The task's node record now.
     public var node: NodeRecord? { self.run.node(self.taskID) }
 

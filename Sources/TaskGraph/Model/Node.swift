@@ -84,6 +84,8 @@ public struct TaskSpec: Sendable, Equatable {
     public var heartbeatTimeoutMs: Int?
     /// External executors only: an attempt no worker claims for this long fails.
     public var scheduleTimeoutMs: Int?
+    /// At most `max` attempts with the same evaluated key run at once (SPEC §8).
+    public var concurrency: ConcurrencySpec?
 
     public init(
         action: String,
@@ -92,8 +94,10 @@ public struct TaskSpec: Sendable, Equatable {
         retry: RetrySpec? = nil,
         timeoutMs: Int? = nil,
         heartbeatTimeoutMs: Int? = nil,
-        scheduleTimeoutMs: Int? = nil
+        scheduleTimeoutMs: Int? = nil,
+        concurrency: ConcurrencySpec? = nil
     ) {
+        self.concurrency = concurrency
         self.action = action
         self.params = params
         self.executor = executor
@@ -215,6 +219,10 @@ public struct JobSpec: Sendable, Equatable {
     public var nodeCount: Int
     /// The nesting depth of `graph` (a lone task has depth 1).
     public var depth: Int
+    /// 0…9, higher first: the order in which its ready tasks start when they wait (SPEC §8).
+    public var priority: Int
+    /// At most `max` jobs with the same evaluated key run at once; held for the whole job.
+    public var concurrency: ConcurrencySpec?
 
     public init(
         name: String? = nil,
@@ -225,8 +233,12 @@ public struct JobSpec: Sendable, Equatable {
         start: JobStart? = nil,
         fields: JobFieldValues = JobFieldValues(),
         nodeCount: Int? = nil,
-        depth: Int = 1
+        depth: Int = 1,
+        priority: Int = JobSpec.defaultPriority,
+        concurrency: ConcurrencySpec? = nil
     ) {
+        self.priority = priority
+        self.concurrency = concurrency
         self.name = name
         self.input = input
         self.graph = graph
@@ -236,6 +248,30 @@ public struct JobSpec: Sendable, Equatable {
         self.fields = fields
         self.nodeCount = nodeCount ?? graph.nodeCount
         self.depth = depth
+    }
+}
+
+extension JobSpec {
+    /// The priority of a job that names none.
+    public static let defaultPriority = 5
+}
+
+/// A concurrency key (SPEC §8): `{"key": "${input.customer}", "max": 1}` on a task or a job.
+public struct ConcurrencySpec: Sendable, Equatable {
+    /// The most a request may name.
+    public static let maxHolders = 10_000
+    /// The longest key, in UTF-8 bytes, once evaluated.
+    public static let maxKeyBytes = 255
+
+    /// Evaluated when the task's attempt (or the job) is about to start; it must give a string or
+    /// a number.
+    public var key: JSONTemplate
+    /// How many may hold the key at once (1…`maxHolders`).
+    public var max: Int
+
+    public init(key: JSONTemplate, max: Int) {
+        self.key = key
+        self.max = max
     }
 }
 

@@ -20,7 +20,10 @@ enum NodeType: CaseIterable {
     var fields: [String] {
         switch self {
         case .task:
-            return ["action", "params", "executor", "retry", "timeoutMs", "heartbeatTimeoutMs", "scheduleTimeoutMs"]
+            return [
+                "action", "params", "executor", "retry", "timeoutMs", "heartbeatTimeoutMs", "scheduleTimeoutMs",
+                "concurrency",
+            ]
         case .series: return ["steps"]
         case .parallel: return ["branches", "mode", "maxConcurrency", "failFast"]
         case .continuation: return ["antecedent", "on", "then"]
@@ -36,6 +39,7 @@ enum NodeType: CaseIterable {
         case .task:
             return common | NodeField.action.bit | NodeField.params.bit | NodeField.executor.bit | NodeField.retry.bit
                 | NodeField.timeoutMs.bit | NodeField.heartbeatTimeoutMs.bit | NodeField.scheduleTimeoutMs.bit
+                | NodeField.concurrency.bit
         case .series: return common | NodeField.steps.bit
         case .parallel:
             return common | NodeField.branches.bit | NodeField.mode.bit | NodeField.maxConcurrency.bit
@@ -52,7 +56,7 @@ enum NodeType: CaseIterable {
 /// Every field any node type has.
 enum NodeField: UInt32 {
     case type, id, input, action, params, executor, retry, timeoutMs, steps, branches, mode, maxConcurrency,
-        failFast, antecedent, on, then, items, template, source, heartbeatTimeoutMs, scheduleTimeoutMs
+        failFast, antecedent, on, then, items, template, source, heartbeatTimeoutMs, scheduleTimeoutMs, concurrency
 
     var bit: UInt32 { 1 << self.rawValue }
 
@@ -78,6 +82,7 @@ enum NodeField: UInt32 {
                         : key == "failFast" ? .failFast : nil
         case 9: field = key == "timeoutMs" ? .timeoutMs : nil
         case 10: field = key == "antecedent" ? .antecedent : nil
+        case 11: field = key == "concurrency" ? .concurrency : nil
         case 14: field = key == "maxConcurrency" ? .maxConcurrency : nil
         case 17: field = key == "scheduleTimeoutMs" ? .scheduleTimeoutMs : nil
         case 18: field = key == "heartbeatTimeoutMs" ? .heartbeatTimeoutMs : nil
@@ -508,6 +513,10 @@ extension DecodeState {
             let int = self.integer(value, pointer, name, min: range.lowerBound, max: range.upperBound)
             if field == .heartbeatTimeoutMs { heartbeatTimeoutMs = int } else { scheduleTimeoutMs = int }
         }
+        var concurrency: ConcurrencySpec?
+        if let value = fields[.concurrency] {
+            concurrency = self.decodeConcurrency(value, at: pointer + "/concurrency")
+        }
         guard let params, !actionName.isEmpty else { return nil }
         return .task(
             TaskSpec(
@@ -517,9 +526,40 @@ extension DecodeState {
                 retry: retry,
                 timeoutMs: timeoutMs,
                 heartbeatTimeoutMs: heartbeatTimeoutMs,
-                scheduleTimeoutMs: scheduleTimeoutMs
+                scheduleTimeoutMs: scheduleTimeoutMs,
+                concurrency: concurrency
             )
         )
+    }
+
+    /// A `concurrency` object (SPEC §8) at `pointer`: `key`, a string that may be a template, and
+    /// `max`, 1…`ConcurrencySpec.maxHolders`. Whether the key evaluates to a string or a number is
+    /// known only when it is evaluated; a node whose key does not fails then.
+    mutating func decodeConcurrency(_ value: JSONValue, at pointer: String) -> ConcurrencySpec? {
+        guard case .object(let object) = value else {
+            self.report(pointer: pointer, "must be an object with key and max")
+            return nil
+        }
+        self.reportUnknownFields(object, at: pointer, known: ["key", "max"], isKnown: { $0 == "key" || $0 == "max" })
+        var key: JSONTemplate?
+        switch object["key"] {
+        case nil, .null?: self.report(pointer, "key", "required")
+        case .string(let text)?:
+            if text.isEmpty || !DecodeState.fits(text, ConcurrencySpec.maxKeyBytes) {
+                self.report(pointer, "key", "must be 1 to \(ConcurrencySpec.maxKeyBytes) characters")
+            } else {
+                key = self.compileTemplate(.string(text), at: pointer + "/key")
+            }
+        default: self.report(pointer, "key", "must be a string (a template such as ${input.customer} may be used)")
+        }
+        var max: Int?
+        if let value = object["max"], !value.isNull {
+            max = self.integer(value, pointer, "max", min: 1, max: ConcurrencySpec.maxHolders)
+        } else {
+            self.report(pointer, "max", "required")
+        }
+        guard let key, let max else { return nil }
+        return ConcurrencySpec(key: key, max: max)
     }
 
     /// A map's `items`: an array (possibly with templates inside) or a single `${…}` template.

@@ -8,7 +8,9 @@ struct Reference {
 
 /// The mutable state of one decoding run.
 struct DecodeState: ProblemReporter {
-    static let jobFields = ["name", "input", "graph", "timeoutMs", "labels", "runAt", "delayMs"]
+    static let jobFields = [
+        "name", "input", "graph", "timeoutMs", "labels", "runAt", "delayMs", "priority", "concurrency",
+    ]
     static let defaultItems: JSONTemplate = {
         do { return try JSONTemplate(.string("${input}")) } catch { fatalError("\(error)") }
     }()

@@ -136,6 +136,8 @@ public struct JobDecoder: Sendable {
         var labelsValue: JSONValue?
         var runAtValue: JSONValue?
         var delayValue: JSONValue?
+        var priorityValue: JSONValue?
+        var concurrencyValue: JSONValue?
         var unknown = false
         for member in object.members {
             switch member.key {
@@ -146,6 +148,8 @@ public struct JobDecoder: Sendable {
             case "labels": labelsValue = member.value
             case "runAt": runAtValue = member.value
             case "delayMs": delayValue = member.value
+            case "priority": priorityValue = member.value
+            case "concurrency": concurrencyValue = member.value
             default: if !self.fields.contains(where: { $0.name == member.key }) { unknown = true }
             }
         }
@@ -175,6 +179,14 @@ public struct JobDecoder: Sendable {
         var labels: [String: String] = [:]
         if let value = labelsValue { labels = state.decodeLabels(value) }
         let start = Self.decodeStart(runAt: runAtValue, delayMs: delayValue, state: &state)
+        var priority = JobSpec.defaultPriority
+        if let value = priorityValue, !value.isNull {
+            priority = state.integer(value, "", "priority", min: 0, max: 9, note: " (9 starts first)") ?? priority
+        }
+        var concurrency: ConcurrencySpec?
+        if let value = concurrencyValue, !value.isNull {
+            concurrency = state.decodeConcurrency(value, at: "/concurrency")
+        }
         var fields = JobFieldValues()
         for field in self.fields {
             if let value = object[field.name] { Self.decode(field, value, into: &fields, state: &state) }
@@ -206,7 +218,9 @@ public struct JobDecoder: Sendable {
             start: start,
             fields: fields,
             nodeCount: state.nodeCount,
-            depth: state.maxDepthSeen
+            depth: state.maxDepthSeen,
+            priority: priority,
+            concurrency: concurrency
         )
     }
 

@@ -7,8 +7,8 @@
 /// and names the field in unknown-field messages and "did you mean" suggestions.
 ///
 /// ```swift
-/// struct PriorityField: JobField {
-///     var name: String { "priority" }
+/// struct UrgencyField: JobField {
+///     var name: String { "urgency" }
 ///
 ///     func decode(_ value: JSONValue, at pointer: String) throws(ValidationError) -> Int {
 ///         guard let level = value.intValue, (0...9).contains(level) else {
@@ -18,8 +18,8 @@
 ///     }
 /// }
 ///
-/// let decoder = JobDecoder(actions: .builtins, executors: ["default"], fields: [PriorityField()])
-/// let priority = try decoder.decodeJob(json).fields[PriorityField.self]  // Int?
+/// let decoder = JobDecoder(actions: .builtins, executors: ["default"], fields: [UrgencyField()])
+/// let urgency = try decoder.decodeJob(json).fields[UrgencyField.self]  // Int?
 /// ```
 public protocol JobField: Sendable {
     /// What the field decodes to.

@@ -27,23 +27,43 @@ struct ServiceAPI: Sendable {
     @Sendable func executors(_ request: Request) throws -> Future<Response> {
         var items: [(name: String, item: JSONValue)] = self.app.executors.map { entry in
             let kind = entry.name == Engine.immediateExecutor ? "inline" : "pool"
-            let item: JSONValue = [
-                "name": .string(entry.name), "kind": .string(kind), "size": .int(entry.statistics.size),
-                "running": .int(entry.statistics.running),
-                "queued": .int(entry.statistics.queued), "completed": .int(entry.statistics.completed),
+            let statistics = entry.statistics
+            var item: JSONObject = [
+                "name": .string(entry.name), "kind": .string(kind), "size": .int(statistics.size),
+                "running": .int(statistics.running),
+                "queued": .int(statistics.queued), "completed": .int(statistics.completed),
+                "queuedByPriority": Self.byPriority(statistics.queuedByPriority),
             ]
-            return (entry.name, item)
+            if let rate = statistics.rate {
+                item["rate"] = [
+                    "limit": .int(rate.count), "per": rate.period == .seconds(60) ? "minute" : "second",
+                    "burst": .int(rate.burst),
+                    // Two decimals: a fraction says how close the next token is.
+                    "tokens": .double(((statistics.tokens ?? 0) * 100).rounded(.down) / 100),
+                ]
+            }
+            return (entry.name, .object(item))
         }
         for name in self.app.externalPools.names {
             guard let statistics = self.app.externalPools.statistics(name) else { continue }
             let item: JSONValue = [
                 "name": .string(name), "kind": "external", "queued": .int(statistics.queued),
                 "leased": .int(statistics.leased), "workers": .int(statistics.workers),
+                "queuedByPriority": Self.byPriority(statistics.queuedByPriority),
             ]
             items.append((name, item))
         }
         items.sort { $0.name < $1.name }
         return Future(value: .json(["items": .array(items.map(\.item))]))
+    }
+
+    /// `{"9": 3, "5": 120}`: the priorities with something queued, highest first.
+    static func byPriority(_ counts: [Int]) -> JSONValue {
+        var object = JSONObject()
+        for priority in counts.indices.reversed() where counts[priority] > 0 {
+            object[String(priority)] = .int(counts[priority])
+        }
+        return .object(object)
     }
 
     @Sendable func metrics(_ request: Request) throws -> Future<Response> {

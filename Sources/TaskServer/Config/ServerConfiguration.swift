@@ -1,3 +1,5 @@
+import TaskCore
+
 /// Everything `taskserver serve` can be told (SPEC §5). Every field has a safe default.
 public struct ServerConfiguration: Sendable {
     /// Address to bind (default `127.0.0.1`: a developer machine is never exposed by accident).
@@ -9,6 +11,8 @@ public struct ServerConfiguration: Sendable {
     /// External worker pools (`--executor NAME=external`, SPEC §6): their workers are other
     /// processes that claim tasks over HTTP.
     public var externalExecutors: Set<String> = []
+    /// Rate limits of in-process pools by name (`--executor io=64,rate=100/s`, SPEC §8).
+    public var rates: [String: RateLimit] = [:]
     /// API keys; when any is set, `/v1/*` requires `Authorization: Bearer KEY`.
     public var apiKeys: [String] = []
     /// Largest request body (default 1 MiB).
@@ -103,6 +107,97 @@ public struct ServerConfiguration: Sendable {
         }
     }
 
+    /// Reads `--executor` values (or `TASKSERVER_EXECUTORS`, comma-separated): `NAME=SIZE`,
+    /// `NAME=external`, and for an in-process pool `,rate=N/s` or `,rate=N/m` with an optional
+    /// `,burst=N` (default a tenth of N, at least 1). In the environment variable, `rate=` and
+    /// `burst=` items belong to the pool before them.
+    public mutating func setExecutors(_ specs: [String]) throws(ConfigurationError) {
+        var groups: [[Substring]] = []
+        for spec in specs {
+            for item in spec.split(separator: ",", omittingEmptySubsequences: false) {
+                if item.hasPrefix("rate=") || item.hasPrefix("burst="), !groups.isEmpty {
+                    groups[groups.count - 1].append(item)
+                } else {
+                    groups.append([item])
+                }
+            }
+        }
+        var executors: [String: Int] = ["default": 8]
+        var external: Set<String> = []
+        var rates: [String: RateLimit] = [:]
+        for group in groups {
+            let spec = group.joined(separator: ",")
+            let parts = group[0].split(separator: "=", maxSplits: 1)
+            guard parts.count == 2 else {
+                throw ConfigurationError(
+                    "--executor must be NAME=SIZE[,rate=N/s][,burst=N] or NAME=external, got \"\(spec)\""
+                )
+            }
+            let name = String(parts[0])
+            if parts[1] == "external" {
+                guard group.count == 1 else {
+                    throw ConfigurationError(
+                        "--executor \(spec): rate limits apply to in-process pools; an external pool's workers set their own pace"
+                    )
+                }
+                external.insert(name)
+                continue
+            }
+            guard let size = Int(parts[1]) else {
+                throw ConfigurationError(
+                    "--executor must be NAME=SIZE[,rate=N/s][,burst=N] or NAME=external, got \"\(spec)\""
+                )
+            }
+            executors[name] = size
+            var rate: (count: Int, period: Duration)?
+            var burst: Int?
+            for option in group.dropFirst() {
+                if option.hasPrefix("rate=") {
+                    rate = try Self.rate(option.dropFirst(5), spec: spec)
+                } else {
+                    guard let value = Int(option.dropFirst(6)), value >= 1 else {
+                        throw ConfigurationError("--executor \(spec): burst must be a positive integer")
+                    }
+                    burst = value
+                }
+            }
+            if let burst, rate == nil {
+                throw ConfigurationError("--executor \(spec): burst=\(burst) needs a rate=N/s or rate=N/m")
+            }
+            if let rate {
+                if let burst, burst > rate.count {
+                    throw ConfigurationError(
+                        "--executor \(spec): burst must be from 1 to the rate's count (\(rate.count))"
+                    )
+                }
+                rates[name] = RateLimit(count: rate.count, period: rate.period, burst: burst)
+            }
+        }
+        self.executors = executors
+        self.externalExecutors = external
+        self.rates = rates
+    }
+
+    /// The most a rate may allow per second (a million: beyond that a limit limits nothing).
+    public static let maxRatePerSecond = 1_000_000
+
+    private static func rate(
+        _ text: Substring,
+        spec: String
+    ) throws(ConfigurationError) -> (count: Int, period: Duration) {
+        let parts = text.split(separator: "/", maxSplits: 1)
+        let period: Duration? =
+            parts.count == 2 ? (parts[1] == "s" ? .seconds(1) : parts[1] == "m" ? .seconds(60) : nil) : nil
+        guard let period, let count = Int(parts[0]), count >= 1,
+            count <= Self.maxRatePerSecond * (period == .seconds(60) ? 60 : 1)
+        else {
+            throw ConfigurationError(
+                "--executor \(spec): rate must be N/s or N/m with N from 1 to \(Self.maxRatePerSecond) per second, such as rate=100/s"
+            )
+        }
+        return (count, period)
+    }
+
     public func validate() throws(ConfigurationError) {
         guard (0...65535).contains(self.port) else {
             throw ConfigurationError("--port must be from 0 to 65535, got \(self.port)")
@@ -136,6 +231,9 @@ public struct ServerConfiguration: Sendable {
             guard (1...4096).contains(size) else {
                 throw ConfigurationError("--executor \(name)=\(size): the size must be from 1 to 4096")
             }
+        }
+        for name in self.rates.keys where self.executors[name] == nil {
+            throw ConfigurationError("--executor \(name): a rate limit needs an in-process pool of that name")
         }
         guard (1...1_048_576).contains(self.maxConnections) else {
             throw ConfigurationError("--max-connections must be from 1 to 1048576, got \(self.maxConnections)")

@@ -45,7 +45,7 @@ public final class ExternalPools: Sendable {
     }
 
     struct PoolState {
-        var queue: any ReadyQueue = FIFOReadyQueue()
+        var queue = PriorityReadyQueue()
         var waiters = CircularBuffer<Waiter>()
         /// The waiters' `waitMs` timers by waiter id (an entry exists while its waiter waits; the
         /// timer is set once armed): found without a scan of `waiters`.
@@ -588,6 +588,8 @@ public final class ExternalPools: Sendable {
         public var workers: Int
         public var claimed: Int
         public var expired: Int
+        /// `queued` by priority, index 0…9.
+        public var queuedByPriority: [Int]
     }
 
     public func statistics(_ name: String) -> PoolStatistics? {
@@ -601,7 +603,8 @@ public final class ExternalPools: Sendable {
                 waitingClaims: pool.waiters.count,
                 workers: pool.workers.values.count { $0.lastSeen.milliseconds >= cutoff },
                 claimed: pool.claimed,
-                expired: pool.expired
+                expired: pool.expired,
+                queuedByPriority: pool.queue.countsByPriority
             )
         }
     }

@@ -32,9 +32,10 @@ final class ReadyAttempt: @unchecked Sendable {
 }
 
 /// A pool's ready attempts waiting for a worker. The order in which claims take them is the
-/// queue's discipline: first in, first out today (`FIFOReadyQueue`); priorities, concurrency keys
-/// and rate limits are disciplines of this seam (a PostgreSQL store will express the same
-/// discipline as the `ORDER BY … FOR UPDATE SKIP LOCKED` of its claim query).
+/// queue's discipline: by the job's priority, then first in first out (`PriorityReadyQueue`, SPEC
+/// §8). Concurrency keys are held before an attempt is queued here (an attempt waiting for its key
+/// is not ready), so the queue needs no key of its own. A PostgreSQL store will express the same
+/// discipline as the `ORDER BY priority DESC, position … FOR UPDATE SKIP LOCKED` of its claim query.
 ///
 /// A queue is a value owned by the external pools and used under its lock. An attempt that ends while
 /// queued (cancelled, timed out) is marked `.ended` by its owner and `remove`d: the queue may drop
@@ -49,9 +50,61 @@ protocol ReadyQueue: Sendable {
     mutating func pop(max: Int, accepting: ((ReadyAttempt) -> Bool)?) -> [ReadyAttempt]
     /// Forgets `attempt`, which ended while queued.
     mutating func remove(_ attempt: ReadyAttempt)
+    /// Live attempts queued per priority, index 0…9.
+    var countsByPriority: [Int] { get }
 }
 
-/// First in, first out.
+/// Ten FIFO lanes, one per priority: claims take from the highest non-empty lane first.
+struct PriorityReadyQueue: ReadyQueue {
+    private var lanes = [FIFOReadyQueue](repeating: FIFOReadyQueue(), count: 10)
+    /// Bit `p` is set while lane `p` may hold a live attempt.
+    private var occupied: UInt16 = 0
+    private(set) var count = 0
+
+    private static func lane(_ attempt: ReadyAttempt) -> Int { min(max(attempt.task.priority, 0), 9) }
+
+    mutating func push(_ attempt: ReadyAttempt) {
+        let lane = Self.lane(attempt)
+        self.lanes[lane].push(attempt)
+        self.occupied |= 1 << UInt16(lane)
+        self.count += 1
+    }
+
+    mutating func pop(max: Int, accepting: ((ReadyAttempt) -> Bool)?) -> [ReadyAttempt] {
+        // One lane (every job at one priority, the usual case): its pick is the answer.
+        if self.occupied.nonzeroBitCount == 1 {
+            let lane = self.occupied.trailingZeroBitCount
+            let picked = self.lanes[lane].pop(max: max, accepting: accepting)
+            self.settle(lane, took: picked.count)
+            return picked
+        }
+        var picked: [ReadyAttempt] = []
+        var lanes = self.occupied
+        while picked.count < max, lanes != 0 {
+            let lane = 15 - lanes.leadingZeroBitCount
+            lanes &= ~(1 << UInt16(lane))
+            let taken = self.lanes[lane].pop(max: max - picked.count, accepting: accepting)
+            self.settle(lane, took: taken.count)
+            picked += taken
+        }
+        return picked
+    }
+
+    private mutating func settle(_ lane: Int, took: Int) {
+        self.count -= took
+        if self.lanes[lane].count == 0 { self.occupied &= ~(1 << UInt16(lane)) }
+    }
+
+    mutating func remove(_ attempt: ReadyAttempt) {
+        let lane = Self.lane(attempt)
+        self.lanes[lane].remove(attempt)
+        self.settle(lane, took: 1)
+    }
+
+    var countsByPriority: [Int] { self.lanes.map(\.count) }
+}
+
+/// First in, first out (a lane of `PriorityReadyQueue`).
 struct FIFOReadyQueue: ReadyQueue {
     private var buffer = CircularBuffer<ReadyAttempt>()
     private(set) var count = 0
@@ -91,4 +144,6 @@ struct FIFOReadyQueue: ReadyQueue {
         guard self.buffer.count > 1024, self.buffer.count > 2 * self.count else { return }
         self.buffer = CircularBuffer(self.buffer.filter(\.isQueued))
     }
+
+    var countsByPriority: [Int] { [self.count] }
 }

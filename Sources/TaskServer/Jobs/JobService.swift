@@ -122,6 +122,7 @@ public final class JobService: JobObserver, Sendable {
             runAt: runAt,
             spec: self.durable ? nil : spec
         )
+        record.priority = spec.priority
         // Due later than the loader's horizon: it sleeps in the repository, not in memory.
         record.sleeps = runAt.map { !self.delayed.holdsAtSubmission($0) } ?? false
         let sleeps = record.sleeps

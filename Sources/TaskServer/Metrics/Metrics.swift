@@ -27,6 +27,12 @@ final class Metrics: JobObserver {
     private let streamsOpen: Gauge
     /// Refused connections counted at the last scrape.
     private let lastRefused = Mutex(0)
+    /// Waits per reason (SPEC §8), and the engine's counts when last rendered.
+    private let waits: [WaitReason: Counter]
+    private let lastWaits = Mutex([WaitReason: Int]())
+    /// Concurrency keys held or waited for, and the attempts (and jobs) waiting for one.
+    private let concurrencyKeys: Gauge
+    private let concurrencyWaiting: Gauge
     private let outboundActive: Gauge
     private let outboundQueued: Gauge
 
@@ -144,6 +150,26 @@ final class Metrics: JobObserver {
         )
         self.outboundActive = registry.makeGauge(descriptor: transfers, labels: [("state", "active")])
         self.outboundQueued = registry.makeGauge(descriptor: transfers, labels: [("state", "queued")])
+        let waits = Self.name(
+            "queue_waits",
+            unit: "total",
+            "Task attempts (and jobs) that could not start at once, by what they waited for: concurrency (a key), rate (a pool's rate limit), slot (a pool's free slot)."
+        )
+        self.waits = Dictionary(
+            uniqueKeysWithValues: WaitReason.allCases.map { reason in
+                (reason, registry.makeCounter(descriptor: waits, labels: [("reason", reason.rawValue)]))
+            }
+        )
+        self.concurrencyKeys = registry.makeGauge(
+            descriptor: Self.name("concurrency_keys", unit: "", "Concurrency keys with a holder or a waiter.")
+        )
+        self.concurrencyWaiting = registry.makeGauge(
+            descriptor: Self.name(
+                "concurrency_waiting",
+                unit: "",
+                "Task attempts and jobs waiting for a place under their concurrency key."
+            )
+        )
         // Families that always appear, before their first use: dashboards and alerts can rely on them.
         for result in WebhookDispatcher.AttemptResult.allCases { self.webhookAttempt(result, count: 0) }
     }
@@ -154,8 +180,8 @@ final class Metrics: JobObserver {
 
     // MARK: - Recording
 
-    func jobSubmitted() {
-        self.jobsSubmitted.increment()
+    func jobSubmitted(count: Int = 1) {
+        if count > 0 { self.jobsSubmitted.increment(by: Int64(count)) }
     }
 
     /// One answered request: `route` is the matched path template (`/v1/jobs/{id}`), or
@@ -304,6 +330,15 @@ final class Metrics: JobObserver {
             return max(0, connections.refused - last)
         }
         if newlyRefused > 0 { self.connectionsRefused.increment(by: Int64(newlyRefused)) }
+        let waitCounts = Dictionary(uniqueKeysWithValues: WaitReason.allCases.map { ($0, app.engine.waitCount($0)) })
+        let newWaits = self.lastWaits.withLock { last in
+            defer { last = waitCounts }
+            return waitCounts.map { ($0.key, $0.value - (last[$0.key] ?? 0)) }
+        }
+        for (reason, count) in newWaits where count > 0 { self.waits[reason]?.increment(by: Int64(count)) }
+        let keys = app.engine.concurrency.statistics
+        self.concurrencyKeys.set(Int64(keys.keys))
+        self.concurrencyWaiting.set(Int64(keys.waiting))
         let outbound = app.outbound.statistics
         self.outboundActive.set(Int64(outbound.active))
         self.outboundQueued.set(Int64(outbound.queued))

@@ -77,6 +77,8 @@ public struct NewJobRecord: Sendable {
     public var idempotency: IdempotencyKey?
     /// When a delayed job starts; nil: at once.
     public var runAt: Timestamp?
+    /// 0…9 (SPEC §8).
+    public var priority = JobSpec.defaultPriority
     /// The job sleeps (owned by no one until `claimSleeping` takes it) rather than being owned by
     /// the caller from the start: the service holds only jobs due shortly.
     public var sleeps = false
@@ -188,6 +190,8 @@ public struct StoredJob: Sendable {
     public var cancelRequested: Bool
     /// When a delayed job starts (or started).
     public var runAt: Timestamp?
+    /// 0…9 (SPEC §8).
+    public var priority: Int
     /// Node records: every node of a finished job in registration order; the stored rows of an
     /// unfinished one.
     public var nodes: [NodeRecord]
@@ -209,9 +213,11 @@ public struct StoredJob: Sendable {
         finishedAt: Timestamp? = nil,
         cancelRequested: Bool = false,
         runAt: Timestamp? = nil,
+        priority: Int = JobSpec.defaultPriority,
         nodes: [NodeRecord] = [],
         events: [JobEvent] = []
     ) {
+        self.priority = priority
         self.id = id
         self.key = key
         self.name = name
@@ -251,7 +257,8 @@ public struct StoredJob: Sendable {
             finishedAt: self.finishedAt,
             progress: progress,
             lastEventSeq: self.events.last?.seq ?? 0,
-            runAt: self.runAt
+            runAt: self.runAt,
+            priority: self.priority
         )
     }
 }

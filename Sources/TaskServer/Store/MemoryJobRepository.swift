@@ -71,6 +71,7 @@ public final class MemoryJobRepository: JobRepository {
                 finishedAt: self.ended?.snapshot.finishedAt,
                 cancelRequested: self.cancelRequested,
                 runAt: self.runAt,
+                priority: self.spec?.priority ?? JobSpec.defaultPriority,
                 nodes: self.ended?.nodes ?? [],
                 events: self.ended?.events ?? []
             )
@@ -90,7 +91,8 @@ public final class MemoryJobRepository: JobRepository {
                 startedAt: self.startedAt,
                 progress: JobProgress(),
                 lastEventSeq: 0,
-                runAt: self.runAt
+                runAt: self.runAt,
+                priority: self.spec?.priority ?? JobSpec.defaultPriority
             )
         }
     }

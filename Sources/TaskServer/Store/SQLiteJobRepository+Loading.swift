@@ -108,6 +108,7 @@ extension SQLiteJobRepository {
             finishedAt: state.isTerminal ? (finishedAt ?? createdAt) : nil,
             cancelRequested: cancelRequested,
             runAt: runAt,
+            priority: document["priority"]?.intValue ?? JobSpec.defaultPriority,
             nodes: records,
             events: events
         )
@@ -144,7 +145,8 @@ extension SQLiteJobRepository {
                     state: .pending,
                     createdAt: Timestamp(milliseconds: rows.int(3)),
                     cancelRequested: rows.int(7) != 0,
-                    runAt: rows.optionalInt(6).map(Timestamp.init(milliseconds:))
+                    runAt: rows.optionalInt(6).map(Timestamp.init(milliseconds:)),
+                    priority: document["priority"]?.intValue ?? JobSpec.defaultPriority
                 )
             )
         }
@@ -189,7 +191,8 @@ extension SQLiteJobRepository {
             finishedAt: row.optionalInt(9).map(Timestamp.init(milliseconds:)),
             progress: progress,
             lastEventSeq: 0,
-            runAt: row.optionalInt(10).map(Timestamp.init(milliseconds:))
+            runAt: row.optionalInt(10).map(Timestamp.init(milliseconds:)),
+            priority: row.optionalInt(11).map { Int($0) } ?? JobSpec.defaultPriority
         )
     }
 }

@@ -276,6 +276,7 @@ extension SQLiteJobRepository {
             startedAt: snapshot.startedAt,
             finishedAt: snapshot.finishedAt,
             runAt: snapshot.runAt,
+            priority: snapshot.priority,
             nodes: ended.nodes,
             events: ended.events
         )
@@ -418,8 +419,9 @@ extension SQLiteJobRepository {
         }
         try db.prepared(
             """
-            INSERT INTO jobs (position, id, state, created_at, name, labels, idempotency_key, body_hash, document, run_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO jobs (position, id, state, created_at, name, labels, idempotency_key, body_hash, document, run_at,
+                priority)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """
         ).bind(
             .int(new.position),
@@ -431,7 +433,8 @@ extension SQLiteJobRepository {
             job.idempotency.map { .text($0.key) },
             job.idempotency.map { .int(Int64(bitPattern: $0.bodyHash)) },
             .bytes(Array(job.document.readableBytesView)),
-            job.runAt.map { .int($0.milliseconds) }
+            job.runAt.map { .int($0.milliseconds) },
+            job.priority == JobSpec.defaultPriority ? nil : .int(Int64(job.priority))
         ).run()
         if !job.labels.isEmpty {
             let statement = try db.prepared("INSERT INTO labels (key, value, position) VALUES (?, ?, ?)")

@@ -176,7 +176,8 @@ public final class SQLiteJobRepository: JobRepository {
             binds.append(.text(label.key))
             binds.append(.text(label.value))
         }
-        let columns = "position, id, name, labels, state, error, progress, created_at, started_at, finished_at, run_at"
+        let columns =
+            "position, id, name, labels, state, error, progress, created_at, started_at, finished_at, run_at, priority"
         let limit = SQLiteValue.int(Int64(query.limit + 1))
         func select(_ condition: String) -> String {
             "SELECT \(columns) FROM jobs WHERE \(condition)\(filter) ORDER BY position DESC LIMIT ?"

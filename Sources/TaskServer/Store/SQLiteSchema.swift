@@ -214,6 +214,11 @@ enum SQLiteSchema {
             last_job_id TEXT
         ) WITHOUT ROWID;
         """,
+        // 9: a job's priority (issue #29, SPEC §8), NULL for the default 5: lists show it without
+        // reading documents, and a claim query on a shared store can order by it.
+        """
+        ALTER TABLE jobs ADD COLUMN priority INTEGER;
+        """,
     ]
 
     /// Brings the file up to the latest version.
