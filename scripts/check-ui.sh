@@ -2,7 +2,8 @@
 # The dashboard (/ui/, SPEC §7) in a real browser: starts two servers on ports of their choosing
 # (--port 0, read from their logs: scripts/server.sh) — one open, one with --api-key — and drives
 # headless Chromium against them with selenium (Tests/ui/dashboard_test.py): the jobs list, a
-# graph turning live, cancel, the await form, a job named like an XSS payload, delete, executors,
+# graph turning live, cancel, the await form, a job named like an XSS payload, delete, executors
+# (the open server has a rate-limited pool, paced), waits for a concurrency key,
 # the API key form, console errors, first paint of 1,000-node jobs and a 10,000-node job.
 # usage: scripts/check-ui.sh [PATH/TO/taskserver] [dashboard_test.py options, e.g. --screenshots]
 # Needs Debian's chromium and chromium-driver, and selenium in .build/venv (both installed here
@@ -27,7 +28,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-start_server "$work/plain.log" "$bin" serve --memory --executor default=8
+start_server "$work/plain.log" "$bin" serve --memory --executor default=8 --executor paced=16,rate=100/s
 plain=$SERVER_PID
 plain_url=$SERVER_URL
 start_server "$work/keyed.log" "$bin" serve --memory --executor default=8 --api-key "$key"

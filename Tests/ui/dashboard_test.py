@@ -3,8 +3,8 @@
 
 usage: dashboard_test.py URL [KEYED_URL] [--api-key KEY] [--screenshots] [--screenshots-dir DIR]
 
-URL is a server started without API keys (`--memory --executor default=8` is what
-scripts/check-ui.sh uses). KEYED_URL, if given, is a second server started with `--api-key KEY`
+URL is a server started without API keys (`--memory --executor default=8 --executor
+paced=16,rate=100/s` is what scripts/check-ui.sh uses; the rate-limited pool is optional). KEYED_URL, if given, is a second server started with `--api-key KEY`
 (KEY from --api-key or $TASKSERVER_UI_TEST_KEY): the key form is checked there.
 
 Checks, each printed with ✔ or ✘ (the exit status is 1 when any fails):
@@ -15,7 +15,11 @@ Checks, each printed with ✔ or ✘ (the exit status is 1 when any fails):
   - the cancel button cancels a running job (after a confirmation);
   - the await form refuses invalid JSON, then completes the task with a result and the job succeeds;
   - a job named `<img src=x onerror=alert(1)>` shows those characters: no alert, no injected element;
-  - deleting a finished job (after a confirmation) removes it; the executors page lists the pools;
+  - deleting a finished job (after a confirmation) removes it; the executors page lists the pools,
+    their queues by priority and, when the server has a rate-limited pool, its rate;
+  - waits (live only, no event): a job whose task waits for a concurrency key another job holds
+    shows it (job head and node panel, and its priority) until the holder completes, then no
+    more, within a bounded number of reads; a job waiting for its own key likewise;
   - with API keys: the key form appears, a wrong key is refused, the right one works, and the key
     is in no URL the page requested;
   - no console errors (SEVERE browser log entries) — expected 401s on the keyed server aside;
@@ -494,11 +498,140 @@ def check_delete(page, api):
     return "confirmed, gone (404)"
 
 
+def rate_text(rate):
+    """What the executors page shows for a pool's `rate`, without the tokens' figure."""
+    per = {"second": "/s", "minute": "/min"}.get(rate["per"], "/" + rate["per"])
+    return f"rate {rate['limit']}{per}, burst {rate['burst']}, tokens "
+
+
 def check_executors(page, api):
     page.open("#/executors")
     page.wait_css('[data-testid="executor-row"][data-name="default"]', 10, "the default pool's row")
     page.wait_css('[data-testid="executor-row"][data-name="immediate"]', 2, "the immediate executor's row")
-    return "pools listed"
+    cell = page.q('[data-testid="executor-row"][data-name="default"] [data-testid="executor-by-priority"]')
+    if cell is None:
+        raise CheckFailed("no queued-by-priority cell in the default pool's row")
+    rated = [x for x in api.call("GET", "/v1/executors")["items"] if x.get("rate") and x.get("kind") == "pool"]
+    if not rated:
+        return "pools listed, with their queues by priority (no rate-limited pool on this server)"
+    pool = rated[0]
+    row = f'[data-testid="executor-row"][data-name="{pool["name"]}"]'
+    text = page.wait_css(row + ' [data-testid="executor-rate"]', 5, f"the rate of {pool['name']}").text
+    prefix = rate_text(pool["rate"])
+    tokens = text[len(prefix):] if text.startswith(prefix) else None
+    try:
+        ok = tokens is not None and 0 <= float(tokens) <= pool["rate"]["burst"]
+    except ValueError:
+        ok = False
+    if not ok:
+        raise CheckFailed(f"{pool['name']} shows {text!r}, expected {prefix}N")
+    # A backlog at priority 8 on the rate-limited pool (500 attempts at its rate: seconds of queue).
+    items = max(50, min(500, int(pool["rate"]["limit"] * (5 if pool["rate"]["per"] == "second" else 1 / 12))))
+    status, _, _ = api.raw("GET", "/healthz")
+    if status != 200:
+        raise CheckFailed(f"GET /healthz answered {status}")
+    backlog = api.submit({"name": "ui-rate-backlog", "priority": 8, "input": {"items": list(range(items))}, "graph": {
+        "type": "map", "id": "each", "items": "${input.items}",
+        "template": {"type": "task", "id": "hit", "action": "http", "executor": pool["name"],
+                     "params": {"url": api.base + "/healthz"}}}})
+    try:
+        shown = page.wait(f"{pool['name']}'s queue at priority 8", lambda: page.js(
+            "const c = document.querySelector(arguments[0]); return c && /(^| )8: \\d+/.test(c.textContent) ? c.textContent : null;",
+            row + ' [data-testid="executor-by-priority"]'), 6)
+    finally:
+        api.raw("POST", f"/v1/jobs/{backlog['id']}/cancel")
+    return f"pools listed; {pool['name']}: {text!r}, queued by priority {shown!r}"
+
+
+def check_waits(page, api):
+    tag = uuid.uuid4().hex[:10]
+    key = f"ui-check-{tag}"
+    gate = {"type": "task", "id": "gate", "action": "await", "concurrency": {"key": key, "max": 1}}
+    first = api.submit({"name": f"holds-{tag}", "graph": gate})
+    api.wait_node_state(first["id"], "gate", "running")
+    second = api.submit({"name": f"waits-{tag}", "priority": 8, "graph": gate})
+    seen = api.job(second["id"])
+    if seen.get("tasksWaiting") != {"concurrency": 1}:
+        raise CheckFailed(f"the server shows the second job with tasksWaiting {seen.get('tasksWaiting')!r}")
+    page.open(f"#/jobs/{second['id']}")
+    page.wait_graph(second["id"])
+    head = page.wait("the job's wait", lambda: page.js(
+        "const e = document.querySelector('[data-testid=job-waiting]'); return e && !e.hidden ? e.textContent : null;"), 5)
+    if head != "1 task waiting for a concurrency key":
+        raise CheckFailed(f"the job head shows {head!r}")
+    prio = page.q('[data-testid="job-priority"]')
+    if prio is None or prio.text != "8":
+        raise CheckFailed(f"the priority shows {prio.text if prio else None!r}, expected 8")
+    page.node("gate").click()
+    node = page.wait("the node's wait", lambda: page.js(
+        "const e = document.querySelector('[data-testid=details-waiting]'); return e ? e.textContent : null;"), 5)
+    if node.lower() != "waiting for its concurrency key":
+        raise CheckFailed(f"the node panel shows {node!r}")
+    # While it waits the page reads the job every 2 s (the selected node with it): bounded.
+    path = f"/v1/jobs/{second['id']}"
+    reads = ("return performance.getEntriesByType('resource').filter((e) => { const u = new URL(e.name);"
+             " return u.pathname === arguments[0] || u.pathname === arguments[0] + '/tasks/gate'; }).length;")
+    token = page.mark()
+    before, t0 = page.js(reads, path), time.monotonic()
+    time.sleep(4.5)
+    during = page.js(reads, path) - before
+    window = time.monotonic() - t0
+    if during < 2 or during > 2 * (window / 2 + 1):
+        raise CheckFailed(f"{during} reads of the job and its node in {window:.1f} s while it waits (expected about 2 every 2 s)")
+    if not page.js("const e = document.querySelector('[data-testid=details-waiting]'); return Boolean(e);"):
+        raise CheckFailed("the node's wait went away while it still waits")
+    api.call("POST", f"/v1/jobs/{first['id']}/tasks/gate/complete", {"result": 1})
+    api.wait_node_state(second["id"], "gate", "running")
+    t0 = time.monotonic()
+    page.wait("the node's wait to go", lambda: page.js(
+        "return !document.querySelector('[data-testid=details-waiting]');"), 5)
+    page.wait("the job's wait to go", lambda: page.js(
+        "const e = document.querySelector('[data-testid=job-waiting]'); return e && e.hidden;"), 5)
+    gone = time.monotonic() - t0
+    page.wait("gate to be running", lambda: page.node_state("gate") == "running", 5)
+    page.wait_css('[data-testid="await-form"]', 5, "the await form once gate runs")
+    # No wait left: the reads stop (the first one after the event may still come).
+    time.sleep(0.5)
+    settled = page.js(reads, path)
+    time.sleep(4.5)
+    after = page.js(reads, path) - settled
+    if after > 1:
+        raise CheckFailed(f"{after} reads of the job in 4.5 s after the wait ended")
+    api.call("POST", f"/v1/jobs/{second['id']}/tasks/gate/complete", {"result": 2})
+    page.wait("the job badge to turn succeeded", lambda: page.job_state() == "succeeded", 10)
+    if not page.still_marked(token):
+        raise CheckFailed("the page reloaded")
+
+    # A job waiting for its own key (nothing of its graph started).
+    job_key = {"key": key + "-job", "max": 1}
+    holder = api.submit({"name": f"job-holds-{tag}", "concurrency": job_key, "graph": {"type": "task", "id": "gate", "action": "await"}})
+    api.wait_node_state(holder["id"], "gate", "running")
+    waiter = api.submit({"name": f"job-waits-{tag}", "concurrency": job_key, "graph": {"type": "task", "id": "gate", "action": "await"}})
+    page.open(f"#/jobs/{waiter['id']}")
+    page.wait_graph(waiter["id"])
+    head2 = page.wait("the job's own wait", lambda: page.js(
+        "const e = document.querySelector('[data-testid=job-waiting]'); return e && !e.hidden ? e.textContent : null;"), 5)
+    if head2.lower() != "waiting for its concurrency key":
+        raise CheckFailed(f"a job waiting for its key shows {head2!r}")
+    if page.q('[data-testid="job-priority"]'):
+        raise CheckFailed("a job at the default priority shows one")
+    api.call("POST", f"/v1/jobs/{holder['id']}/tasks/gate/complete", {"result": 1})
+    page.wait("the job's own wait to go", lambda: page.js(
+        "const e = document.querySelector('[data-testid=job-waiting]'); return e && e.hidden;"), 5)
+    page.wait("its gate to be running", lambda: page.node_state("gate") == "running", 5)
+    api.call("POST", f"/v1/jobs/{waiter['id']}/cancel")
+    page.wait("the job badge to turn cancelled", lambda: page.job_state() == "cancelled", 10)
+
+    # The jobs list shows the priority when it is not 5, and only then.
+    page.open("#/")
+    chip = page.wait_css(f'[data-testid="job-row"][data-job-id="{second["id"]}"] [data-testid="job-row-priority"]', 10,
+                         "the priority in the jobs list")
+    if chip.text != "p8":
+        raise CheckFailed(f"the jobs list shows the priority as {chip.text!r}")
+    if page.q(f'[data-testid="job-row"][data-job-id="{first["id"]}"] [data-testid="job-row-priority"]'):
+        raise CheckFailed("the jobs list shows a priority for a job at the default")
+    return (f"node and job showed the key wait ({during} reads in {window:.1f} s), gone {gone:.1f} s after the holder "
+            f"completed, then no more reads ({after}); a job's own key wait; p8 in the list")
 
 
 def check_schedules(page, api):
@@ -707,7 +840,8 @@ def main():
             ("the await form completes a task and the job succeeds", check_await),
             (f"a job named {XSS_NAME} renders as text", check_xss),
             ("the delete button deletes a finished job", check_delete),
-            ("the executors page lists the pools", check_executors),
+            ("the executors page lists the pools, their queues by priority and rate limits", check_executors),
+            ("waits for a concurrency key show on the job page, live, and go", check_waits),
             ("the schedules page creates, pauses, triggers and deletes a schedule", check_schedules),
         ]
         for name, fn in plain:

@@ -1,8 +1,24 @@
-// executors-view.js — #/executors: the executor pools, and the workers of the external ones,
-// read from GET /v1/executors every 2 seconds.
+// executors-view.js — #/executors: the executor pools (their queue by job priority, their rate
+// limit), and the workers of the external ones, read from GET /v1/executors every 2 seconds.
 
 import { api, isAbort, problemText } from './api.js';
 import { fmtClock, fmtTime, h } from './dom.js';
+
+// A pool's queuedByPriority ({"9": 2, "5": 10}) as '9: 2 · 5: 10', higher priorities first.
+function byPriorityText(counts) {
+  const entries = Object.entries(counts || {}).filter(([, n]) => typeof n === 'number' && n > 0);
+  if (!entries.length) return '—';
+  entries.sort((a, b) => Number(b[0]) - Number(a[0]));
+  return entries.map(([p, n]) => `${p}: ${n}`).join(' · ');
+}
+
+// A pool's rate limit as 'rate 100/s, burst 10, tokens 3.2' (whole tokens are what may start now,
+// so the tenths are cut, not rounded).
+function rateText(rate) {
+  const per = { second: '/s', minute: '/min' }[rate.per] || '/' + rate.per;
+  const t = typeof rate.tokens === 'number' ? Math.floor(rate.tokens * 10) / 10 : rate.tokens;
+  return `rate ${rate.limit}${per}, burst ${rate.burst}, tokens ${t}`;
+}
 
 export async function executorsView(root, ctx) {
   document.title = 'Executors · TaskServer';
@@ -10,7 +26,8 @@ export async function executorsView(root, ctx) {
   const stamp = h('span', { class: 'muted small' });
   root.appendChild(h('section', { class: 'card' },
     h('div', { class: 'title-row' }, h('h1', null, 'Executors'), stamp),
-    h('p', { class: 'hint' }, 'In-process pools run built-in actions with a fixed number of slots; external pools hand tasks to your workers over HTTP. Refreshed every 2 seconds.'),
+    h('p', { class: 'hint' }, 'In-process pools run built-in actions with a fixed number of slots; external pools hand tasks to your workers over HTTP. '
+      + 'Each queue is counted by job priority (higher first, 0–9, default 5); a rate-limited pool starts at most its rate, tokens being what may start now. Refreshed every 2 seconds.'),
     body));
 
   async function load() {
@@ -36,9 +53,11 @@ export async function executorsView(root, ctx) {
         h('td', { class: 'num' }, external ? '—' : String(x.size)),
         h('td', { class: 'num' }, external ? '—' : String(x.running)),
         h('td', { class: 'num' }, String(x.queued)),
+        h('td', { class: 'num nowrap', testid: 'executor-by-priority', title: 'queued tasks by job priority' }, byPriorityText(x.queuedByPriority)),
         h('td', { class: 'num' }, external ? '—' : String(x.completed)),
         h('td', { class: 'num' }, external ? String(x.leased) : '—'),
-        h('td', { class: 'num' }, external ? String(x.workers) : '—')));
+        h('td', { class: 'num' }, external ? String(x.workers) : '—'),
+        x.rate ? h('td', { class: 'nowrap', testid: 'executor-rate' }, rateText(x.rate)) : h('td', { class: 'muted' }, '—')));
       if (external) {
         const ws = workers.get(x.name);
         let inner;
@@ -50,11 +69,11 @@ export async function executorsView(root, ctx) {
             h('tbody', null, ws.map((w) => h('tr', { testid: 'worker-row' },
               h('td', { class: 'mono' }, w.workerId), h('td', null, fmtTime(w.lastSeenAt)), h('td', { class: 'num' }, String(w.leases))))));
         }
-        tbody.appendChild(h('tr', { class: 'sub' }, h('td', { colspan: '8' }, h('div', { class: 'workers-box' }, h('strong', { class: 'small' }, `Workers of ${x.name}`), inner))));
+        tbody.appendChild(h('tr', { class: 'sub' }, h('td', { colspan: '10' }, h('div', { class: 'workers-box' }, h('strong', { class: 'small' }, `Workers of ${x.name}`), inner))));
       }
     }
     body.replaceChildren(h('div', { class: 'table-wrap' }, h('table', { class: 'executors', testid: 'executors-table' },
-      h('thead', null, h('tr', null, ['Name', 'Kind', 'Size', 'Running', 'Queued', 'Completed', 'Leased', 'Workers'].map((t) => h('th', null, t)))),
+      h('thead', null, h('tr', null, ['Name', 'Kind', 'Size', 'Running', 'Queued', 'By priority', 'Completed', 'Leased', 'Workers', 'Rate limit'].map((t) => h('th', null, t)))),
       tbody)));
     stamp.textContent = 'updated ' + fmtClock(new Date().toISOString());
   }

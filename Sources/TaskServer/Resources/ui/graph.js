@@ -158,6 +158,9 @@ export class JobModel {
       node.error = undefined;
     } else if (stateRank(state) < stateRank(node.state)) return { changed: null, unknown: false };
     if (state === node.state && kind !== 'retrying') return { changed: null, unknown: false };
+    // `waitingFor` (live only, from a snapshot): a node that got its key, or ended, no longer waits
+    // for it (one that starts may wait for a token or a slot next: the page reads it again).
+    if (node.waitingFor && (TERMINAL_NODE_STATES.has(state) || (node.waitingFor === 'concurrency' && node.state === 'pending'))) delete node.waitingFor;
     node.state = state;
     return { changed: node.id, unknown: false };
   }

@@ -1,8 +1,8 @@
 // job-view.js — #/jobs/{id}: one job. A JobPage holds the view's state and draws it: the head
-// (name, state, times, progress, cancel or delete, the outcome), the graph (graph.js), redrawn at
-// most once a frame from what events marked changed, the timeline (at most twice a second) and
-// the webhook deliveries. Its event stream and events table are in job-events.js, the node panel
-// in node-details.js.
+// (name, state, priority, times, what waits, progress, cancel or delete, the outcome), the graph
+// (graph.js), redrawn at most once a frame from what events marked changed, the timeline (at most
+// twice a second) and the webhook deliveries. Its event stream and events table are in
+// job-events.js, the node panel in node-details.js.
 
 import { api, ApiError, isAbort, jobPath, problemText } from './api.js';
 import { confirmAction, toast } from './dialogs.js';
@@ -10,7 +10,16 @@ import { clip, duration, fmtTime, h, jsonText, labelChips, progressBar } from '.
 import { countsLine, drawTimeline, GraphView, JobModel, layoutGraph, timelineRows } from './graph.js';
 import { JobEvents } from './job-events.js';
 import { NodeDetails } from './node-details.js';
-import { NODE_STATES, stateRank, TERMINAL_JOB_STATES } from './states.js';
+import { jobWaits, NODE_STATES, stateRank, tasksWaitingText, TERMINAL_JOB_STATES, TERMINAL_NODE_STATES, waitWords } from './states.js';
+
+// Waits (for a concurrency key, a rate-limit token, a slot) are live only: no event announces
+// one. While the job says something waits, the page re-reads it (and the selected node) every
+// WAIT_POLL_MS; see watchWaits().
+const WAIT_POLL_MS = 2000;
+const WAIT_AFTER_EVENT_MS = 300;
+// Fields of a job representation that are only present while they hold: a full representation
+// without one says it no longer does.
+const LIVE_JOB_FIELDS = ['waitingFor', 'tasksWaiting'];
 
 export async function jobView(root, jobId, ctx) {
   document.title = 'Job · TaskServer';
@@ -24,6 +33,8 @@ function jobSkeleton() {
     title: h('h1', { class: 'job-name', testid: 'job-name' }, '…'),
     stateBadge: h('span', { class: 'badge', testid: 'job-state' }, '…'),
     meta: h('dl', { class: 'meta' }),
+    waiting: h('p', { class: 'waiting', testid: 'job-waiting', hidden: true,
+      title: 'Live: no event announces a wait, so the page re-reads the job every 2 seconds while something waits.' }),
     progressHost: h('div', { class: 'job-progress', testid: 'job-progress' }),
     cancelJobButton: h('button', { type: 'button', class: 'danger', testid: 'cancel-job', hidden: true }, 'Cancel job'),
     deleteJobButton: h('button', { type: 'button', class: 'danger', testid: 'delete-job', hidden: true }, 'Delete job'),
@@ -49,7 +60,7 @@ function jobSkeleton() {
     h('p', { class: 'crumbs' }, h('a', { href: '#/' }, '← Jobs')),
     h('section', { class: 'card job-head' },
       h('div', { class: 'title-row' }, el.title, el.stateBadge, el.streamState),
-      el.meta, el.progressHost,
+      el.meta, el.waiting, el.progressHost,
       h('div', { class: 'actions' }, el.cancelJobButton, el.deleteJobButton, el.redriveButton),
       el.outcome),
     h('div', { class: 'job-main' },
@@ -87,6 +98,12 @@ class JobPage {
     this.refetching = false;
     this.refetchAgain = false;
     this.lastRefetch = 0;
+    // Re-reads of the job while something waits (watchWaits).
+    this.waitTimer = 0;
+    this.waitReading = false;
+    this.waitAgain = false;
+    this.waitHidden = false; // a read was skipped while the tab was hidden
+    this.lastWaitRead = 0;
 
     this.el = jobSkeleton();
     root.appendChild(this.el.page);
@@ -121,6 +138,8 @@ class JobPage {
     this.renderHead();
     this.layoutAndDraw(true);
     this.markDrawn();
+    this.lastWaitRead = performance.now();
+    if (jobWaits(job)) this.watchWaits();
 
     ctx.timeout(() => {
       this.events.start();
@@ -138,7 +157,16 @@ class JobPage {
       if (this.frame) cancelAnimationFrame(this.frame);
       if (this.refetchTimer) clearTimeout(this.refetchTimer);
       if (this.timelineTimer) clearTimeout(this.timelineTimer);
+      if (this.waitTimer) clearTimeout(this.waitTimer);
     });
+    const onVisibility = () => {
+      if (!document.hidden && this.waitHidden) {
+        this.waitHidden = false;
+        this.watchWaits();
+      }
+    };
+    document.addEventListener('visibilitychange', onVisibility);
+    ctx.onClose(() => document.removeEventListener('visibilitychange', onVisibility));
     this.el.cancelJobButton.addEventListener('click', () => this.cancelJob());
     this.el.deleteJobButton.addEventListener('click', () => this.deleteJob());
     this.el.redriveButton.addEventListener('click', () => this.redriveJob());
@@ -167,10 +195,14 @@ class JobPage {
 
   // MARK: - Head
 
+  // Merges a patch (from an event) or a full representation (from the API: it has an id) into
+  // the job, never moving it back.
   mergeJob(j) {
     if (!j) return;
     if (stateRank(j.state) < stateRank(this.job.state)) return;
-    this.job = Object.assign({}, this.job, j);
+    const next = Object.assign({}, this.job, j);
+    if (j.id) for (const k of LIVE_JOB_FIELDS) if (!(k in j)) delete next[k];
+    this.job = next;
     if (TERMINAL_JOB_STATES.has(this.job.state)) this.ended = true;
     this.renderHead();
   }
@@ -186,12 +218,14 @@ class JobPage {
     stateBadge.setAttribute('data-state', j.state);
     meta.replaceChildren(
       h('dt', null, 'Id'), h('dd', { class: 'mono' }, j.id),
+      ...(j.priority !== undefined ? [h('dt', null, 'Priority'), h('dd', { testid: 'job-priority', title: '0–9, default 5: within each pool, higher priorities start first' }, String(j.priority))] : []),
       h('dt', null, 'Created'), h('dd', null, fmtTime(j.createdAt)),
       ...(j.runAt ? [h('dt', null, 'Runs at'), h('dd', { testid: 'job-run-at' }, fmtTime(j.runAt))] : []),
       h('dt', null, 'Started'), h('dd', null, fmtTime(j.startedAt)),
       h('dt', null, 'Finished'), h('dd', null, fmtTime(j.finishedAt)),
       h('dt', null, 'Duration'), h('dd', { testid: 'job-duration' }, duration(j.startedAt, j.finishedAt)),
       h('dt', null, 'Labels'), h('dd', null, labelChips(j.labels)));
+    this.renderWaiting();
     this.renderProgress();
     const terminal = TERMINAL_JOB_STATES.has(j.state);
     cancelJobButton.hidden = terminal;
@@ -211,6 +245,64 @@ class JobPage {
       parts.push(h('details', { class: 'json-box' }, h('summary', null, 'Input'), h('pre', null, jsonText(j.input))));
     }
     outcome.replaceChildren(...parts);
+  }
+
+  // What waits to start: the job (for its concurrency key) and its tasks, by reason.
+  renderWaiting() {
+    const j = this.job;
+    const parts = [];
+    if (jobWaits(j)) {
+      if (j.waitingFor) parts.push(capitalize(waitWords(j.waitingFor)));
+      const tasks = tasksWaitingText(j.tasksWaiting);
+      if (tasks) parts.push(parts.length ? tasks : capitalize(tasks));
+    }
+    const text = parts.join(' · ');
+    const { waiting } = this.el;
+    if (waiting.textContent !== text) waiting.textContent = text;
+    waiting.hidden = !text;
+    if (text) waiting.setAttribute('data-waiting-for', j.waitingFor || Object.keys(j.tasksWaiting || {}).join(' '));
+    else waiting.removeAttribute('data-waiting-for');
+  }
+
+  // Waits are live only: no event says one began or ended. While the job says something waits,
+  // its representation (and the selected node, when it has not ended) is read again every
+  // WAIT_POLL_MS; an event (which may make a node ready that then waits, or end a wait) brings
+  // the next read forward to WAIT_AFTER_EVENT_MS after it, but never closer than WAIT_POLL_MS to
+  // the last one. One read at a time; none while the tab is hidden, nor once the job ended.
+  watchWaits() {
+    if (this.ended || this.ctx.closed || this.waitTimer) return;
+    if (this.waitReading) {
+      this.waitAgain = true;
+      return;
+    }
+    const wait = Math.max(WAIT_AFTER_EVENT_MS, this.lastWaitRead + WAIT_POLL_MS - performance.now());
+    this.waitTimer = setTimeout(() => this.readWaits(), wait);
+  }
+
+  async readWaits() {
+    this.waitTimer = 0;
+    if (this.ended || this.ctx.closed) return;
+    if (document.hidden) {
+      this.waitHidden = true;
+      return;
+    }
+    this.waitReading = true;
+    this.waitAgain = false;
+    let goOn = true;
+    try {
+      const j = await api(jobPath(this.jobId), { signal: this.ctx.signal });
+      this.mergeJob(j);
+      const sel = this.details.selected;
+      const node = sel && sel.kind === 'node' && this.model.nodes.get(sel.id);
+      if (node && !TERMINAL_NODE_STATES.has(node.state)) this.details.refresh(false);
+    } catch (e) {
+      // A failed read is tried again by the next one (no toast every 2 s); a gone job is not.
+      if (isAbort(e) || (e instanceof ApiError && (e.status === 404 || e.status === 401))) goOn = false;
+    } finally {
+      this.waitReading = false;
+      this.lastWaitRead = performance.now();
+      if (goOn && !this.ctx.closed && (this.waitAgain || jobWaits(this.job))) this.watchWaits();
+    }
   }
 
   renderProgress() {
@@ -285,6 +377,7 @@ class JobPage {
         this.ended = false;
         this.model.redrivenSeq = ev.seq;
         this.renderHead();
+        this.watchWaits();
       } else if (patch.state) {
         this.mergeJob(patch);
       }
@@ -300,6 +393,7 @@ class JobPage {
       if (r.unknown) this.scheduleRefetch();
       if (r.changed) this.dirty.add(r.changed);
     }
+    if (!this.ended) this.watchWaits();
     this.scheduleFrame();
   }
 
@@ -439,6 +533,10 @@ class JobPage {
     host.replaceChildren(deliveriesTable(items));
     if (items.some((d) => d.state === 'pending')) this.ctx.timeout(() => this.loadDeliveries(), 5000);
   }
+}
+
+function capitalize(s) {
+  return s ? s.charAt(0).toUpperCase() + s.slice(1) : s;
 }
 
 function deliveriesTable(items) {

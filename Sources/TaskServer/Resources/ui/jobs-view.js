@@ -82,7 +82,10 @@ function jobRow(job) {
   const tr = h('tr', { testid: 'job-row', 'data-job-id': job.id, 'data-state': job.state },
     h('td', { class: 'name' },
       h('a', { href: '#/jobs/' + encodeURIComponent(job.id), testid: 'job-link', class: job.name ? '' : 'muted' }, job.name !== undefined && job.name !== '' ? job.name : '(unnamed)'),
-      h('div', { class: 'id mono' }, job.id)),
+      h('div', { class: 'id mono' }, job.id,
+        job.priority !== undefined && job.priority !== 5
+          ? h('span', { class: 'prio', testid: 'job-row-priority', 'data-priority': job.priority, title: `priority ${job.priority} (default 5; higher starts first)` }, `p${job.priority}`)
+          : null)),
     h('td', null, badge(job.state, 'job-row-state')),
     h('td', { class: 'progress' }, progressBar(p), h('span', { class: 'muted small' }, `${done}/${p.total || 0} tasks`)),
     h('td', null, labelChips(job.labels)),
@@ -144,7 +147,7 @@ export async function jobsView(root, query, ctx) {
   }
 
   function rowFor(job) {
-    const key = compactJSON([job.state, job.name, job.progress, job.finishedAt, job.startedAt, job.runAt, job.labels]);
+    const key = compactJSON([job.state, job.name, job.progress, job.finishedAt, job.startedAt, job.runAt, job.labels, job.priority]);
     const cached = rows.get(job.id);
     if (cached && cached.key === key) return cached.tr;
     const tr = jobRow(job);

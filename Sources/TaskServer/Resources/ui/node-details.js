@@ -1,12 +1,13 @@
-// node-details.js — the node panel of a job's page (job-view.js): the selected node (fields,
-// progress, result, error, children, cancel, the form that completes an await task) or the summary
-// of a collapsed map or parallel (counts by state, its children filtered by state, expand).
+// node-details.js — the node panel of a job's page (job-view.js): the selected node (fields, what
+// it waits for, progress, result, error, children, cancel, the form that completes an await task)
+// or the summary of a collapsed map or parallel (counts by state, its children filtered by state,
+// expand).
 
 import { api, ApiError, isAbort, problemText, taskPath } from './api.js';
 import { confirmAction, toast } from './dialogs.js';
 import { badge, compactJSON, duration, fmtTime, h, jsonText, progressBar } from './dom.js';
 import { COLLAPSE_MAP_OVER, COLLAPSE_PARALLEL_OVER, countsLine, EXPANDABLE_UP_TO } from './graph.js';
-import { NODE_STATES, stateRank, TERMINAL_NODE_STATES } from './states.js';
+import { NODE_STATES, stateRank, TERMINAL_NODE_STATES, waitWords } from './states.js';
 
 export class NodeDetails {
   // page: the JobPage (model, graph, layout, expanded, jobId, ctx, scheduleFrame(), nodeLink(id));
@@ -61,7 +62,11 @@ export class NodeDetails {
       const node = await api(taskPath(page.jobId, sel.id), { signal: page.ctx.signal });
       if (this.selected && this.selected.id === node.id) {
         const mine = page.model.nodes.get(node.id);
-        if (mine && (stateRank(node.state) >= stateRank(mine.state))) Object.assign(mine, node);
+        if (mine && (stateRank(node.state) >= stateRank(mine.state))) {
+          Object.assign(mine, node);
+          // Present only while the attempt waits: absent from the answer, it no longer does.
+          if (!('waitingFor' in node)) delete mine.waitingFor;
+        }
         this.renderNode(mine || node);
       }
     } catch (e) {
@@ -77,7 +82,7 @@ export class NodeDetails {
 
   renderNode(node) {
     const { page } = this;
-    const key = compactJSON([node.id, node.state, node.attempts, node.result !== undefined, Boolean(node.error), node.workerId, node.progress, node.finishedAt, page.expanded.has(node.id)]);
+    const key = compactJSON([node.id, node.state, node.attempts, node.result !== undefined, Boolean(node.error), node.workerId, node.progress, node.finishedAt, node.waitingFor, page.expanded.has(node.id)]);
     if (key === this.key) return;
     this.key = key;
     const terminal = TERMINAL_NODE_STATES.has(node.state);
@@ -95,6 +100,11 @@ export class NodeDetails {
       h('div', { class: 'details-head' }, h('h2', { class: 'mono', testid: 'details-title' }, node.id), badge(node.state, 'details-state')),
       dl,
     ];
+    if (node.waitingFor && !terminal) {
+      parts.splice(1, 0, h('p', { class: 'waiting', testid: 'details-waiting', 'data-waiting-for': node.waitingFor,
+        title: 'Live: no event announces a wait; the page reads the node again every 2 seconds while its job says something waits.' },
+      waitWords(node.waitingFor).replace(/^w/, 'W')));
+    }
     if (node.progress !== undefined) parts.push(h('h3', null, 'Progress'), h('pre', { testid: 'details-progress' }, jsonText(node.progress, 20000)));
     if (node.result !== undefined) parts.push(h('h3', null, 'Result'), h('pre', { testid: 'details-result' }, jsonText(node.result)));
     if (node.error) {
