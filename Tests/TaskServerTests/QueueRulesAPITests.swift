@@ -8,7 +8,11 @@ import Testing
 
 /// Queue rules over HTTP (SPEC §8): priorities, concurrency keys on tasks and jobs, rate limits,
 /// what `GET /v1/executors` and the nodes say about waits, and bulk submission.
-@Suite(.timeLimit(.minutes(2 * TestTiming.slowdown)))
+///
+/// Serialized, and bad inputs checked on one server each: under ThreadSanitizer every suite of
+/// this module runs at once on two cores, and a suite that starts a dozen servers in parallel
+/// starves the timing-bound suites beside it.
+@Suite(.serialized, .timeLimit(.minutes(2 * TestTiming.slowdown)))
 struct QueueRulesAPITests {
     static func awaitJob(customer: JSONValue, taskKey: Bool = true, jobKey: String? = nil) -> JSONValue {
         var task: JSONObject = ["type": "task", "id": "work", "action": "await"]
@@ -38,7 +42,7 @@ struct QueueRulesAPITests {
 
     // MARK: - Bad input
 
-    @Test(arguments: [
+    static let badQueueRules = [
         (#"{"priority": 10}"#, "/priority"),
         (#"{"priority": -1}"#, "/priority"),
         (#"{"priority": "high"}"#, "/priority"),
@@ -50,18 +54,26 @@ struct QueueRulesAPITests {
         (#"{"concurrency": {"key": "${input.", "max": 1}}"#, "/concurrency/key"),
         (#"{"concurrency": {"key": "k", "max": 1, "limit": 2}}"#, "/concurrency/limit"),
         (#"{"concurrency": "k"}"#, "/concurrency"),
-    ])
-    func badQueueRulesAreRefusedWithPointers(extra: String, pointer: String) async throws {
+    ]
+
+    @Test func badQueueRulesAreRefusedWithPointers() async throws {
         try await withServer { server in
+            for (extra, pointer) in Self.badQueueRules { try await Self.refused(server, extra, pointer) }
+        }
+    }
+
+    /// `extra` merged into a one-task job (and, for `concurrency`, put on the task) is a 422 at `pointer`.
+    static func refused(_ server: TestServer, _ extra: String, _ pointer: String) async throws {
+        do {
             var job = jsonValue(#"{"graph": {"type": "task", "action": "value", "params": {"value": 1}}}"#)
             if case .object(var object) = job, case .object(let fields) = jsonValue(extra) {
                 for (key, value) in fields { object[key] = value }
                 job = .object(object)
             }
             let response = try await server.post("/v1/jobs", json: job)
-            #expect(response.status == 422, "\(response)")
+            #expect(response.status == 422, "\(extra): \(response)")
             let pointers = response.json["errors"]?.arrayValue?.compactMap { $0["pointer"]?.stringValue } ?? []
-            #expect(pointers.contains(pointer), "\(pointers)")
+            #expect(pointers.contains(pointer), "\(extra): \(pointers)")
             // The same on a task, for the concurrency object.
             if pointer.hasPrefix("/concurrency"), case .object(let fields) = jsonValue(extra) {
                 var task: JSONObject = ["type": "task", "action": "value", "params": ["value": 1]]
@@ -327,20 +339,21 @@ struct QueueRulesAPITests {
         }
     }
 
-    @Test(arguments: [
-        (#"{"jobs": []}"#, "/jobs"),
-        (#"{"jobs": {}}"#, "/jobs"),
-        (#"{}"#, "/jobs"),
-        (#"[]"#, ""),
-        (#"{"jobs": [{"graph": {"type": "task", "action": "value"}}], "wait": true}"#, "/wait"),
-    ])
-    func aBadBatchIsRefusedWhole(body: String, pointer: String) async throws {
+    @Test func aBadBatchIsRefusedWhole() async throws {
         try await withServer { server in
-            let response = try await server.post("/v1/jobs/batch", text: body)
-            #expect(response.status == 422, "\(response)")
-            #expect(response.json["code"] == "batch.invalid")
-            let pointers = response.json["errors"]?.arrayValue?.compactMap { $0["pointer"]?.stringValue } ?? []
-            #expect(pointers.contains(pointer))
+            for (body, pointer) in [
+                (#"{"jobs": []}"#, "/jobs"),
+                (#"{"jobs": {}}"#, "/jobs"),
+                (#"{}"#, "/jobs"),
+                (#"[]"#, ""),
+                (#"{"jobs": [{"graph": {"type": "task", "action": "value"}}], "wait": true}"#, "/wait"),
+            ] {
+                let response = try await server.post("/v1/jobs/batch", text: body)
+                #expect(response.status == 422, "\(body): \(response)")
+                #expect(response.json["code"] == "batch.invalid")
+                let pointers = response.json["errors"]?.arrayValue?.compactMap { $0["pointer"]?.stringValue } ?? []
+                #expect(pointers.contains(pointer), "\(body): \(pointers)")
+            }
             let tooMany: JSONValue = ["jobs": .array(Array(repeating: Self.valueJob(1), count: 1001))]
             #expect(try await server.post("/v1/jobs/batch", json: tooMany).status == 422)
             #expect(try await server.get("/v1/jobs").json["items"]?.arrayValue?.isEmpty == true)
