@@ -2,6 +2,7 @@
 
     python3 Benchmarks/worker-bench.py [--bin PATH] [--memory]        # starts its own server
     python3 Benchmarks/worker-bench.py --server URL [--pool images]  # or uses a running one
+    python3 Benchmarks/worker-bench.py … --priorities                # every job a random priority 0..9
 
 Without --server it starts BIN (default $TASKSERVER_BIN, then .build/release/taskserver) with
 `serve --executor images=external` on a port of its choosing (scripts/testserver.py), on the memory
@@ -17,6 +18,11 @@ server needs an external pool (--pool, default images) that nothing else uses du
 (b) Latency. One thread waits in a claim (waitMs 60000); another submits one-task jobs on the pool,
     one at a time, each once the claim is parked. Printed: percentiles of submit start → claim
     returned. That includes the POST, so it bounds ready → claimed from above.
+
+Priorities: by default the jobs carry no `priority` (all 5: one FIFO lane per pool). With
+--priorities every job submitted in (a) and (b) gets a `priority` drawn uniformly from 0..9 (a
+generator seeded with 1, so two runs submit the same sequence): the ten lanes are in use. The
+figures of a run with and a run without it are then compared.
 """
 import argparse
 import http.client
@@ -24,6 +30,7 @@ import json
 import multiprocessing as mp
 import os
 import queue
+import random
 import shutil
 import socket
 import sys
@@ -74,6 +81,11 @@ def percentile(sorted_values, p):  # nearest rank
 def summary(sorted_ms):
     figures = "  ".join(f"p{p} {percentile(sorted_ms, p):.3f}" for p in (50, 90, 99))
     return f"{figures}  (min {sorted_ms[0]:.3f}, max {sorted_ms[-1]:.3f}) ms"
+
+
+def priority_field(args):
+    """{} (the default priority, 5) or, with --priorities, {"priority": 0..9} drawn from args.rng."""
+    return {"priority": args.rng.randint(0, 9)} if args.priorities else {}
 
 
 def executor_status(client, pool):
@@ -136,11 +148,14 @@ def throughput(client, url, args, server_pid):
     jobs = []
     t_submit = time.monotonic()
     left = args.tasks
+    priorities = []
     while left > 0:
         n = min(left, args.per_job)
         left -= n
+        priority = priority_field(args)
+        priorities.append(priority.get("priority", 5))
         status, body = client.post("/v1/jobs", {
-            "name": "worker-bench", "labels": {"bench": "worker"}, "input": {"items": list(range(n))},
+            **priority, "name": "worker-bench", "labels": {"bench": "worker"}, "input": {"items": list(range(n))},
             "graph": {"type": "map", "id": "fan", "items": "${input.items}",
                       "template": {"type": "task", "id": "work", "executor": args.pool, "action": "bench",
                                    "params": {"i": "${input}"}}}})
@@ -157,6 +172,11 @@ def throughput(client, url, args, server_pid):
     t_ready = time.monotonic()
     print(f"  setup: {len(jobs)} POSTs in {t_posted - t_submit:.2f} s; {queued:,} tasks queued "
           f"{t_ready - t_submit:.2f} s after the first POST", flush=True)
+    if args.priorities:
+        spread = ", ".join(f"{p}: {priorities.count(p)}" for p in range(10) if p in priorities)
+        lanes = executor_status(client, args.pool).get("queuedByPriority", {})
+        print(f"  priorities of the {len(jobs)} jobs (priority: jobs): {spread}; the pool's queue: "
+              f"{len(lanes)} lanes", flush=True)
 
     ready, go, done, results = mp.Semaphore(0), mp.Event(), mp.Value("q", 0), mp.Queue()
     processes = [mp.Process(target=worker_process, args=(url, args.api_key, args.pool, args.batch, args.tasks,
@@ -225,8 +245,9 @@ def latency(url, args):
         time.sleep(0.005)  # the claim is on its way: let the server park it
         if i == args.warmup + args.samples - 1:
             stop.set()  # the claimer returns after this last job
+        body = {**priority_field(args), **job}
         start = time.perf_counter()
-        status, body = client.post("/v1/jobs", job)
+        status, body = client.post("/v1/jobs", body)
         answered = time.perf_counter()
         if status != 201:
             sys.exit(f"POST /v1/jobs: {status} {body}")
@@ -258,9 +279,12 @@ def main():
     parser.add_argument("--batch", type=int, default=100, help="tasks per claim and per complete in (a) (default 100)")
     parser.add_argument("--samples", type=int, default=1000, help="jobs measured in (b) (default 1000)")
     parser.add_argument("--warmup", type=int, default=50, help="jobs not measured first in (b) (default 50)")
+    parser.add_argument("--priorities", action="store_true",
+                        help="give every job a random priority 0..9 (uniform, seeded; else all the default 5)")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")
     args = parser.parse_args()
+    args.rng = random.Random(1)
 
     server = data = None
     if args.server:
@@ -292,6 +316,10 @@ def run(url, store, args, server_pid):
 
     print(f"worker-bench: external worker pool '{args.pool}' on {url}, {store}; "
           f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, client and server on this machine", flush=True)
+    if args.priorities:
+        print("priorities: random, every job a priority drawn uniformly from 0..9 (seed 1): up to ten lanes", flush=True)
+    else:
+        print("priorities: FIFO, every job the default priority 5: one lane", flush=True)
     if not args.skip_throughput:
         print(f"(a) throughput: {args.tasks:,} worker tasks (maps of {args.per_job} per job), {args.workers} worker "
               f"processes, claims of up to {args.batch}, batch completes with claimNext "

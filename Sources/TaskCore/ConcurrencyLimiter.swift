@@ -87,24 +87,18 @@ public final class ConcurrencyLimiter: Sendable {
         if token?.isCancellationRequested == true { return .cancelled() }
         let promise = Promise<Permit>()
         let id: UInt64? = self.state.withLock { state in
-            let granted: Bool = {
-                if var entry = state.keys[key] {
-                    guard entry.waiters.isEmpty, entry.holders < max else { return false }
-                    entry.holders += 1
-                    state.keys[key] = entry
-                } else {
-                    state.keys[key] = Key(holders: 1)
-                }
-                state.holders += 1
-                return true
-            }()
-            if granted { return nil }
             state.nextID += 1
-            state.waiting += 1
-            state.keys[key, default: Key()].waiters.append(
+            // One hash of the key, in place: `admit` reads and changes the entry where it lies.
+            let admitted = Self.admit(
+                &state.keys[key, default: Key()],
                 Waiter(id: state.nextID, max: Swift.max(1, max), promise: promise),
                 priority: priority
             )
+            if admitted {
+                state.holders += 1
+                return nil
+            }
+            state.waiting += 1
             return state.nextID
         }
         guard let id else { return Future(value: Permit(limiter: self, key: key)) }
@@ -116,7 +110,7 @@ public final class ConcurrencyLimiter: Sendable {
                     let removed = entry.waiters.removeFirst(priority: priority) { $0.id == id }
                     if removed { state.waiting -= 1 }
                     // The one that left may have been all that held back those behind it.
-                    let granted = Self.grant(&entry, &state)
+                    let granted = Self.grant(&entry, holders: &state.holders, waiting: &state.waiting)
                     if entry.holders > 0 || !entry.waiters.isEmpty { state.keys[key] = entry }
                     return (removed, granted)
                 }
@@ -128,26 +122,40 @@ public final class ConcurrencyLimiter: Sendable {
         return promise.future
     }
 
+    /// Takes a place under the key for `waiter` if there is room and nobody waits before it;
+    /// otherwise lines it up. Returns whether it took a place.
+    private static func admit(_ entry: inout Key, _ waiter: Waiter, priority: Int) -> Bool {
+        if entry.waiters.isEmpty, entry.holders < waiter.max {
+            entry.holders += 1
+            return true
+        }
+        entry.waiters.append(waiter, priority: priority)
+        return false
+    }
+
     private func release(key: String) {
         let granted = self.state.withLock { state -> [Promise<Permit>] in
-            guard var entry = state.keys.removeValue(forKey: key) else { return [] }
-            entry.holders -= 1
+            guard let index = state.keys.index(forKey: key) else { return [] }
             state.holders -= 1
-            let granted = Self.grant(&entry, &state)
-            if entry.holders > 0 || !entry.waiters.isEmpty { state.keys[key] = entry }
-            return granted
+            state.keys.values[index].holders -= 1
+            // The usual case, nobody waiting: the key is forgotten (the index found it: no second hash).
+            if state.keys.values[index].waiters.isEmpty {
+                if state.keys.values[index].holders == 0 { state.keys.remove(at: index) }
+                return []
+            }
+            return Self.grant(&state.keys.values[index], holders: &state.holders, waiting: &state.waiting)
         }
         for promise in granted { promise.succeed(Permit(limiter: self, key: key)) }
     }
 
     /// Lets in the waiters at the head of `entry` while there is room for them.
-    private static func grant(_ entry: inout Key, _ state: inout State) -> [Promise<Permit>] {
+    private static func grant(_ entry: inout Key, holders: inout Int, waiting: inout Int) -> [Promise<Permit>] {
         var granted: [Promise<Permit>] = []
         while let head = entry.waiters.first, entry.holders < head.max {
             _ = entry.waiters.popFirst()
             entry.holders += 1
-            state.holders += 1
-            state.waiting -= 1
+            holders += 1
+            waiting -= 1
             granted.append(head.promise)
         }
         return granted
