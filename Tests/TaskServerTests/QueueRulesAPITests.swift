@@ -164,6 +164,29 @@ struct QueueRulesAPITests {
         }
     }
 
+    @Test func aRetrysBackOffHoldsNoKey() async throws {
+        try await withServer { server in
+            // Fails at once, then backs off for a minute before its second attempt.
+            let failing = try await server.submitID(
+                jsonValue(
+                    #"{"graph": {"type": "task", "id": "work", "action": "fail", "params": {"code": "x.flaky", "message": "again"}, "retry": {"maxAttempts": 2, "delayMs": 60000}, "concurrency": {"key": "shared", "max": 1}}}"#
+                )
+            )
+            #expect(try await server.waitForEvent(failing) { $0["type"] == "task.retrying" } != nil)
+            // Meanwhile the key is free: another task with it starts at once.
+            let other = try await server.submitID(
+                jsonValue(
+                    #"{"graph": {"type": "task", "id": "work", "action": "await", "concurrency": {"key": "shared", "max": 1}}}"#
+                )
+            )
+            try await server.waitUntilStarted(other, task: "work")
+            #expect(try await Self.node(server, other)["waitingFor"] == nil)
+            #expect(try await server.post("/v1/jobs/\(failing)/cancel").status == 202)
+            try await Self.complete(server, other)
+            #expect(try await server.finished(other)["state"] == "succeeded")
+        }
+    }
+
     @Test func aJobKeyHoldsForTheWholeJob() async throws {
         try await withServer { server in
             let first = try await server.submitID(Self.awaitJob(customer: 1, taskKey: false, jobKey: "nightly"))
