@@ -75,6 +75,18 @@ public final class ConcurrencyLimiter: Sendable {
         self.state.withLock { Statistics(keys: $0.keys.count, holders: $0.holders, waiting: $0.waiting) }
     }
 
+    /// A place under `key` now, if fewer than `max` hold it and nobody waits for it; nil
+    /// otherwise (then `acquire` lines up). The fast path: no promise, no future.
+    public func tryAcquire(key: String, max: Int) -> Permit? {
+        let admitted = self.state.withLock { state in
+            // One hash of the key, in place (an absent key is made with no holder, and admits).
+            guard Self.tryAdmit(&state.keys[key, default: Key()], max: max) else { return false }
+            state.holders += 1
+            return true
+        }
+        return admitted ? Permit(limiter: self, key: key) : nil
+    }
+
     /// A future of a place under `key`: at once when fewer than `max` hold it and nobody waits
     /// for it, otherwise once the waiters before it got theirs and a place frees up. If `token` is
     /// cancelled while the request waits, it leaves the queue at once and the future is cancelled.
@@ -85,23 +97,23 @@ public final class ConcurrencyLimiter: Sendable {
         cancellationToken token: CancellationToken? = nil
     ) -> Future<Permit> {
         if token?.isCancellationRequested == true { return .cancelled() }
-        let promise = Promise<Permit>()
-        let id: UInt64? = self.state.withLock { state in
+        let waiting: (id: UInt64, promise: Promise<Permit>)? = self.state.withLock { state in
             state.nextID += 1
+            let id = state.nextID
             // One hash of the key, in place: `admit` reads and changes the entry where it lies.
-            let admitted = Self.admit(
-                &state.keys[key, default: Key()],
-                Waiter(id: state.nextID, max: Swift.max(1, max), promise: promise),
-                priority: priority
-            )
-            if admitted {
+            let admitted = Self.admit(&state.keys[key, default: Key()], max: max, priority: priority) {
+                Waiter(id: id, max: Swift.max(1, max), promise: Promise<Permit>())
+            }
+            switch admitted {
+            case nil:
                 state.holders += 1
                 return nil
+            case let waiter?:
+                state.waiting += 1
+                return (waiter.id, waiter.promise)
             }
-            state.waiting += 1
-            return state.nextID
         }
-        guard let id else { return Future(value: Permit(limiter: self, key: key)) }
+        guard let (id, promise) = waiting else { return Future(value: Permit(limiter: self, key: key)) }
         if let token {
             let registration = token.register { [weak self] in
                 guard let self else { return }
@@ -122,15 +134,24 @@ public final class ConcurrencyLimiter: Sendable {
         return promise.future
     }
 
-    /// Takes a place under the key for `waiter` if there is room and nobody waits before it;
-    /// otherwise lines it up. Returns whether it took a place.
-    private static func admit(_ entry: inout Key, _ waiter: Waiter, priority: Int) -> Bool {
-        if entry.waiters.isEmpty, entry.holders < waiter.max {
-            entry.holders += 1
-            return true
-        }
+    /// Takes a place under the key if there is room and nobody waits before it.
+    private static func tryAdmit(_ entry: inout Key, max: Int) -> Bool {
+        guard entry.waiters.isEmpty, entry.holders < max else { return false }
+        entry.holders += 1
+        return true
+    }
+
+    /// Takes a place under the key, or lines up the waiter `makeWaiter` makes and returns it.
+    private static func admit(
+        _ entry: inout Key,
+        max: Int,
+        priority: Int,
+        makeWaiter: () -> Waiter
+    ) -> Waiter? {
+        if Self.tryAdmit(&entry, max: max) { return nil }
+        let waiter = makeWaiter()
         entry.waiters.append(waiter, priority: priority)
-        return false
+        return waiter
     }
 
     private func release(key: String) {

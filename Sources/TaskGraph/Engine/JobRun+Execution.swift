@@ -581,30 +581,32 @@ extension JobRun {
         } catch {
             return Future(error: error)
         }
+        // A free key (the usual case): no promise, no future, no continuation.
+        if let permit = self.engine.concurrency.tryAcquire(key: key, max: concurrency.max) {
+            return self.startHolding(permit, plan)
+        }
         let acquired = self.engine.concurrency.acquire(
             key: key,
             max: concurrency.max,
             priority: self.spec.priority,
             cancellationToken: context.token
         )
-        let start: @Sendable (ConcurrencyLimiter.Permit) -> Future<JSONValue> = { permit in
-            let running = self.startAttempt(plan)
-            if running.isCompleted { permit.release() } else { running.whenComplete { _ in permit.release() } }
-            return running
-        }
-        let isWorkerTask = action == nil
-        if case .success(let permit) = acquired.outcome {
-            // (A worker task turns `running` when a worker claims it.)
-            if !isWorkerTask { self.markStarted(index) }
-            return start(permit)
-        }
+        if case .success(let permit) = acquired.outcome { return self.startHolding(permit, plan) }
         self.markWaiting(index, for: .concurrency)
         self.engine.noteWait(.concurrency)
         return acquired.continueOnSuccessWithTask(on: .immediate) { permit in
             self.markWaiting(index, for: nil)
-            if !isWorkerTask { self.markStarted(index) }
-            return start(permit)
+            return self.startHolding(permit, plan)
         }
+    }
+
+    /// Starts an attempt that holds its key, and gives the key back when the attempt ends. A
+    /// built-in task turns `running` now; a worker task when a worker claims it.
+    private func startHolding(_ permit: ConcurrencyLimiter.Permit, _ plan: AttemptPlan) -> Future<JSONValue> {
+        if plan.action != nil { self.markStarted(plan.index) }
+        let running = self.startAttempt(plan)
+        if running.isCompleted { permit.release() } else { running.whenComplete { _ in permit.release() } }
+        return running
     }
 
     /// The key `spec` evaluates to in `scope`: a string, or a number as its JSON text. Anything
