@@ -1179,27 +1179,25 @@ final class AttemptTimer: Sendable {
     private let phase = Mutex(Phase.idle)
 
     /// Cancels `source` after `timeoutMs` unless `cancel()` came first.
+    ///
+    /// Scheduled while the phase is locked, so the timer can never fire between being scheduled
+    /// and being marked armed (it would find `.idle` and do nothing: a timeout lost). The timer's
+    /// work runs on the timer thread after TimerQueue's own lock is released, never inline here.
     func arm(_ timeoutMs: Int?, cancelling source: CancellationTokenSource?) {
         guard let timeoutMs, let source else { return }
-        self.arm(after: .milliseconds(timeoutMs)) { source.cancel() }
-    }
-
-    /// Runs `expire` after `delay` unless `cancel()` came first.
-    func arm(after delay: Duration, _ expire: @escaping @Sendable () -> Void) {
-        let id = TimerQueue.shared.schedule(after: delay) { [self] in
-            let fire = self.phase.withLock { phase -> Bool in
-                guard case .armed = phase else { return false }
-                phase = .fired
-                return true
-            }
-            if fire { expire() }
+        self.phase.withLock { phase in
+            guard case .idle = phase else { return }
+            phase = .armed(
+                TimerQueue.shared.schedule(after: .milliseconds(timeoutMs)) { [self] in
+                    let fire = self.phase.withLock { phase -> Bool in
+                        guard case .armed = phase else { return false }
+                        phase = .fired
+                        return true
+                    }
+                    if fire { source.cancel() }
+                }
+            )
         }
-        let keep = self.phase.withLock { phase -> Bool in
-            guard case .idle = phase else { return false }
-            phase = .armed(id)
-            return true
-        }
-        if !keep { TimerQueue.shared.cancel(id) }
     }
 
     func cancel() {
