@@ -112,8 +112,6 @@ public final class WorkerPool: Executor, @unchecked Sendable {
 
     /// The priority of work that names none (`execute(_:)`, a job without `priority`).
     public static let defaultPriority = 5
-    /// The priorities, lowest to highest.
-    public static let priorities = 0...9
 
     /// A pool named `name` with `size` slots (at least 1), starting at most `rate` per period.
     public init(name: String, size: Int, rate: RateLimit? = nil) {

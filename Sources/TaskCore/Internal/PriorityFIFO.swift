@@ -5,11 +5,6 @@
 /// are occupied, so taking the next element costs one bit scan, not a walk over ten lanes, and the
 /// lanes are allocated on first use (a key that never has a waiter costs nothing here).
 package struct PriorityFIFO<Element> {
-    /// The priorities, lowest to highest.
-    package static var levels: ClosedRange<Int> { 0...9 }
-    /// The priority of work that names none.
-    package static var defaultLevel: Int { 5 }
-
     private var lanes: [RingBuffer<Element>] = []
     /// Bit `p` is set when lane `p` holds an element.
     private var occupied: UInt16 = 0

@@ -1,3 +1,5 @@
+import TaskCore
+
 /// One node of a job graph (SPEC §1.1), validated and with its templates parsed.
 ///
 /// Nodes are values: a graph is a tree of them. The engine gives each node that runs a record
@@ -253,7 +255,7 @@ public struct JobSpec: Sendable, Equatable {
 
 extension JobSpec {
     /// The priority of a job that names none.
-    public static let defaultPriority = 5
+    public static let defaultPriority = WorkerPool.defaultPriority
 }
 
 /// A concurrency key (SPEC §8): `{"key": "${input.customer}", "max": 1}` on a task or a job.

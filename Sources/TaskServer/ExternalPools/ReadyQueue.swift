@@ -50,8 +50,6 @@ protocol ReadyQueue: Sendable {
     mutating func pop(max: Int, accepting: ((ReadyAttempt) -> Bool)?) -> [ReadyAttempt]
     /// Forgets `attempt`, which ended while queued.
     mutating func remove(_ attempt: ReadyAttempt)
-    /// Live attempts queued per priority, index 0…9.
-    var countsByPriority: [Int] { get }
 }
 
 /// Ten FIFO lanes, one per priority: claims take from the highest non-empty lane first.
@@ -101,6 +99,7 @@ struct PriorityReadyQueue: ReadyQueue {
         self.settle(lane, took: 1)
     }
 
+    /// Live attempts queued per priority, index 0…9.
     var countsByPriority: [Int] { self.lanes.map(\.count) }
 }
 
@@ -144,6 +143,4 @@ struct FIFOReadyQueue: ReadyQueue {
         guard self.buffer.count > 1024, self.buffer.count > 2 * self.count else { return }
         self.buffer = CircularBuffer(self.buffer.filter(\.isQueued))
     }
-
-    var countsByPriority: [Int] { [self.count] }
 }
