@@ -86,51 +86,44 @@ def metric(conn, name):
     return None
 
 
-def single_loop(conn, body, seconds):
-    """Phase A: one job per POST /v1/jobs until `seconds` have passed; (jobs, elapsed, request ms)."""
+def timed_loop(conn, path, body, status, count, seconds):
+    """POSTs `body` to `path` until `seconds` have passed; every answer must have `status`, and
+    `count(parsed answer)` says how many jobs it accepted (it exits on a wrong one). Returns
+    (jobs, elapsed, request times)."""
     times = []
     jobs = 0
     start = time.perf_counter()
     deadline = start + seconds
     now = start
     while now < deadline:
-        conn.request("POST", "/v1/jobs", body, HEADERS)
+        conn.request("POST", path, body, HEADERS)
         response = conn.getresponse()
         raw = response.read()
-        if response.status != 201:
-            sys.exit(f"POST /v1/jobs: {response.status} {raw[:500]!r}")
-        json.loads(raw)
-        jobs += 1
+        if response.status != status:
+            sys.exit(f"POST {path}: {response.status} {raw[:500]!r}")
+        jobs += count(json.loads(raw))
         end = time.perf_counter()
         times.append(end - now)
         now = end
     return jobs, now - start, times
 
 
+def single_loop(conn, body, seconds):
+    """Phase A: one job per POST /v1/jobs (201)."""
+    return timed_loop(conn, "/v1/jobs", body, 201, lambda job: 1, seconds)
+
+
 def batch_loop(conn, body, size, seconds):
-    """Phase B: `size` jobs per POST /v1/jobs/batch until `seconds` have passed; (jobs, elapsed, request ms)."""
-    times = []
-    jobs = 0
-    start = time.perf_counter()
-    deadline = start + seconds
-    now = start
-    while now < deadline:
-        conn.request("POST", "/v1/jobs/batch", body, HEADERS)
-        response = conn.getresponse()
-        raw = response.read()
-        if response.status != 200:
-            sys.exit(f"POST /v1/jobs/batch: {response.status} {raw[:500]!r}")
-        items = json.loads(raw)["items"]
+    """Phase B: `size` jobs per POST /v1/jobs/batch (200, every item 201)."""
+    def count(answer):
+        items = answer["items"]
         if len(items) != size:
             sys.exit(f"POST /v1/jobs/batch: {len(items)} items for {size} jobs")
         for item in items:
             if item["status"] != 201:
                 sys.exit(f"POST /v1/jobs/batch: an item answered {item}")
-        jobs += size
-        end = time.perf_counter()
-        times.append(end - now)
-        now = end
-    return jobs, now - start, times
+        return size
+    return timed_loop(conn, "/v1/jobs/batch", body, 200, count, seconds)
 
 
 def phase(name, loop, conn, server_pid):
