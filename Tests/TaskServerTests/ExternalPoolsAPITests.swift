@@ -642,9 +642,10 @@ struct ExternalPoolsAPITests {
         #expect(try check.scalar("SELECT count(*) FROM leases WHERE job_id = '\(leased)'") == 0)
     }
 
-    /// Polls `/v1/executors`-level statistics until `count` claims wait on `images`.
+    /// Polls `/v1/executors`-level statistics until `count` claims wait on `images` (2 s, scaled
+    /// with `TestTiming`: under ThreadSanitizer a claim's request can take longer than 2 s to arrive).
     static func waitForWaitingClaims(_ server: TestServer, _ count: Int) async throws {
-        for _ in 0..<400 {
+        for _ in 0..<(400 * TestTiming.slowdown) {
             if server.app.externalPools.statistics("images")?.waitingClaims == count { return }
             try await Task.sleep(for: .milliseconds(5))
         }
