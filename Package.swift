@@ -38,10 +38,12 @@ let package = Package(
     ],
     targets: [
         .target(name: "TaskCore"),
-        // System libraries from Debian: libcurl4-openssl-dev, libssl-dev (libcrypto) and libsqlite3-dev.
+        // System libraries from Debian: libcurl4-openssl-dev, libssl-dev (libcrypto), libsqlite3-dev, libpq-dev.
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // PostgreSQL's own client library for the PostgreSQL store (issue #30 says why not postgres-nio).
+        .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .target(name: "TaskGraph", dependencies: ["TaskCore"]),
         // The worker protocol's bodies and rules (SPEC §6), shared by the server (WorkersAPI,
         // TasksAPI) and `taskserver worker`: JSON values only, no NIO, no HTTP.
@@ -59,6 +61,7 @@ let package = Package(
                 "CCurl",
                 "CCrypto",
                 "CSQLite",
+                "CPostgres",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -18,8 +18,8 @@ for arg in "$@"; do
 done
 
 need_apt=()
-# Always: the C libraries the package links (libcurl with OpenSSL, SQLite); plus any named.
-for pkg in libcurl4-openssl-dev libssl-dev libsqlite3-dev pkg-config "${names[@]+"${names[@]}"}"; do
+# Always: the C libraries the package links (libcurl with OpenSSL, SQLite, libpq); plus any named.
+for pkg in libcurl4-openssl-dev libssl-dev libsqlite3-dev libpq-dev pkg-config "${names[@]+"${names[@]}"}"; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ "$venv" -eq 1 ]; then

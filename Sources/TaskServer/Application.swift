@@ -21,7 +21,7 @@ public final class Application: Sendable {
     public let jobs: JobService
     /// The cron schedules (SPEC §8), fired through `jobs`.
     public let scheduler: Scheduler
-    /// Where job records live (SQLite, or memory with `--memory`).
+    /// Where job records live (SQLite, PostgreSQL with `--database`, or memory with `--memory`).
     public let repository: any JobRepository
     public let logger: Logger
     /// The libcurl client of `http` tasks and webhooks.
@@ -76,7 +76,13 @@ public final class Application: Sendable {
         let metrics = Metrics()
         self.metrics = metrics
         let repository: any JobRepository
-        if let path = configuration.dataPath {
+        if let database = configuration.database {
+            var options = PostgresJobRepository.Options()
+            options.retention = configuration.retention
+            options.onCommit = { nanoseconds in metrics.storeCommit(nanoseconds: nanoseconds) }
+            options.clock = clock
+            repository = try PostgresJobRepository(settings: database, options: options, logger: logger)
+        } else if let path = configuration.dataPath {
             var options = SQLiteJobRepository.Options()
             options.synchronousFull = configuration.syncFull
             options.checkIntegrity = configuration.checkIntegrity

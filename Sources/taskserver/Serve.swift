@@ -76,6 +76,22 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "The SQLite file of the durable store (env TASKSERVER_DATA; default ./data/taskserver.sqlite).")
     var data: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Keep jobs in this PostgreSQL database instead of SQLite: postgres://user:password@host:5432/db?sslmode=… (env TASKSERVER_DATABASE_URL).",
+            valueName: "url"
+        )
+    )
+    var database: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Read the database password from this file's first line (env TASKSERVER_DATABASE_PASSWORD_FILE); ~/.pgpass and PGPASSFILE work too.",
+            valueName: "path"
+        )
+    )
+    var databasePasswordFile: String?
+
     @Flag(help: "Keep jobs in memory only, nothing on disk (env TASKSERVER_MEMORY=1).")
     var memory = false
 
@@ -131,6 +147,17 @@ struct Serve: AsyncParsableCommand {
         do {
             app = try Application(configuration: configuration, logger: logger)
         } catch {
+            if let database = configuration.database {
+                // A setting that does not work (wrong password, unknown host, missing database,
+                // a schema newer than this server): a usage error, with the password redacted.
+                FileHandle.standardError.write(
+                    Data(
+                        "taskserver: cannot use --database \(database.redactedURL): \(database.redact("\(error)"))\n"
+                            .utf8
+                    )
+                )
+                throw ExitCode(64)
+            }
             FileHandle.standardError.write(
                 Data("taskserver: cannot open the store at \(configuration.dataPath ?? "?"): \(error)\n".utf8)
             )
@@ -145,7 +172,8 @@ struct Serve: AsyncParsableCommand {
         logger.notice(
             "taskserver listening",
             metadata: [
-                "host": "\(configuration.host)", "port": "\(port)", "store": "\(configuration.dataPath ?? "memory")",
+                "host": "\(configuration.host)", "port": "\(port)",
+                "store": "\(configuration.database?.redactedURL ?? configuration.dataPath ?? "memory")",
                 "executors":
                     "\((configuration.executors.map { "\($0.key)=\($0.value)\(configuration.rates[$0.key].map { ",rate=\($0)" } ?? "")" } + configuration.externalExecutors.map { "\($0)=external" }).sorted().joined(separator: ","))",
             ]
@@ -197,7 +225,19 @@ struct Serve: AsyncParsableCommand {
             configuration.maxNodes = value
         }
         let memory = try self.memory || Self.flag(environment["TASKSERVER_MEMORY"], "TASKSERVER_MEMORY")
-        if !memory {
+        let databaseURL = self.database ?? environment["TASKSERVER_DATABASE_URL"]
+        if let databaseURL {
+            if memory { throw ConfigurationError("--database and --memory exclude each other") }
+            if self.data != nil { throw ConfigurationError("--database and --data exclude each other") }
+            do {
+                configuration.database = try PostgresSettings(
+                    url: databaseURL,
+                    passwordFile: self.databasePasswordFile ?? environment["TASKSERVER_DATABASE_PASSWORD_FILE"]
+                )
+            } catch {
+                throw ConfigurationError("\(error)")
+            }
+        } else if !memory {
             configuration.dataPath = self.data ?? environment["TASKSERVER_DATA"] ?? "./data/taskserver.sqlite"
         }
         if let text = self.retention ?? environment["TASKSERVER_RETENTION"] {

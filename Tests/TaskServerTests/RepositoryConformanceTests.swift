@@ -17,6 +17,7 @@ struct RepositoryConformanceTests {
     enum RepositoryKind: String, CaseIterable, CustomTestStringConvertible {
         case memory
         case sqlite
+        case postgres
 
         var testDescription: String { self.rawValue }
     }
@@ -27,17 +28,25 @@ struct RepositoryConformanceTests {
         let kind: RepositoryKind
         let repository: any JobRepository
         let path: String?
+        let postgres: PostgresSettings?
 
         init(_ kind: RepositoryKind) throws {
             self.kind = kind
             switch kind {
             case .memory:
                 self.path = nil
+                self.postgres = nil
                 self.repository = MemoryJobRepository()
             case .sqlite:
                 let path = try SQLiteStoreTests.temporaryDirectory() + "/taskserver.sqlite"
                 self.path = path
+                self.postgres = nil
                 self.repository = try SQLiteJobRepository(path: path, logger: Self.logger)
+            case .postgres:
+                let settings = try TestPostgres.freshSchema()
+                self.path = nil
+                self.postgres = settings
+                self.repository = try PostgresJobRepository(settings: settings, logger: Self.logger)
             }
         }
 
@@ -46,10 +55,16 @@ struct RepositoryConformanceTests {
         /// Waits until everything queued is committed.
         func settle() throws {
             if let sqlite = self.repository as? SQLiteJobRepository { try sqlite.flush().wait() }
+            if let postgres = self.repository as? PostgresJobRepository { try postgres.flush().wait() }
         }
 
         /// A repository opened on a copy of what this one keeps (nil for one that keeps nothing).
         func crashImage() throws -> (any JobRepository)? {
+            if let postgres = self.postgres {
+                // The database as the killed process left it, opened by the next one.
+                try self.settle()
+                return try PostgresJobRepository(settings: postgres, logger: Self.logger)
+            }
             guard let path = self.path else { return nil }
             try self.settle()
             let copy = try SQLiteStoreTests.temporaryDirectory() + "/taskserver.sqlite"
@@ -406,6 +421,10 @@ struct RepositoryConformanceTests {
         let repository = subject.repository
         // Another connection sees what an acknowledged write wrote, at the moment it is acknowledged.
         let observe: @Sendable (String) -> Int64? = { sql in
+            if let settings = subject.postgres {
+                guard let db = try? PostgresConnection(settings), let rows = try? db.query(sql) else { return nil }
+                return rows.int(0, 0)
+            }
             guard let path = subject.path, let db = try? SQLiteConnection(path: path) else { return nil }
             return try? db.scalar(sql)
         }
@@ -424,7 +443,7 @@ struct RepositoryConformanceTests {
         if repository.isDurable { #expect(seen.withLock { $0?.rows } == 1) }
         try repository.requestCancel("a").wait()
         if repository.isDurable {
-            #expect(observe("SELECT cancel_requested FROM jobs WHERE id = 'a'") == 1)
+            #expect(observe("SELECT CASE WHEN cancel_requested THEN 1 ELSE 0 END FROM jobs WHERE id = 'a'") == 1)
         }
     }
 

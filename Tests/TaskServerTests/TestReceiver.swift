@@ -4,6 +4,7 @@ import NIOHTTP1
 import NIOPosix
 import Synchronization
 import TaskCore
+import TestSupport
 import Testing
 
 @testable import TaskGraph
@@ -173,8 +174,12 @@ func never() -> Future<Response> {
     Promise<Response>().future
 }
 
-/// Waits until `condition` holds, checking every 10 ms, at most `timeout`; returns whether it held.
-func eventually(timeout: Duration = .seconds(20), _ condition: () async throws -> Bool) async rethrows -> Bool {
+/// Waits until `condition` holds, checking every 10 ms, at most `timeout` (scaled under TSan: a
+/// loaded sanitizer run can stall a process for seconds); returns whether it held.
+func eventually(
+    timeout: Duration = TestTiming.scaled(.seconds(20)),
+    _ condition: () async throws -> Bool
+) async rethrows -> Bool {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if try await condition() { return true }
@@ -184,7 +189,7 @@ func eventually(timeout: Duration = .seconds(20), _ condition: () async throws -
 }
 
 /// `eventually` for a blocking thread (inside `TestServer.raw`): checks every millisecond.
-func waitUntil(timeout: Duration = .seconds(20), _ condition: () -> Bool) -> Bool {
+func waitUntil(timeout: Duration = TestTiming.scaled(.seconds(20)), _ condition: () -> Bool) -> Bool {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if condition() { return true }

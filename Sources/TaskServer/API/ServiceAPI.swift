@@ -21,6 +21,9 @@ struct ServiceAPI: Sendable {
 
     @Sendable func readyz(_ request: Request) throws -> Future<Response> {
         if self.app.isDraining { return Future(value: .json(["status": "draining"], status: .serviceUnavailable)) }
+        if !self.app.repository.isAvailable {
+            return Future(value: .json(["status": "store unavailable"], status: .serviceUnavailable))
+        }
         return Future(value: .json(["status": "ready"]))
     }
 

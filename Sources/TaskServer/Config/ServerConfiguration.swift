@@ -35,6 +35,8 @@ public struct ServerConfiguration: Sendable {
     /// The SQLite file of the durable store (`--data`); nil keeps jobs in memory (`--memory`).
     /// `taskserver serve` defaults to `./data/taskserver.sqlite`; tests default to memory.
     public var dataPath: String?
+    /// The PostgreSQL database of the store (`--database`); when set, it replaces `dataPath`.
+    public var database: PostgresSettings?
     /// Finished jobs older than this are deleted in the background (`--retention`; nil keeps them).
     public var retention: Duration?
     /// How delayed jobs are held and started (the horizon of jobs held live, and so on); tests

@@ -31,6 +31,12 @@ extension StoreError: HTTPResponseError {
                 code: "store.unavailable",
                 detail: "the job could not be stored; retry shortly"
             )
+        case .unavailable:
+            return HTTPProblem(
+                .serviceUnavailable,
+                code: "store.unavailable",
+                detail: "the database cannot be reached; retry shortly"
+            )
         default:
             return HTTPProblem(
                 .serviceUnavailable,

@@ -141,6 +141,10 @@ public struct HTTPProblem: Error, Sendable {
         }
         var headers = self.headers
         headers.replaceOrAdd(name: "content-type", value: "application/problem+json")
+        // Every 503 is transient (draining, the store busy or away): say when to come back.
+        if self.status == .serviceUnavailable, !headers.contains(name: "retry-after") {
+            headers.add(name: "retry-after", value: "1")
+        }
         return Response(status: self.status, headers: headers, body: JSONValue.object(object).jsonBytes)
     }
 

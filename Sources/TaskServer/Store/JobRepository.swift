@@ -21,6 +21,9 @@ public protocol JobRepository: AnyObject, LeaseJournal, DeliveryStore, ScheduleS
     /// Whether records outlive the process. The service gates readers on commits only then
     /// (`Engine.eventsAwaitDurability`), and sends running jobs' progress only then.
     var isDurable: Bool { get }
+    /// Whether the store can take writes now (false while a database server is away); `/readyz`
+    /// answers 503 while it is false.
+    var isAvailable: Bool { get }
     /// Records a new job. With an idempotency key seen before it returns that job's id
     /// (`.existing`) when the body hash matches, and `.mismatch` when it does not.
     func insert(_ job: NewJobRecord) -> Future<InsertOutcome>
@@ -61,6 +64,10 @@ public protocol JobRepository: AnyObject, LeaseJournal, DeliveryStore, ScheduleS
     /// Writes what is queued and releases files and threads; completes when done.
     @discardableResult
     func close() -> Future<Void>
+}
+
+extension JobRepository {
+    public var isAvailable: Bool { true }
 }
 
 /// The repository's key of a job's record (SQLite: `jobs.position`), given by `insert`.

@@ -71,14 +71,7 @@ extension SQLiteJobRepository {
     }
 
     func writeDelivery(_ delivery: Delivery) throws {
-        var headers = JSONObject()
-        for key in delivery.headers.keys.sorted() { headers[key] = .string(delivery.headers[key]!) }
-        var retry = JSONObject()
-        retry["maxAttempts"] = .int(delivery.retry.maxAttempts)
-        retry["delayMs"] = .int(delivery.retry.delayMs)
-        retry["backoff"] = .double(delivery.retry.backoff)
-        if let maxDelayMs = delivery.retry.maxDelayMs { retry["maxDelayMs"] = .int(maxDelayMs) }
-        retry["jitter"] = .bool(delivery.retry.jitter)
+        let columns = StoredRecords.deliveryColumns(delivery)
         try self.writer.prepared(
             """
             INSERT OR IGNORE INTO deliveries (id, job_id, seq, event_type, url, headers, secret, body, state, attempts, next_attempt_at, retry, created_at)
@@ -90,72 +83,32 @@ extension SQLiteJobRepository {
             .int(Int64(delivery.seq)),
             .text(delivery.eventType.rawValue),
             .text(delivery.url),
-            .text(JSONValue.object(headers).jsonString),
+            .text(columns.headers),
             .text(delivery.secret.storageText),
             .bytes(delivery.body),
             .text(delivery.state.rawValue),
-            .text(Self.attemptsJSON(delivery.attempts).jsonString),
+            .text(columns.attempts),
             .int(delivery.nextAttemptAt.milliseconds),
-            .text(JSONValue.object(retry).jsonString),
+            .text(columns.retry),
             .int(delivery.createdAt.milliseconds)
         ).run()
     }
 
-    static func attemptsJSON(_ attempts: [DeliveryAttempt]) -> JSONValue {
-        .array(
-            attempts.map { attempt in
-                var object = JSONObject()
-                object["at"] = .int(Int(attempt.at.milliseconds))
-                if let status = attempt.status { object["status"] = .int(status) }
-                if let error = attempt.error { object["error"] = .string(error) }
-                object["durationMs"] = .int(attempt.durationMs)
-                return .object(object)
-            }
-        )
-    }
-
     static func delivery(_ row: SQLiteStatement) throws -> Delivery? {
-        guard let type = JobEventType(rawValue: row.text(3)), let state = DeliveryState(rawValue: row.text(8)),
-            let secret = SecretReference(storageText: row.text(6))
-        else { return nil }
-        var headers: [String: String] = [:]
-        if case .object(let object) = try JSONParser.parse(row.text(5), limits: storedLimits) {
-            for (key, value) in object { headers[key] = value.stringValue ?? "" }
-        }
-        var attempts: [DeliveryAttempt] = []
-        for item in try JSONParser.parse(row.text(9), limits: storedLimits).arrayValue ?? [] {
-            attempts.append(
-                DeliveryAttempt(
-                    at: Timestamp(milliseconds: Int64(item["at"]?.intValue ?? 0)),
-                    status: item["status"]?.intValue,
-                    error: item["error"]?.stringValue,
-                    durationMs: item["durationMs"]?.intValue ?? 0
-                )
-            )
-        }
-        let retryObject = try JSONParser.parse(row.text(11), limits: storedLimits)
-        let retry = RetrySpec(
-            maxAttempts: retryObject["maxAttempts"]?.intValue ?? 1,
-            delayMs: retryObject["delayMs"]?.intValue ?? 0,
-            backoff: retryObject["backoff"]?.doubleValue ?? 2,
-            maxDelayMs: retryObject["maxDelayMs"]?.intValue,
-            jitter: retryObject["jitter"]?.boolValue ?? false
-        )
-        let body = row.withBytes(7) { Array($0) }
-        return Delivery(
+        try StoredRecords.delivery(
             id: row.text(0),
             jobID: row.text(1),
             seq: Int(row.int(2)),
-            eventType: type,
+            eventType: row.text(3),
             url: row.text(4),
-            headers: headers,
-            secret: secret,
-            body: body,
-            state: state,
-            attempts: attempts,
-            nextAttemptAt: Timestamp(milliseconds: row.int(10)),
-            retry: retry,
-            createdAt: Timestamp(milliseconds: row.int(12))
+            headers: row.text(5),
+            secret: row.text(6),
+            body: row.withBytes(7) { Array($0) },
+            state: row.text(8),
+            attempts: row.text(9),
+            nextAttemptAt: row.int(10),
+            retry: row.text(11),
+            createdAt: row.int(12)
         )
     }
 }

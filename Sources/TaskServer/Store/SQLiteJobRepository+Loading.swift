@@ -26,11 +26,11 @@ extension SQLiteJobRepository {
         ).bind(.text(id))
         guard try row.step() else { return nil }
         let position = row.int(0)
-        let document = try row.withBytes(1) { bytes in try JSONParser.parse(bytes, limits: Self.storedLimits) }
-        let state = Self.jobState(row.text(2))
-        let result = try row.optionalText(3).map { try JSONParser.parse($0, limits: Self.storedLimits) }
+        let document = try row.withBytes(1) { bytes in try JSONParser.parse(bytes, limits: StoredRecords.limits) }
+        let state = StoredRecords.jobState(row.text(2))
+        let result = try row.optionalText(3).map { try JSONParser.parse($0, limits: StoredRecords.limits) }
         let error = try row.optionalText(4).flatMap {
-            TaskError(json: try JSONParser.parse($0, limits: Self.storedLimits))
+            TaskError(json: try JSONParser.parse($0, limits: StoredRecords.limits))
         }
         let createdAt = Timestamp(milliseconds: row.int(5))
         let startedAt = row.optionalInt(6).map(Timestamp.init(milliseconds:))
@@ -40,10 +40,10 @@ extension SQLiteJobRepository {
             try row.isNull(9)
             ? []
             : row.withBytes(9) { bytes in
-                try StoredRecords.decodeNodes(try JSONParser.parse(bytes, limits: Self.storedLimits))
+                try StoredRecords.decodeNodes(try JSONParser.parse(bytes, limits: StoredRecords.limits))
             }
         let name = row.optionalText(10)
-        let labels = try Self.labels(row.optionalText(11))
+        let labels = try StoredRecords.decodeLabels(row.optionalText(11))
         let runAt = row.optionalInt(12).map(Timestamp.init(milliseconds:))
         row.reset()
 
@@ -64,9 +64,9 @@ extension SQLiteJobRepository {
                 executor: nodes.optionalText(3),
                 state: NodeState(rawValue: nodes.text(5)) ?? .pending,
                 attempts: Int(nodes.int(6)),
-                result: try nodes.optionalText(7).map { try JSONParser.parse($0, limits: Self.storedLimits) },
+                result: try nodes.optionalText(7).map { try JSONParser.parse($0, limits: StoredRecords.limits) },
                 error: try nodes.optionalText(8).flatMap {
-                    TaskError(json: try JSONParser.parse($0, limits: Self.storedLimits))
+                    TaskError(json: try JSONParser.parse($0, limits: StoredRecords.limits))
                 },
                 startedAt: nodes.optionalInt(9).map(Timestamp.init(milliseconds:)),
                 finishedAt: nodes.optionalInt(10).map(Timestamp.init(milliseconds:)),
@@ -88,7 +88,7 @@ extension SQLiteJobRepository {
         var events: [JobEvent] = []
         while try eventRows.step() {
             events += try eventRows.withBytes(0) { bytes in
-                try StoredRecords.decodeEvents(try JSONParser.parse(bytes, limits: Self.storedLimits))
+                try StoredRecords.decodeEvents(try JSONParser.parse(bytes, limits: StoredRecords.limits))
             }
         }
         eventRows.reset()
@@ -114,12 +114,6 @@ extension SQLiteJobRepository {
         )
     }
 
-    /// A `jobs.state`: a job's state, `sleeping` (delayed, not started) being `pending`.
-    static func jobState(_ text: String) -> JobState {
-        if let state = JobState(rawValue: text) { return state }
-        return text == "sleeping" ? .pending : .running
-    }
-
     /// Sleeping jobs due by a time, in start order (`claimSleeping`), through the partial index
     /// `jobs_sleeping_by_start` (the WHERE clause repeats its condition). A sleeping job has no
     /// node or event rows: its row is all there is.
@@ -133,13 +127,13 @@ extension SQLiteJobRepository {
         let rows = try db.prepared(Self.sleepingSQL).bind(.int(through.milliseconds), .int(Int64(limit)))
         var jobs: [StoredJob] = []
         while try rows.step() {
-            let document = try rows.withBytes(2) { bytes in try JSONParser.parse(bytes, limits: Self.storedLimits) }
+            let document = try rows.withBytes(2) { bytes in try JSONParser.parse(bytes, limits: StoredRecords.limits) }
             jobs.append(
                 StoredJob(
                     id: rows.text(1),
                     key: rows.int(0),
                     name: rows.optionalText(4),
-                    labels: try Self.labels(rows.optionalText(5)),
+                    labels: try StoredRecords.decodeLabels(rows.optionalText(5)),
                     input: document["input"] ?? .null,
                     document: document,
                     state: .pending,
@@ -154,37 +148,19 @@ extension SQLiteJobRepository {
         return jobs
     }
 
-    /// A `jobs.labels` object.
-    static func labels(_ text: String?) throws -> [String: String] {
-        var labels: [String: String] = [:]
-        if let text, case .object(let object) = try JSONParser.parse(text, limits: storedLimits) {
-            for (key, value) in object { labels[key] = value.stringValue ?? "" }
-        }
-        return labels
-    }
-
-    static let storedLimits = JSONParser.Limits(maxDepth: 1024, maxBytes: 1 << 30, maxStringBytes: 1 << 30)
-
     /// A list item from a `jobs` row (list views show no input or result).
     static func snapshot(_ row: SQLiteStatement) throws -> JobSnapshot {
-        let labels = try Self.labels(row.optionalText(3))
-        var progress = JobProgress()
-        if let text = row.optionalText(6), case .object(let object) = try JSONParser.parse(text, limits: storedLimits) {
-            progress.total = object["total"]?.intValue ?? 0
-            progress.pending = object["pending"]?.intValue ?? 0
-            progress.running = object["running"]?.intValue ?? 0
-            progress.succeeded = object["succeeded"]?.intValue ?? 0
-            progress.failed = object["failed"]?.intValue ?? 0
-            progress.cancelled = object["cancelled"]?.intValue ?? 0
-            progress.skipped = object["skipped"]?.intValue ?? 0
-        }
+        let labels = try StoredRecords.decodeLabels(row.optionalText(3))
+        let progress = try StoredRecords.decodeProgress(row.optionalText(6))
         return JobSnapshot(
             id: row.text(1),
             name: row.optionalText(2),
-            state: Self.jobState(row.text(4)),
+            state: StoredRecords.jobState(row.text(4)),
             input: .null,
             result: nil,
-            error: try row.optionalText(5).flatMap { TaskError(json: try JSONParser.parse($0, limits: storedLimits)) },
+            error: try row.optionalText(5).flatMap {
+                TaskError(json: try JSONParser.parse($0, limits: StoredRecords.limits))
+            },
             labels: labels,
             createdAt: Timestamp(milliseconds: row.int(7)),
             startedAt: row.optionalInt(8).map(Timestamp.init(milliseconds:)),

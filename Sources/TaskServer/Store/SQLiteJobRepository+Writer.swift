@@ -14,33 +14,10 @@ import Darwin
 // journal — every job's events with the node and job rows they change — goes through it.
 
 extension SQLiteJobRepository {
-    struct WriteQueue {
-        var items: [Write] = []
-        var draining = false
-    }
-
-    enum Write {
-        case insert(NewJobRecord, Promise<InsertOutcome>)
-        case journal(JournalBatch)
-        case cancelRequested(String, Promise<Void>)
-        case reopen(String, Promise<StoredJob?>)
-        case claimSleeping(Timestamp, Int, Promise<[StoredJob]>)
-        case putSchedule(StoredSchedule, Promise<Void>)
-        case deleteSchedule(String, Promise<Bool>)
-        case recordFire(String, Timestamp, String?, Promise<Void>)
-        case delete(String, Promise<DeleteResult>)
-        case flush(Promise<Void>)
-        case expire(before: Timestamp)
-        case updateDelivery(Delivery, Promise<Void>)
-        case claimDeliveries(Timestamp, Int, Promise<(deliveries: [Delivery], next: Timestamp?)>)
-        case addLeases([StoredLease], Promise<Void>)
-        case removeLeases([String])
-    }
-
     // MARK: - The writer
 
     @discardableResult
-    func enqueue(_ write: Write, refuseWhenFull: Bool = false) -> Bool {
+    func enqueue(_ write: StoreWrite, refuseWhenFull: Bool = false) -> Bool {
         let (accepted, start): (Bool, Bool) = self.queue.withLock { queue in
             if refuseWhenFull, queue.items.count >= self.options.maxQueuedWrites { return (false, false) }
             queue.items.append(write)
@@ -55,134 +32,16 @@ extension SQLiteJobRepository {
     /// Commits what is queued, batch after batch, until the queue is empty.
     func drain() {
         while true {
-            let batch: [Write] = self.queue.withLock { queue in
-                if queue.items.isEmpty {
-                    queue.draining = false
-                    return []
-                }
-                let take = min(queue.items.count, 4096)
-                if take == queue.items.count {
-                    defer { queue.items = [] }
-                    return queue.items
-                }
-                defer { queue.items.removeFirst(take) }
-                return Array(queue.items[0..<take])
-            }
+            let batch = self.queue.withLock { $0.take() }
             if batch.isEmpty { return }
-            self.commit(self.plan(batch))
+            self.commit(CommitPlan(batch) { self.nextPosition.wrappingAdd(1, ordering: .relaxed).newValue })
         }
-    }
-
-    // MARK: - Planning: everything but the statements
-
-    /// One step of a commit, its rows already encoded.
-    enum Step {
-        case insert(NewJob)
-        /// The index of a journal entry in `Plan.entries`.
-        case journal(Int)
-        case write(Write)
-    }
-
-    /// A commit's steps in order, and the journal entries they name.
-    struct Plan {
-        var steps: [Step] = []
-        var entries: [JournalEntry] = []
-    }
-
-    /// A job to insert, with the position it will have.
-    struct NewJob {
-        let job: NewJobRecord
-        let position: Int64
-        let labels: [UInt8]?
-        let promise: Promise<InsertOutcome>
-    }
-
-    /// One job's journal for one commit: its events (one row), and the node and job rows they change.
-    struct JournalEntry {
-        let id: String
-        let position: Int64
-        let firstSeq: Int
-        var lastSeq: Int
-        var events: [JobEvent]
-        /// Node rows to upsert (a job still running after this commit), in the order of their
-        /// batches: a later row of the same node overwrites an earlier one.
-        var nodes: [(ordinal: Int, record: NodeRecord)] = []
-        /// `job.started` is in this commit and the job goes on.
-        var startedAt: Timestamp?
-        /// The job ended in this commit.
-        var ended: EndedJob?
-        var deliveries: [Delivery] = []
-        var committed: [@Sendable (Bool) -> Void] = []
-        /// How many batches were merged into this entry.
-        var batches = 1
-
-        init(_ batch: JournalBatch) {
-            self.id = batch.id
-            self.position = batch.key
-            self.firstSeq = batch.events.first?.seq ?? 0
-            self.lastSeq = batch.lastSeq
-            self.events = batch.events
-            self.merge(batch, events: false)
-        }
-
-        /// Adds a later batch of the same job: its rows replace the earlier ones.
-        mutating func merge(_ batch: JournalBatch, events: Bool = true) {
-            if events {
-                self.events += batch.events
-                self.lastSeq = batch.lastSeq
-                self.batches += 1
-            }
-            if self.nodes.isEmpty { self.nodes = batch.nodes } else { self.nodes += batch.nodes }
-            if let startedAt = batch.startedAt { self.startedAt = startedAt }
-            if let ended = batch.ended { self.ended = ended }
-            self.deliveries += batch.deliveries
-            if let committed = batch.committed { self.committed.append(committed) }
-        }
-    }
-
-    /// `batch` made ready for the connection: positions given to new jobs, each job's batches of
-    /// the commit merged into one journal entry (at its first write: nothing else in a commit
-    /// depends on a job's later events).
-    func plan(_ batch: [Write]) -> Plan {
-        var plan = Plan()
-        plan.steps.reserveCapacity(batch.count)
-        var journals: [JobKey: Int] = [:]
-        for write in batch {
-            switch write {
-            case .insert(let job, let promise):
-                let position = self.nextPosition.wrappingAdd(1, ordering: .relaxed).newValue
-                let labels = job.labels
-                var labelsJSON: [UInt8]?
-                if !labels.isEmpty {
-                    var json = JSONWriter(capacity: 64)
-                    json.beginObject()
-                    for key in labels.keys.sorted() {
-                        json.escapedKey(key)
-                        json.string(labels[key]!)
-                    }
-                    json.endObject()
-                    labelsJSON = json.bytes
-                }
-                plan.steps.append(.insert(NewJob(job: job, position: position, labels: labelsJSON, promise: promise)))
-            case .journal(let journal):
-                if let index = journals[journal.key] {
-                    plan.entries[index].merge(journal)
-                } else {
-                    journals[journal.key] = plan.entries.count
-                    plan.steps.append(.journal(plan.entries.count))
-                    plan.entries.append(JournalEntry(journal))
-                }
-            default:
-                plan.steps.append(.write(write))
-            }
-        }
-        return plan
     }
 
     // MARK: - Committing
 
     /// Writes `plan` in one transaction; then completes its futures (outside the transaction).
-    func commit(_ plan: Plan) {
+    func commit(_ plan: CommitPlan) {
         var completions: [@Sendable () -> Void] = []
         completions.reserveCapacity(plan.steps.count)
         var continueExpiring: Timestamp?
@@ -199,8 +58,8 @@ extension SQLiteJobRepository {
                         completions.append { job.promise.succeed(outcome) }
                     case .journal(let index):
                         let entry = plan.entries[index]
-                        if try self.writeJournal(entry), let ended = entry.ended {
-                            finished.append(Self.finishedRecord(entry, ended))
+                        if try self.writeJournal(entry), let record = entry.finishedRecord {
+                            finished.append(record)
                         }
                         // Readers see the events once they are committed (the service marks them durable).
                         committed += entry.committed
@@ -213,31 +72,10 @@ extension SQLiteJobRepository {
             // The transaction rolled back: nothing of this batch is on disk. New jobs are refused
             // (their clients get a 503 and may retry); journal entries are lost, which is logged.
             self.logger.error("store commit failed", metadata: ["error": "\(error)", "writes": "\(plan.steps.count)"])
-            completions = []
             finished = []
             committed = []
-            let problem = StoreError.writeFailed
-            for step in plan.steps {
-                switch step {
-                case .insert(let job):
-                    self.cache.withLock { $0.count -= 1 }
-                    completions.append { job.promise.fail(problem) }
-                case .journal(let index):
-                    for listener in plan.entries[index].committed { completions.append { listener(false) } }
-                case .write(.delete(_, let promise)): completions.append { promise.fail(problem) }
-                case .write(.flush(let promise)): completions.append { promise.fail(problem) }
-                case .write(.addLeases(_, let promise)): completions.append { promise.fail(problem) }
-                case .write(.cancelRequested(_, let promise)): completions.append { promise.fail(problem) }
-                case .write(.reopen(_, let promise)): completions.append { promise.fail(problem) }
-                case .write(.claimSleeping(_, _, let promise)): completions.append { promise.fail(problem) }
-                case .write(.putSchedule(_, let promise)): completions.append { promise.fail(problem) }
-                case .write(.deleteSchedule(_, let promise)): completions.append { promise.fail(problem) }
-                case .write(.recordFire(_, _, _, let promise)): completions.append { promise.fail(problem) }
-                case .write(.updateDelivery(_, let promise)): completions.append { promise.fail(problem) }
-                case .write(.claimDeliveries(_, _, let promise)): completions.append { promise.fail(problem) }
-                case .write: break
-                }
-            }
+            for step in plan.steps { if case .insert = step { self.cache.withLock { $0.count -= 1 } } }
+            completions = plan.failures(StoreError.writeFailed)
         }
         let duration = monotonicNanoseconds() &- started
         // The waiting requests continue on another thread (starting their jobs, building their
@@ -259,32 +97,9 @@ extension SQLiteJobRepository {
         if let continueExpiring { self.enqueue(.expire(before: continueExpiring)) }
     }
 
-    /// The record of a job that ended in `entry`, as reads find it from now on.
-    static func finishedRecord(_ entry: JournalEntry, _ ended: EndedJob) -> StoredJob {
-        let snapshot = ended.snapshot
-        return StoredJob(
-            id: entry.id,
-            key: entry.position,
-            name: snapshot.name,
-            labels: snapshot.labels,
-            input: snapshot.input,
-            document: nil,
-            state: snapshot.state,
-            result: snapshot.result,
-            error: snapshot.error,
-            createdAt: snapshot.createdAt,
-            startedAt: snapshot.startedAt,
-            finishedAt: snapshot.finishedAt,
-            runAt: snapshot.runAt,
-            priority: snapshot.priority,
-            nodes: ended.nodes,
-            events: ended.events
-        )
-    }
-
     /// The writes other than inserts and journal entries.
     func commitWrite(
-        _ write: Write,
+        _ write: StoreWrite,
         completions: inout [@Sendable () -> Void],
         continueExpiring: inout Timestamp?
     ) throws {
@@ -300,7 +115,7 @@ extension SQLiteJobRepository {
                 "UPDATE deliveries SET state = ?, attempts = ?, next_attempt_at = ?, claimed = 0 WHERE id = ?"
             ).bind(
                 .text(delivery.state.rawValue),
-                .text(Self.attemptsJSON(delivery.attempts).jsonString),
+                .text(StoredRecords.attemptsJSON(delivery.attempts).jsonString),
                 .int(delivery.nextAttemptAt.milliseconds),
                 .text(delivery.id)
             ).run()
@@ -403,7 +218,7 @@ extension SQLiteJobRepository {
         }
     }
 
-    func writeInsert(_ new: NewJob) throws -> InsertOutcome {
+    func writeInsert(_ new: CommitPlan.NewJob) throws -> InsertOutcome {
         let db = self.writer
         let job = new.job
         if let idempotency = job.idempotency {
@@ -459,12 +274,7 @@ extension SQLiteJobRepository {
             .bytes(StoredRecords.encodeEvents(entry.events))
         ).run()
         if entry.ended == nil {
-            // One row per node, the latest (batches merged into one commit may name a node twice).
-            var written = Set<Int>()
-            for (ordinal, record) in entry.nodes.reversed() where entry.batches == 1 || written.insert(ordinal).inserted
-            {
-                try self.writeNode(entry.position, ordinal: ordinal, record)
-            }
+            for (ordinal, record) in entry.latestNodes { try self.writeNode(entry.position, ordinal: ordinal, record) }
         }
         for delivery in entry.deliveries { try self.writeDelivery(delivery) }
         if let ended = entry.ended {
@@ -569,7 +379,7 @@ extension SQLiteJobRepository {
         let row = try db.prepared("SELECT position, state, labels FROM jobs WHERE id = ?").bind(.text(id))
         guard try row.step() else { return .notFound }
         let position = row.int(0)
-        let stored = Self.jobState(row.text(1))
+        let stored = StoredRecords.jobState(row.text(1))
         let labels = row.optionalText(2)
         row.reset()
         // The service sends a delete only once the job's end is recorded: the row says how it ended.
@@ -587,7 +397,7 @@ extension SQLiteJobRepository {
         try db.prepared("DELETE FROM nodes WHERE job = ?").bind(.int(position)).run()
         try db.prepared("DELETE FROM deliveries WHERE job_id = ?").bind(.text(id)).run()
         try db.prepared("DELETE FROM leases WHERE job_id = ?").bind(.text(id)).run()
-        if let labels, case .object(let object) = try JSONParser.parse(labels, limits: Self.storedLimits) {
+        if let labels, case .object(let object) = try JSONParser.parse(labels, limits: StoredRecords.limits) {
             // By the whole key: `labels` is keyed (key, value, position).
             let statement = try db.prepared("DELETE FROM labels WHERE key = ? AND value = ? AND position = ?")
             for (key, value) in object {

@@ -57,8 +57,8 @@ public final class SQLiteJobRepository: JobRepository {
     /// Completes the futures of committed writes, in commit order (one thread).
     let completionPool = WorkerPool(name: "store-completions", size: 1)
     let readers: Mutex<[SQLiteConnection]>
-    let cache = Mutex(Cache())
-    let queue = Mutex(WriteQueue())
+    let cache = Mutex(FinishedJobCache())
+    let queue = Mutex(StoreWriteQueue())
     let retentionTimer = Mutex<ClockTimer?>(nil)
     /// The position the last new job was given (`jobs.position`): positions are handed out when
     /// a batch is planned, so a job's rows can be written without asking SQLite for its rowid.
@@ -78,18 +78,6 @@ public final class SQLiteJobRepository: JobRepository {
         var deleted: Set<Int64> = []
         /// Where a retention pass that stopped early goes on (`writeExpire`); 0: from the oldest job.
         var expiredThrough: Int64 = 0
-    }
-
-    /// Records of recently finished jobs, and the number of jobs in the file.
-    struct Cache {
-        var finished: [String: StoredJob] = [:]
-        /// Ids in the order they were cached; the oldest leave the cache first.
-        var order: [String] = []
-        var orderHead = 0
-        var count = 0
-        /// Counts deletes: a record read from the file is cached only if no delete happened while
-        /// it was read (else a read racing a delete would put a deleted job back).
-        var deletes: UInt64 = 0
     }
 
     /// Opens (creating the file and its directory if needed) and migrates the file.
@@ -327,7 +315,7 @@ public final class SQLiteJobRepository: JobRepository {
                 schedules.append(
                     StoredSchedule(
                         id: rows.text(0),
-                        definition: try JSONParser.parse(rows.text(1), limits: Self.storedLimits),
+                        definition: try JSONParser.parse(rows.text(1), limits: StoredRecords.limits),
                         createdAt: Timestamp(milliseconds: rows.int(2)),
                         updatedAt: Timestamp(milliseconds: rows.int(3)),
                         lastFireAt: rows.optionalInt(4).map(Timestamp.init(milliseconds:)),
@@ -430,22 +418,8 @@ public final class SQLiteJobRepository: JobRepository {
     /// the oldest beyond the cache's size leave it (freed outside the lock).
     func cacheFinished(_ jobs: [StoredJob], ifNoDeleteSince deletes: UInt64? = nil) {
         if jobs.isEmpty { return }
-        let evicted: [StoredJob] = self.cache.withLock { cache in
-            if let deletes, cache.deletes != deletes { return [] }
-            for job in jobs where cache.finished.updateValue(job, forKey: job.id) == nil { cache.order.append(job.id) }
-            let excess = cache.order.count - cache.orderHead - self.options.cachedFinishedJobs
-            guard excess > 0 else { return [] }
-            var evicted: [StoredJob] = []
-            evicted.reserveCapacity(excess)
-            for id in cache.order[cache.orderHead..<(cache.orderHead + excess)] {
-                if let old = cache.finished.removeValue(forKey: id) { evicted.append(old) }
-            }
-            cache.orderHead += excess
-            if cache.orderHead > 4096, cache.orderHead * 2 > cache.order.count {
-                cache.order.removeFirst(cache.orderHead)
-                cache.orderHead = 0
-            }
-            return evicted
+        let evicted = self.cache.withLock { cache in
+            cache.add(jobs, limit: self.options.cachedFinishedJobs, ifNoDeleteSince: deletes)
         }
         withExtendedLifetime(evicted) {}
     }

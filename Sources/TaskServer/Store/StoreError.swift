@@ -7,6 +7,7 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         case busy
         case writeFailed
         case readFailed
+        case unavailable
     }
 
     private let code: Code
@@ -19,6 +20,9 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let writeFailed = StoreError(.writeFailed)
     /// A read failed (the cause is logged by the store).
     public static let readFailed = StoreError(.readFailed)
+    /// The database cannot be reached (PostgreSQL restarting, the network down): nothing was
+    /// written; the store reconnects by itself.
+    public static let unavailable = StoreError(.unavailable)
 
     /// A short, stable name, safe as a log or metric label.
     public var description: String {
@@ -26,6 +30,7 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         case .busy: "store.busy"
         case .writeFailed: "store.writeFailed"
         case .readFailed: "store.readFailed"
+        case .unavailable: "store.unavailable"
         }
     }
 }

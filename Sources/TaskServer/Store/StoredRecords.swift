@@ -13,6 +13,52 @@ import TaskGraph
 ///   "startedAt"?, "finishedAt"?}`, in registration order). While it runs, a node's state is an
 ///   upserted `nodes` row, written with the event that announces it.
 enum StoredRecords {
+    /// The parser limits of stored JSON (written by the server itself, possibly large).
+    static let limits = JSONParser.Limits(maxDepth: 1024, maxBytes: 1 << 30, maxStringBytes: 1 << 30)
+
+    // MARK: - Job columns
+
+    /// A `jobs.state`: a job's state, `sleeping` (delayed, not started) being `pending`.
+    static func jobState(_ text: String) -> JobState {
+        if let state = JobState(rawValue: text) { return state }
+        return text == "sleeping" ? .pending : .running
+    }
+
+    /// `jobs.labels`: a JSON object with sorted keys.
+    static func encodeLabels(_ labels: [String: String]) -> [UInt8] {
+        var json = JSONWriter(capacity: 64)
+        json.beginObject()
+        for key in labels.keys.sorted() {
+            json.escapedKey(key)
+            json.string(labels[key]!)
+        }
+        json.endObject()
+        return json.bytes
+    }
+
+    static func decodeLabels(_ text: String?) throws -> [String: String] {
+        var labels: [String: String] = [:]
+        if let text, case .object(let object) = try JSONParser.parse(text, limits: Self.limits) {
+            for (key, value) in object { labels[key] = value.stringValue ?? "" }
+        }
+        return labels
+    }
+
+    /// `jobs.progress`, written when a job ends.
+    static func decodeProgress(_ text: String?) throws -> JobProgress {
+        var progress = JobProgress()
+        if let text, case .object(let object) = try JSONParser.parse(text, limits: Self.limits) {
+            progress.total = object["total"]?.intValue ?? 0
+            progress.pending = object["pending"]?.intValue ?? 0
+            progress.running = object["running"]?.intValue ?? 0
+            progress.succeeded = object["succeeded"]?.intValue ?? 0
+            progress.failed = object["failed"]?.intValue ?? 0
+            progress.cancelled = object["cancelled"]?.intValue ?? 0
+            progress.skipped = object["skipped"]?.intValue ?? 0
+        }
+        return progress
+    }
+
     // MARK: - Events
 
     static func encodeEvents(_ events: some Collection<JobEvent>) -> [UInt8] {
@@ -141,4 +187,101 @@ enum StoredRecords {
 struct StoredRecordError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
+}
+
+// MARK: - Deliveries
+
+extension StoredRecords {
+    /// A delivery's JSON columns: `headers`, `attempts` and `retry`.
+    static func deliveryColumns(_ delivery: Delivery) -> (headers: String, attempts: String, retry: String) {
+        var headers = JSONObject()
+        for key in delivery.headers.keys.sorted() { headers[key] = .string(delivery.headers[key]!) }
+        var retry = JSONObject()
+        retry["maxAttempts"] = .int(delivery.retry.maxAttempts)
+        retry["delayMs"] = .int(delivery.retry.delayMs)
+        retry["backoff"] = .double(delivery.retry.backoff)
+        if let maxDelayMs = delivery.retry.maxDelayMs { retry["maxDelayMs"] = .int(maxDelayMs) }
+        retry["jitter"] = .bool(delivery.retry.jitter)
+        return (
+            JSONValue.object(headers).jsonString, Self.attemptsJSON(delivery.attempts).jsonString,
+            JSONValue.object(retry).jsonString
+        )
+    }
+
+    static func attemptsJSON(_ attempts: [DeliveryAttempt]) -> JSONValue {
+        .array(
+            attempts.map { attempt in
+                var object = JSONObject()
+                object["at"] = .int(Int(attempt.at.milliseconds))
+                if let status = attempt.status { object["status"] = .int(status) }
+                if let error = attempt.error { object["error"] = .string(error) }
+                object["durationMs"] = .int(attempt.durationMs)
+                return .object(object)
+            }
+        )
+    }
+
+    /// A delivery from its columns (the order of `deliveryColumnNames`); nil when a column holds
+    /// a value this server does not know (written by a newer one).
+    static func delivery(
+        id: String,
+        jobID: String,
+        seq: Int,
+        eventType: String,
+        url: String,
+        headers: String,
+        secret: String,
+        body: [UInt8],
+        state: String,
+        attempts: String,
+        nextAttemptAt: Int64,
+        retry: String,
+        createdAt: Int64
+    ) throws -> Delivery? {
+        guard let type = JobEventType(rawValue: eventType), let state = DeliveryState(rawValue: state),
+            let secret = SecretReference(storageText: secret)
+        else { return nil }
+        var headerFields: [String: String] = [:]
+        if case .object(let object) = try JSONParser.parse(headers, limits: Self.limits) {
+            for (key, value) in object { headerFields[key] = value.stringValue ?? "" }
+        }
+        var attemptList: [DeliveryAttempt] = []
+        for item in try JSONParser.parse(attempts, limits: Self.limits).arrayValue ?? [] {
+            attemptList.append(
+                DeliveryAttempt(
+                    at: Timestamp(milliseconds: Int64(item["at"]?.intValue ?? 0)),
+                    status: item["status"]?.intValue,
+                    error: item["error"]?.stringValue,
+                    durationMs: item["durationMs"]?.intValue ?? 0
+                )
+            )
+        }
+        let retryObject = try JSONParser.parse(retry, limits: Self.limits)
+        let retrySpec = RetrySpec(
+            maxAttempts: retryObject["maxAttempts"]?.intValue ?? 1,
+            delayMs: retryObject["delayMs"]?.intValue ?? 0,
+            backoff: retryObject["backoff"]?.doubleValue ?? 2,
+            maxDelayMs: retryObject["maxDelayMs"]?.intValue,
+            jitter: retryObject["jitter"]?.boolValue ?? false
+        )
+        return Delivery(
+            id: id,
+            jobID: jobID,
+            seq: seq,
+            eventType: type,
+            url: url,
+            headers: headerFields,
+            secret: secret,
+            body: body,
+            state: state,
+            attempts: attemptList,
+            nextAttemptAt: Timestamp(milliseconds: nextAttemptAt),
+            retry: retrySpec,
+            createdAt: Timestamp(milliseconds: createdAt)
+        )
+    }
+
+    /// The columns of a delivery, in the order `delivery(…)` takes them.
+    static let deliveryColumnNames =
+        "id, job_id, seq, event_type, url, headers, secret, body, state, attempts, next_attempt_at, retry, created_at"
 }

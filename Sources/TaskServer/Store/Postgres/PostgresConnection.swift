@@ -1,0 +1,304 @@
+import CPostgres
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One libpq connection, used by one thread at a time (the repository's writer, or a reader
+/// that borrowed it): blocking calls, on threads of the store's own, never on an event loop.
+///
+/// Why libpq and not postgres-nio (issue #30 has the figures): libpq is PostgreSQL's own client,
+/// already on every machine that has `psql`, and costs no build time; it implements every
+/// connection setting users know (`sslmode` and the certificate options, `passfile` and
+/// `~/.pgpass`, `PGHOST`-style environment, several hosts, `target_session_attrs`) exactly as
+/// PostgreSQL documents them. The store writes from one thread with group commit, as the SQLite
+/// store does, so an async client would only add a bridge.
+///
+/// Every statement but the simple `execute` is prepared once per connection (by its text) and
+/// sent with binary parameters; results come back in binary (`PostgresRows`).
+// @unchecked Sendable: a connection is used by one thread at a time — the writer's only on the
+// writer thread, a reader's by the reader that took it from the pool until it gives it back.
+final class PostgresConnection: @unchecked Sendable {
+    private let handle: OpaquePointer
+    /// Prepared statements of this connection, by their SQL.
+    private var statements: [String: String] = [:]
+
+    /// Connects with `settings`; throws a `PostgresError` whose message never contains the password.
+    init(_ settings: PostgresSettings) throws {
+        var keywords = ["connect_timeout", "application_name", "dbname"]
+        var values = [String(settings.connectTimeoutSeconds), "taskserver", settings.url]
+        // After `dbname`: a password read from a file replaces one in the URL.
+        if let password = settings.password {
+            keywords.append("password")
+            values.append(password)
+        }
+        let handle = Self.withCStrings(keywords) { keywordPointers in
+            Self.withCStrings(values) { valuePointers in
+                PQconnectdbParams(keywordPointers, valuePointers, 1)
+            }
+        }
+        guard let handle else { throw PostgresError(message: "out of memory", connectionLost: true) }
+        guard PQstatus(handle) == CONNECTION_OK else {
+            let message = settings.redact(String(cString: PQerrorMessage(handle)))
+            PQfinish(handle)
+            throw PostgresError(message: message, connectionLost: true)
+        }
+        cpostgres_silence_notices(handle)
+        self.handle = handle
+    }
+
+    deinit { PQfinish(self.handle) }
+
+    /// Whether the connection is still usable (false once the server or the network dropped it).
+    var isUsable: Bool { PQstatus(self.handle) == CONNECTION_OK }
+
+    /// The server's version number (e.g. 150018).
+    var serverVersion: Int { Int(PQserverVersion(self.handle)) }
+
+    /// Runs `sql` (one or several statements, no parameters) with the simple protocol.
+    func execute(_ sql: String) throws {
+        let result = PQexec(self.handle, sql)
+        try self.check(result, sql: sql).close()
+    }
+
+    /// Runs `sql` with `values` bound to `$1…`, prepared once per connection; rows in binary.
+    @discardableResult
+    func query(_ sql: String, _ values: [PostgresValue?] = []) throws -> PostgresRows {
+        let name = try self.prepare(sql, values)
+        let encoded = values.map { $0?.encoded }
+        var lengths = encoded.map { Int32($0?.bytes.count ?? 0) }
+        var formats = [Int32](repeating: 1, count: encoded.count)
+        let result = Self.withParameterPointers(encoded) { pointers in
+            PQexecPrepared(self.handle, name, Int32(encoded.count), pointers, &lengths, &formats, 1)
+        }
+        return try self.check(result, sql: sql)
+    }
+
+    /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
+    func transaction<R>(_ body: () throws -> R) throws -> R {
+        try self.execute("BEGIN")
+        do {
+            let value = try body()
+            try self.execute("COMMIT")
+            return value
+        } catch {
+            if self.isUsable { try? self.execute("ROLLBACK") }
+            throw error
+        }
+    }
+
+    private func prepare(_ sql: String, _ values: [PostgresValue?]) throws -> String {
+        if let name = self.statements[sql] { return name }
+        let name = "s\(self.statements.count)"
+        // Types from the values (a NULL leaves its type to the statement's casts).
+        let types = values.map { $0?.encoded.type ?? 0 }
+        let result = PQprepare(self.handle, name, sql, Int32(types.count), types)
+        try self.check(result, sql: sql).close()
+        self.statements[sql] = name
+        return name
+    }
+
+    private func check(_ result: OpaquePointer?, sql: String) throws -> PostgresRows {
+        guard let result else {
+            throw PostgresError(message: String(cString: PQerrorMessage(self.handle)), connectionLost: !self.isUsable)
+        }
+        let status = PQresultStatus(result)
+        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
+            let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
+            let message = String(cString: PQresultErrorMessage(result)).trimmingTrailingNewlines
+            PQclear(result)
+            // A statement of a connection that has just dropped fails with a "fatal" result.
+            throw PostgresError(
+                sqlState: state,
+                message: message.isEmpty ? String(cString: PQerrorMessage(self.handle)) : message,
+                connectionLost: !self.isUsable,
+                statement: String(sql.prefix(120))
+            )
+        }
+        return PostgresRows(result)
+    }
+
+    private static func withCStrings<R>(_ strings: [String], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
+        var pointers: [UnsafeMutablePointer<CChar>?] = strings.map { strdup($0) }
+        defer { for pointer in pointers { free(pointer) } }
+        pointers.append(nil)
+        return body(pointers.map { UnsafePointer($0) })
+    }
+
+    private static func withParameterPointers<R>(
+        _ values: [(type: UInt32, bytes: [UInt8])?],
+        _ body: ([UnsafePointer<CChar>?]) -> R
+    ) -> R {
+        // Each parameter's bytes in one allocation, pointed into (NULL for a NULL parameter).
+        let total = values.reduce(0) { $0 + ($1?.bytes.count ?? 0) + 1 }
+        let storage = UnsafeMutablePointer<CChar>.allocate(capacity: max(total, 1))
+        defer { storage.deallocate() }
+        var pointers: [UnsafePointer<CChar>?] = []
+        pointers.reserveCapacity(values.count)
+        var offset = 0
+        for value in values {
+            guard let value else {
+                pointers.append(nil)
+                continue
+            }
+            value.bytes.withUnsafeBytes { bytes in
+                if let base = bytes.baseAddress {
+                    UnsafeMutableRawPointer(storage + offset).copyMemory(from: base, byteCount: bytes.count)
+                }
+            }
+            pointers.append(UnsafePointer(storage + offset))
+            offset += value.bytes.count + 1
+        }
+        return body(pointers)
+    }
+}
+
+/// A query's rows, read in PostgreSQL's binary format; freed when closed or released.
+final class PostgresRows {
+    private var result: OpaquePointer?
+
+    init(_ result: OpaquePointer) { self.result = result }
+
+    deinit { self.close() }
+
+    func close() {
+        if let result { PQclear(result) }
+        self.result = nil
+    }
+
+    var count: Int { Int(PQntuples(self.result)) }
+
+    /// Rows a command changed (`UPDATE`, `DELETE`, `INSERT`).
+    var affected: Int { Int(String(cString: PQcmdTuples(self.result))) ?? 0 }
+
+    func isNull(_ row: Int, _ column: Int) -> Bool { PQgetisnull(self.result, Int32(row), Int32(column)) != 0 }
+
+    /// A `bigint`, `integer`, `smallint` or `boolean` column.
+    func int(_ row: Int, _ column: Int) -> Int64 {
+        let length = Int(PQgetlength(self.result, Int32(row), Int32(column)))
+        guard let value = PQgetvalue(self.result, Int32(row), Int32(column)) else { return 0 }
+        var number: Int64 = 0
+        for index in 0..<length { number = number << 8 | Int64(UInt8(bitPattern: value[index])) }
+        // Sign-extend the narrower integers.
+        guard length > 0, length < 8 else { return number }
+        let unused = Int64(64 - 8 * length)
+        return (number << unused) >> unused
+    }
+
+    func optionalInt(_ row: Int, _ column: Int) -> Int64? { self.isNull(row, column) ? nil : self.int(row, column) }
+
+    func bool(_ row: Int, _ column: Int) -> Bool { self.int(row, column) != 0 }
+
+    /// A `text` column (or a `bytea` read as UTF-8).
+    func text(_ row: Int, _ column: Int) -> String {
+        self.withBytes(row, column) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    func optionalText(_ row: Int, _ column: Int) -> String? { self.isNull(row, column) ? nil : self.text(row, column) }
+
+    func bytes(_ row: Int, _ column: Int) -> [UInt8] { self.withBytes(row, column) { Array($0) } }
+
+    func withBytes<R>(_ row: Int, _ column: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        let length = Int(PQgetlength(self.result, Int32(row), Int32(column)))
+        guard let value = PQgetvalue(self.result, Int32(row), Int32(column)), length > 0 else {
+            return try body(UnsafeRawBufferPointer(start: nil, count: 0))
+        }
+        return try body(UnsafeRawBufferPointer(start: value, count: length))
+    }
+}
+
+/// A statement parameter, sent in PostgreSQL's binary format with its type.
+enum PostgresValue: Sendable {
+    case int(Int64)
+    case text(String)
+    case bytes([UInt8])
+    case bool(Bool)
+    case intArray([Int64?])
+    case textArray([String?])
+    case bytesArray([[UInt8]?])
+
+    // Type OIDs (`pg_type`).
+    static let int8: UInt32 = 20
+    static let text: UInt32 = 25
+    static let bytea: UInt32 = 17
+    static let boolean: UInt32 = 16
+
+    var encoded: (type: UInt32, bytes: [UInt8]) {
+        switch self {
+        case .int(let value): (Self.int8, Self.bigEndian(value))
+        case .text(let value): (Self.text, Array(value.utf8))
+        case .bytes(let value): (Self.bytea, value)
+        case .bool(let value): (Self.boolean, [value ? 1 : 0])
+        case .intArray(let values): (1016, Self.array(Self.int8, values.map { $0.map(Self.bigEndian) }))
+        case .textArray(let values): (1009, Self.array(Self.text, values.map { $0.map { Array($0.utf8) } }))
+        case .bytesArray(let values): (1001, Self.array(Self.bytea, values))
+        }
+    }
+
+    private static func bigEndian(_ value: Int64) -> [UInt8] {
+        (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * $0)) }
+    }
+
+    private static func bigEndian(_ value: Int32) -> [UInt8] {
+        (0..<4).map { UInt8(truncatingIfNeeded: value >> (24 - 8 * $0)) }
+    }
+
+    /// A one-dimensional array: dimensions, a has-NULL flag, the element type, then each element
+    /// as a length (-1: NULL) and its bytes.
+    private static func array(_ element: UInt32, _ values: [[UInt8]?]) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(20 + values.reduce(0) { $0 + 4 + ($1?.count ?? 0) })
+        let hasNull = values.contains { $0 == nil }
+        bytes += Self.bigEndian(Int32(values.isEmpty ? 0 : 1))
+        bytes += Self.bigEndian(Int32(hasNull ? 1 : 0))
+        bytes += Self.bigEndian(Int32(bitPattern: element))
+        if !values.isEmpty {
+            bytes += Self.bigEndian(Int32(values.count))
+            bytes += Self.bigEndian(Int32(1))
+        }
+        for value in values {
+            guard let value else {
+                bytes += Self.bigEndian(Int32(-1))
+                continue
+            }
+            bytes += Self.bigEndian(Int32(value.count))
+            bytes += value
+        }
+        return bytes
+    }
+}
+
+/// What went wrong talking to PostgreSQL.
+struct PostgresError: Error, CustomStringConvertible {
+    /// The SQLSTATE code, when the server answered with an error.
+    var sqlState: String?
+    var message: String
+    /// The connection is gone (the server stopped, the network failed): reconnect and retry.
+    var connectionLost: Bool
+    /// The start of the statement that failed.
+    var statement: String?
+
+    init(sqlState: String? = nil, message: String, connectionLost: Bool, statement: String? = nil) {
+        self.sqlState = sqlState
+        self.message = message
+        self.connectionLost = connectionLost
+        self.statement = statement
+    }
+
+    var description: String {
+        var text = self.message
+        if let sqlState { text += " (SQLSTATE \(sqlState))" }
+        if let statement { text += " in: \(statement)" }
+        return text
+    }
+}
+
+extension String {
+    var trimmingTrailingNewlines: String {
+        var text = self
+        while text.last == "\n" { text.removeLast() }
+        return text
+    }
+}

@@ -1,0 +1,597 @@
+import Logging
+import NIOCore
+import Synchronization
+import TaskCore
+import TaskGraph
+
+// The writer: one thread commits everything queued in one transaction (group commit), each table's
+// rows in one statement (arrays bound as parameters, `unnest`ed), and reconnects when the database
+// went away.
+
+extension PostgresJobRepository {
+    /// Queues `write`; false when `refuseWhenFull` and the queue is full. While the database is
+    /// away, a write someone waits for fails at once (`StoreError.unavailable`); the journal and
+    /// lease removals are kept for the reconnection.
+    @discardableResult
+    func enqueue(_ write: StoreWrite, refuseWhenFull: Bool = false) -> Bool {
+        if !self.isAvailable, let fail = write.fail(StoreError.unavailable) {
+            if case .journal = write {
+                // Kept: below.
+            } else {
+                fail()
+                return true
+            }
+        }
+        let (accepted, start): (Bool, Bool) = self.queue.withLock { queue in
+            if refuseWhenFull, queue.items.count >= self.options.maxQueuedWrites { return (false, false) }
+            queue.items.append(write)
+            if queue.draining { return (true, false) }
+            queue.draining = true
+            return (true, true)
+        }
+        if start { self.writerPool.execute { self.drain() } }
+        return accepted
+    }
+
+    /// Commits what is queued, batch after batch, until the queue is empty (or the database is
+    /// away: then the writer stays "draining" until `reconnect` has a connection again).
+    func drain() {
+        while true {
+            let batch = self.queue.withLock { $0.take() }
+            if batch.isEmpty { return }
+            guard self.commit(batch) else { return }
+        }
+    }
+
+    /// Writes `batch` in one transaction, then completes its futures (outside the transaction);
+    /// false when the connection is lost (what must not be lost is queued again).
+    func commit(_ batch: [StoreWrite]) -> Bool {
+        let plan = CommitPlan(batch) { 0 }
+        var outcome = CommitOutcome()
+        let started = monotonicNanoseconds()
+        do {
+            guard let db = self.writer.connection else {
+                throw PostgresError(message: "not connected", connectionLost: true)
+            }
+            try db.transaction { try self.write(plan, db, &outcome) }
+        } catch let error as PostgresError where error.connectionLost {
+            self.connectionLost(error, batch)
+            return false
+        } catch {
+            // The transaction rolled back: nothing of this batch is stored. New jobs are refused
+            // (their clients get a 503 and may retry); journal entries are lost, which is logged.
+            self.logger.error("store commit failed", metadata: ["error": "\(error)", "writes": "\(plan.steps.count)"])
+            outcome = CommitOutcome()
+            outcome.completions = plan.failures(StoreError.writeFailed)
+        }
+        let duration = monotonicNanoseconds() &- started
+        let result = outcome
+        self.completionPool.execute {
+            // Cached first: a listener lets the service forget a job that ended, and reads of it
+            // then come here.
+            self.cacheFinished(result.finished)
+            for listener in result.committed { listener(true) }
+            for completion in result.completions { completion() }
+            self.options.onCommit(duration)
+        }
+        if let before = outcome.continueExpiring { self.enqueue(.expire(before: before)) }
+        return true
+    }
+
+    /// What a commit hands to the completion thread.
+    struct CommitOutcome {
+        var completions: [@Sendable () -> Void] = []
+        var finished: [StoredJob] = []
+        /// The journal entries' listeners, told after the commit.
+        var committed: [@Sendable (Bool) -> Void] = []
+        var continueExpiring: Timestamp?
+    }
+
+    // MARK: - The database away
+
+    /// The connection broke during a commit: writes someone waits for fail (503, retry); the
+    /// journal and lease removals go back to the head of the queue, and the writer reconnects.
+    func connectionLost(_ error: PostgresError, _ batch: [StoreWrite]) {
+        let wasAvailable = self.available.exchange(false, ordering: .relaxed)
+        if wasAvailable {
+            self.logger.error("lost the database connection; writes wait for it", metadata: ["error": "\(error)"])
+        }
+        self.writer.connection = nil
+        var kept: [StoreWrite] = []
+        var failures: [@Sendable () -> Void] = []
+        for write in batch {
+            switch write {
+            case .journal, .removeLeases, .expire: kept.append(write)
+            default: if let fail = write.fail(StoreError.unavailable) { failures.append(fail) }
+            }
+        }
+        self.queue.withLock { $0.items = kept + $0.items }
+        let toFail = failures
+        if !toFail.isEmpty { self.completionPool.execute { for fail in toFail { fail() } } }
+        self.scheduleReconnect()
+    }
+
+    /// Tries to connect again after a backoff (100 ms doubling to 5 s); the writer stays
+    /// "draining" meanwhile, so nothing else starts it.
+    func scheduleReconnect() {
+        let attempt = self.reconnectAttempts.wrappingAdd(1, ordering: .relaxed).oldValue
+        let delay = Duration.milliseconds(min(5000, 100 << min(attempt, 6)))
+        _ = self.options.clock.schedule(after: delay) { [weak self] in
+            guard let self else { return }
+            self.writerPool.execute { self.reconnect() }
+        }
+    }
+
+    func reconnect() {
+        do {
+            self.writer.connection = try PostgresConnection(self.settings)
+        } catch {
+            self.logger.debug("the database is still away", metadata: ["error": "\(error)"])
+            self.scheduleReconnect()
+            return
+        }
+        self.reconnectAttempts.store(0, ordering: .relaxed)
+        self.available.store(true, ordering: .relaxed)
+        self.logger.notice("reconnected to the database")
+        self.drain()
+    }
+
+    // MARK: - Statements
+
+    func write(_ plan: CommitPlan, _ db: PostgresConnection, _ outcome: inout CommitOutcome) throws {
+        var inserts: [CommitPlan.NewJob] = []
+        var entries: [JournalEntry] = []
+        var others: [StoreWrite] = []
+        for step in plan.steps {
+            switch step {
+            case .insert(let job): inserts.append(job)
+            case .journal(let index): entries.append(plan.entries[index])
+            case .write(let write): others.append(write)
+            }
+        }
+        // Inserts and journal entries never depend on another write of the same commit (whoever
+        // sends a write that depends on an earlier one waits for that one's answer first), so the
+        // statements go table by table.
+        if !inserts.isEmpty { try self.writeInserts(inserts, db, &outcome) }
+        if !entries.isEmpty { try self.writeJournal(entries, db, &outcome) }
+        for write in others { try self.commitWrite(write, db, &outcome) }
+    }
+
+    func writeInserts(_ inserts: [CommitPlan.NewJob], _ db: PostgresConnection, _ outcome: inout CommitOutcome) throws {
+        let rows = try db.query(
+            """
+            INSERT INTO jobs (id, state, created_at, name, labels, idempotency_key, body_hash, document, run_at, priority)
+            SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
+                $8::bytea[], $9::bigint[], $10::bigint[])
+            ON CONFLICT DO NOTHING RETURNING id, position
+            """,
+            [
+                .textArray(inserts.map(\.job.id)),
+                .textArray(inserts.map { $0.job.sleeps ? "sleeping" : "pending" }),
+                .intArray(inserts.map(\.job.createdAt.milliseconds)),
+                .textArray(inserts.map(\.job.name)),
+                .textArray(inserts.map { $0.labels.map { String(decoding: $0, as: UTF8.self) } }),
+                .textArray(inserts.map { $0.job.idempotency?.key }),
+                .intArray(inserts.map { $0.job.idempotency.map { Int64(bitPattern: $0.bodyHash) } }),
+                .bytesArray(inserts.map { Array($0.job.document.readableBytesView) }),
+                .intArray(inserts.map { $0.job.runAt?.milliseconds }),
+                .intArray(inserts.map { $0.job.priority == JobSpec.defaultPriority ? nil : Int64($0.job.priority) }),
+            ]
+        )
+        var positions: [String: Int64] = [:]
+        for row in 0..<rows.count { positions[rows.text(row, 0)] = rows.int(row, 1) }
+        rows.close()
+        // Not inserted: an idempotency key seen before (in an earlier commit or this one).
+        var seen: [String: (id: String, hash: UInt64)] = [:]
+        let keys = inserts.filter { positions[$0.job.id] == nil }.compactMap { $0.job.idempotency?.key }
+        if !keys.isEmpty {
+            let found = try db.query(
+                "SELECT idempotency_key, id, body_hash FROM jobs WHERE idempotency_key = ANY($1::text[])",
+                [.textArray(keys)]
+            )
+            for row in 0..<found.count {
+                seen[found.text(row, 0)] = (found.text(row, 1), UInt64(bitPattern: found.int(row, 2)))
+            }
+        }
+        var labels: (keys: [String?], values: [String?], positions: [Int64?]) = ([], [], [])
+        var inserted = 0
+        for insert in inserts {
+            let job = insert.job
+            let result: InsertOutcome
+            if let position = positions[job.id] {
+                result = .inserted(position)
+                inserted += 1
+                for (key, value) in job.labels {
+                    labels.keys.append(key)
+                    labels.values.append(value)
+                    labels.positions.append(position)
+                }
+            } else if let idempotency = job.idempotency, let earlier = seen[idempotency.key] {
+                result = earlier.hash == idempotency.bodyHash ? .existing(id: earlier.id) : .mismatch
+            } else {
+                throw PostgresError(message: "job \(job.id) was not inserted", connectionLost: false)
+            }
+            outcome.completions.append { insert.promise.succeed(result) }
+        }
+        if !labels.keys.isEmpty {
+            try db.query(
+                """
+                INSERT INTO labels (key, value, position) SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
+                ON CONFLICT DO NOTHING
+                """,
+                [.textArray(labels.keys), .textArray(labels.values), .intArray(labels.positions)]
+            )
+        }
+        let count = inserted
+        self.cache.withLock { $0.count += count }
+    }
+
+    func writeJournal(_ entries: [JournalEntry], _ db: PostgresConnection, _ outcome: inout CommitOutcome) throws {
+        let deleted = self.deleted.withLock { $0 }
+        var events: (jobs: [Int64?], seqs: [Int64?], rows: [[UInt8]?]) = ([], [], [])
+        var nodes = NodeColumns()
+        var ends = EndColumns()
+        var started: (positions: [Int64?], times: [Int64?]) = ([], [])
+        var deliveries: [Delivery] = []
+        for entry in entries {
+            // Readers see the events once they are committed (the service marks them durable).
+            outcome.committed += entry.committed
+            guard entry.position != 0, !deleted.contains(entry.position) else { continue }
+            events.jobs.append(entry.position)
+            events.seqs.append(Int64(entry.firstSeq))
+            events.rows.append(StoredRecords.encodeEvents(entry.events))
+            for (ordinal, record) in entry.latestNodes { nodes.append(entry.position, ordinal, record) }
+            deliveries += entry.deliveries
+            if let ended = entry.ended {
+                ends.append(entry.position, ended)
+                if let record = entry.finishedRecord { outcome.finished.append(record) }
+            } else if let startedAt = entry.startedAt {
+                started.positions.append(entry.position)
+                started.times.append(startedAt.milliseconds)
+            }
+        }
+        if !events.jobs.isEmpty {
+            try db.query(
+                """
+                INSERT INTO events (job, seq, events) SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[])
+                ON CONFLICT DO NOTHING
+                """,
+                [.intArray(events.jobs), .intArray(events.seqs), .bytesArray(events.rows)]
+            )
+        }
+        if !nodes.jobs.isEmpty {
+            try db.query(
+                """
+                INSERT INTO nodes (job, node_id, ordinal, type, action, executor, parent, state, attempts, result, error,
+                    started_at, finished_at)
+                SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
+                    $8::text[], $9::bigint[], $10::text[], $11::text[], $12::bigint[], $13::bigint[])
+                ON CONFLICT (job, node_id) DO UPDATE SET state = excluded.state, attempts = excluded.attempts,
+                    result = excluded.result, error = excluded.error, started_at = excluded.started_at,
+                    finished_at = excluded.finished_at
+                """,
+                nodes.values
+            )
+        }
+        if !ends.positions.isEmpty {
+            try db.query(
+                """
+                UPDATE jobs SET state = u.state, result = u.result, error = u.error, progress = u.progress,
+                    started_at = u.started_at, finished_at = u.finished_at, nodes = u.nodes
+                FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
+                    $8::bytea[]) AS u(position, state, result, error, progress, started_at, finished_at, nodes)
+                WHERE jobs.position = u.position
+                """,
+                ends.values
+            )
+            // Node rows of earlier commits go: the job's own row has its records now.
+            try db.query("DELETE FROM nodes WHERE job = ANY($1::bigint[])", [.intArray(ends.positions)])
+        }
+        if !started.positions.isEmpty {
+            try db.query(
+                """
+                UPDATE jobs SET state = 'running', started_at = u.started_at
+                FROM unnest($1::bigint[], $2::bigint[]) AS u(position, started_at) WHERE jobs.position = u.position
+                """,
+                [.intArray(started.positions), .intArray(started.times)]
+            )
+        }
+        if !deliveries.isEmpty { try self.writeDeliveries(deliveries, db) }
+    }
+
+    /// The columns of node rows, one array per column.
+    struct NodeColumns {
+        var jobs: [Int64?] = []
+        var ids: [String?] = []
+        var ordinals: [Int64?] = []
+        var types: [String?] = []
+        var actions: [String?] = []
+        var executors: [String?] = []
+        var parents: [String?] = []
+        var states: [String?] = []
+        var attempts: [Int64?] = []
+        var results: [String?] = []
+        var errors: [String?] = []
+        var startedAt: [Int64?] = []
+        var finishedAt: [Int64?] = []
+
+        mutating func append(_ job: Int64, _ ordinal: Int, _ record: NodeRecord) {
+            self.jobs.append(job)
+            self.ids.append(record.id)
+            self.ordinals.append(Int64(ordinal))
+            self.types.append(record.type)
+            self.actions.append(record.action)
+            self.executors.append(record.executor)
+            self.parents.append(record.parent)
+            self.states.append(record.state.rawValue)
+            self.attempts.append(Int64(record.attempts))
+            self.results.append(record.state == .succeeded ? record.result.map(\.jsonString) : nil)
+            self.errors.append(record.error.map(\.json.jsonString))
+            self.startedAt.append(record.startedAt?.milliseconds)
+            self.finishedAt.append(record.finishedAt?.milliseconds)
+        }
+
+        var values: [PostgresValue?] {
+            [
+                .intArray(self.jobs), .textArray(self.ids), .intArray(self.ordinals), .textArray(self.types),
+                .textArray(self.actions), .textArray(self.executors), .textArray(self.parents),
+                .textArray(self.states), .intArray(self.attempts), .textArray(self.results), .textArray(self.errors),
+                .intArray(self.startedAt), .intArray(self.finishedAt),
+            ]
+        }
+    }
+
+    /// The columns of the job rows of jobs that ended.
+    struct EndColumns {
+        var positions: [Int64?] = []
+        var states: [String?] = []
+        var results: [String?] = []
+        var errors: [String?] = []
+        var progress: [String?] = []
+        var startedAt: [Int64?] = []
+        var finishedAt: [Int64?] = []
+        var nodes: [[UInt8]?] = []
+
+        mutating func append(_ position: Int64, _ ended: EndedJob) {
+            let snapshot = ended.snapshot
+            self.positions.append(position)
+            self.states.append(snapshot.state.rawValue)
+            self.results.append(snapshot.result.map(\.jsonString))
+            self.errors.append(snapshot.error.map(\.json.jsonString))
+            self.progress.append(snapshot.progress.jsonString)
+            self.startedAt.append(snapshot.startedAt?.milliseconds)
+            self.finishedAt.append((snapshot.finishedAt ?? .now()).milliseconds)
+            self.nodes.append(StoredRecords.encodeNodes(ended.nodes))
+        }
+
+        var values: [PostgresValue?] {
+            [
+                .intArray(self.positions), .textArray(self.states), .textArray(self.results), .textArray(self.errors),
+                .textArray(self.progress), .intArray(self.startedAt), .intArray(self.finishedAt),
+                .bytesArray(self.nodes),
+            ]
+        }
+    }
+
+    func writeDeliveries(_ deliveries: [Delivery], _ db: PostgresConnection) throws {
+        let columns = deliveries.map(StoredRecords.deliveryColumns)
+        try db.query(
+            """
+            INSERT INTO deliveries (\(StoredRecords.deliveryColumnNames))
+            SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
+                $8::bytea[], $9::text[], $10::text[], $11::bigint[], $12::text[], $13::bigint[])
+            ON CONFLICT DO NOTHING
+            """,
+            [
+                .textArray(deliveries.map(\.id)),
+                .textArray(deliveries.map(\.jobID)),
+                .intArray(deliveries.map { Int64($0.seq) }),
+                .textArray(deliveries.map(\.eventType.rawValue)),
+                .textArray(deliveries.map(\.url)),
+                .textArray(columns.map(\.headers)),
+                .textArray(deliveries.map(\.secret.storageText)),
+                .bytesArray(deliveries.map(\.body)),
+                .textArray(deliveries.map(\.state.rawValue)),
+                .textArray(columns.map(\.attempts)),
+                .intArray(deliveries.map(\.nextAttemptAt.milliseconds)),
+                .textArray(columns.map(\.retry)),
+                .intArray(deliveries.map(\.createdAt.milliseconds)),
+            ]
+        )
+    }
+
+    /// The writes other than inserts and journal entries, one by one.
+    func commitWrite(_ write: StoreWrite, _ db: PostgresConnection, _ outcome: inout CommitOutcome) throws {
+        switch write {
+        case .insert, .journal:
+            preconditionFailure("planned as a step of its own")
+        case .claimDeliveries(let now, let limit, let promise):
+            // SKIP LOCKED: another server's claim running beside this one takes other rows.
+            let rows = try db.query(
+                """
+                UPDATE deliveries SET claimed_by = $3 WHERE id IN (
+                    SELECT id FROM deliveries WHERE state = 'pending' AND claimed_by IS NULL AND next_attempt_at <= $1
+                    ORDER BY next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+                RETURNING \(StoredRecords.deliveryColumnNames)
+                """,
+                [.int(now.milliseconds), .int(Int64(limit)), .text(self.serverID)]
+            )
+            let claimed = try (0..<rows.count).compactMap { try Self.delivery(rows, $0) }
+                .sorted { ($0.nextAttemptAt.milliseconds, $0.id) < ($1.nextAttemptAt.milliseconds, $1.id) }
+            let next = try db.query(
+                """
+                SELECT min(next_attempt_at) FROM deliveries
+                WHERE state = 'pending' AND claimed_by IS NULL AND next_attempt_at > $1
+                """,
+                [.int(now.milliseconds)]
+            )
+            let nextDue = next.optionalInt(0, 0).map(Timestamp.init(milliseconds:))
+            outcome.completions.append { promise.succeed((claimed, nextDue)) }
+        case .updateDelivery(let delivery, let promise):
+            try db.query(
+                "UPDATE deliveries SET state = $1, attempts = $2, next_attempt_at = $3, claimed_by = NULL WHERE id = $4",
+                [
+                    .text(delivery.state.rawValue),
+                    .text(StoredRecords.attemptsJSON(delivery.attempts).jsonString),
+                    .int(delivery.nextAttemptAt.milliseconds),
+                    .text(delivery.id),
+                ]
+            )
+            outcome.completions.append { promise.succeed(()) }
+        case .addLeases(let leases, let promise):
+            try db.query(
+                """
+                INSERT INTO leases (lease_hash, job_id, task_id, executor, worker_id, attempt, heartbeat_timeout_ms, claimed_at)
+                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
+                    $8::bigint[])
+                ON CONFLICT (lease_hash) DO UPDATE SET job_id = excluded.job_id, task_id = excluded.task_id,
+                    executor = excluded.executor, worker_id = excluded.worker_id, attempt = excluded.attempt,
+                    heartbeat_timeout_ms = excluded.heartbeat_timeout_ms, claimed_at = excluded.claimed_at
+                """,
+                [
+                    .textArray(leases.map(\.hash)), .textArray(leases.map(\.jobID)), .textArray(leases.map(\.taskID)),
+                    .textArray(leases.map(\.executor)), .textArray(leases.map(\.workerId)),
+                    .intArray(leases.map { Int64($0.attempt) }), .intArray(leases.map { Int64($0.heartbeatTimeoutMs) }),
+                    .intArray(leases.map(\.claimedAt.milliseconds)),
+                ]
+            )
+            outcome.completions.append { promise.succeed(()) }
+        case .removeLeases(let hashes):
+            try db.query("DELETE FROM leases WHERE lease_hash = ANY($1::text[])", [.textArray(hashes)])
+        case .cancelRequested(let id, let promise):
+            // A sleeping job wakes: it is an unfinished job a restart resumes, to end it cancelled.
+            try db.query(
+                """
+                UPDATE jobs SET cancel_requested = true, state = CASE WHEN state = 'sleeping' THEN 'pending' ELSE state END
+                WHERE id = $1
+                """,
+                [.text(id)]
+            )
+            outcome.completions.append { promise.succeed(()) }
+        case .reopen(let id, let promise):
+            let reopened = try self.writeReopen(id, db)
+            outcome.completions.append { promise.succeed(reopened) }
+        case .putSchedule(let schedule, let promise):
+            try db.query(
+                """
+                INSERT INTO schedules (id, definition, created_at, updated_at, last_fire_at, last_job_id)
+                VALUES ($1, $2, $3, $4, $5, $6)
+                ON CONFLICT (id) DO UPDATE SET definition = excluded.definition, updated_at = excluded.updated_at,
+                    last_fire_at = excluded.last_fire_at, last_job_id = excluded.last_job_id
+                """,
+                [
+                    .text(schedule.id), .text(schedule.definition.jsonString), .int(schedule.createdAt.milliseconds),
+                    .int(schedule.updatedAt.milliseconds), schedule.lastFireAt.map { .int($0.milliseconds) },
+                    schedule.lastJobID.map(PostgresValue.text),
+                ]
+            )
+            outcome.completions.append { promise.succeed(()) }
+        case .deleteSchedule(let id, let promise):
+            let deleted = try db.query("DELETE FROM schedules WHERE id = $1", [.text(id)]).affected > 0
+            outcome.completions.append { promise.succeed(deleted) }
+        case .recordFire(let id, let at, let jobID, let promise):
+            try db.query(
+                "UPDATE schedules SET last_fire_at = $1, last_job_id = coalesce($2, last_job_id) WHERE id = $3",
+                [.int(at.milliseconds), jobID.map(PostgresValue.text), .text(id)]
+            )
+            outcome.completions.append { promise.succeed(()) }
+        case .claimSleeping(let through, let limit, let promise):
+            let rows = try db.query(
+                """
+                UPDATE jobs SET state = 'pending' WHERE position IN (
+                    SELECT position FROM jobs WHERE state = 'sleeping' AND run_at <= $1
+                    ORDER BY run_at, position LIMIT $2 FOR UPDATE SKIP LOCKED)
+                RETURNING position, id, document, created_at, name, labels, run_at, cancel_requested
+                """,
+                [.int(through.milliseconds), .int(Int64(limit))]
+            )
+            let jobs = try (0..<rows.count).map { try Self.sleepingJob(rows, $0) }
+                .sorted { ($0.runAt?.milliseconds ?? 0, $0.key) < ($1.runAt?.milliseconds ?? 0, $1.key) }
+            outcome.completions.append { promise.succeed(jobs) }
+        case .delete(let id, let promise):
+            let result = try self.writeDelete(id, db)
+            outcome.completions.append { promise.succeed(result) }
+        case .flush(let promise):
+            outcome.completions.append { promise.succeed(()) }
+        case .expire(let before):
+            if try self.writeExpire(before: before, db) { outcome.continueExpiring = before }
+        }
+    }
+
+    /// Turns a failed or cancelled job's row back into an unfinished one (`reopen`), keeping its
+    /// node list as a redrive starts from it (`NodeRecord.redriven`).
+    func writeReopen(_ id: String, _ db: PostgresConnection) throws -> StoredJob? {
+        guard let stored = try self.load(id, db, withDocument: true),
+            stored.state == .failed || stored.state == .cancelled
+        else {
+            return nil
+        }
+        try db.query(
+            """
+            UPDATE jobs SET state = 'running', result = NULL, error = NULL, progress = NULL, finished_at = NULL,
+                cancel_requested = false, nodes = $1 WHERE position = $2
+            """,
+            [.bytes(StoredRecords.encodeNodes(stored.nodes.map(\.redriven))), .int(stored.key)]
+        )
+        try db.query("DELETE FROM nodes WHERE job = $1", [.int(stored.key)])
+        self.uncacheFinished(id)
+        return stored
+    }
+
+    func writeDelete(_ id: String, _ db: PostgresConnection) throws -> DeleteResult {
+        let row = try db.query("SELECT position, state FROM jobs WHERE id = $1", [.text(id)])
+        guard row.count == 1 else { return .notFound }
+        let position = row.int(0, 0)
+        // The service sends a delete only once the job's end is recorded: the row says how it ended.
+        guard StoredRecords.jobState(row.text(0, 1)).isTerminal else { return .notTerminal }
+        try self.deleteRows([(position, id)], db)
+        // Its last events may still be queued behind this delete: they must not come back.
+        self.deleted.withLock { _ = $0.insert(position) }
+        return .deleted
+    }
+
+    /// Removes every row of these jobs.
+    func deleteRows(_ jobs: [(position: Int64, id: String)], _ db: PostgresConnection) throws {
+        let positions = PostgresValue.intArray(jobs.map(\.position))
+        let ids = PostgresValue.textArray(jobs.map(\.id))
+        try db.query("DELETE FROM events WHERE job = ANY($1::bigint[])", [positions])
+        try db.query("DELETE FROM nodes WHERE job = ANY($1::bigint[])", [positions])
+        try db.query("DELETE FROM labels WHERE position = ANY($1::bigint[])", [positions])
+        try db.query("DELETE FROM deliveries WHERE job_id = ANY($1::text[])", [ids])
+        try db.query("DELETE FROM leases WHERE job_id = ANY($1::text[])", [ids])
+        try db.query("DELETE FROM jobs WHERE position = ANY($1::bigint[])", [positions])
+        let removed = self.cache.withLock { cache in
+            cache.count -= jobs.count
+            cache.deletes &+= 1
+            return jobs.compactMap { cache.finished.removeValue(forKey: $0.id) }
+        }
+        withExtendedLifetime(removed) {}
+    }
+
+    /// Deletes up to 500 jobs that finished before `before` (through `jobs_finished`); `true`
+    /// when there may be more (the writer calls again after its next commit).
+    func writeExpire(before: Timestamp, _ db: PostgresConnection) throws -> Bool {
+        let rows = try db.query(
+            "SELECT position, id FROM jobs WHERE finished_at < $1 ORDER BY finished_at LIMIT 500",
+            [.int(before.milliseconds)]
+        )
+        let doomed = (0..<rows.count).map { (rows.int($0, 0), rows.text($0, 1)) }
+        rows.close()
+        if doomed.isEmpty { return false }
+        try self.deleteRows(doomed, db)
+        self.logger.debug("retention removed finished jobs", metadata: ["count": "\(doomed.count)"])
+        return doomed.count == 500
+    }
+
+    func scheduleRetention(_ retention: Duration) {
+        let seconds = Double(retention.components.seconds)
+        let period = Duration.milliseconds(Int64(max(1, min(60, seconds / 10)) * 1000))
+        self.enqueue(
+            .expire(
+                before: Timestamp(milliseconds: self.options.clock.now().milliseconds - retention.wholeMilliseconds)
+            )
+        )
+        let timer = self.options.clock.schedule(after: period) { [weak self] in self?.scheduleRetention(retention) }
+        self.retentionTimer.withLock { $0 = timer }
+    }
+}

@@ -1,0 +1,400 @@
+import Logging
+import NIOCore
+import Synchronization
+import TaskCore
+import TaskGraph
+
+/// The PostgreSQL repository (`--database postgres://…`): every promise of the SQLite store, in
+/// the database users already run.
+///
+/// **Writes** go through one writer connection on a one-thread pool, with group commit as in the
+/// SQLite store (`GroupCommit.swift`): everything queued is committed in one transaction, so a
+/// `201` still promises a committed row and one commit (one WAL flush) serves every request that
+/// arrived meanwhile. Rows of a commit are written with one statement per table — arrays bound as
+/// parameters and `unnest`ed — so a commit costs a handful of round trips however many jobs it
+/// carries; statements are prepared once per connection.
+///
+/// **Reads** run on a small pool, each thread with a connection of its own; the records of
+/// recently finished jobs are cached, so they answer even while the database is away.
+///
+/// **When the database goes away** (restarted, the network down): the writer marks the store
+/// unavailable (`isAvailable`, which `/readyz` reports), answers new jobs and other writes at once
+/// with `StoreError.unavailable` (a `503 store.unavailable` with `Retry-After`), keeps the journal
+/// of running jobs — nobody could send it again — and reconnects with backoff; once connected it
+/// commits what it kept, and the jobs go on. A commit whose answer was lost with the connection is
+/// sent again: every journal statement is idempotent (`ON CONFLICT DO NOTHING`, upserts).
+public final class PostgresJobRepository: JobRepository {
+    public struct Options: Sendable {
+        /// Records of finished jobs kept in memory for fast reads.
+        public var cachedFinishedJobs = 10_000
+        /// Queued writes past which new jobs are refused (503 `store.busy`) rather than queued.
+        public var maxQueuedWrites = 200_000
+        /// Finished jobs older than this are deleted in the background (`--retention`).
+        public var retention: Duration?
+        /// Told how long each transaction took, after it ends (metrics); must be quick.
+        public var onCommit: @Sendable (_ nanoseconds: UInt64) -> Void = { _ in }
+        /// The time retention and reconnection count by, and their timers.
+        public var clock: any ServerClock = SystemClock()
+        /// Reader connections (and threads).
+        public var readers = 3
+        public init() {}
+    }
+
+    let settings: PostgresSettings
+    /// This process among the servers using the database (`servers.id`; the claims it holds).
+    let serverID = JobID.make()
+    let logger: Logger
+    let options: Options
+    let writerPool = WorkerPool(name: "pg-writer", size: 1)
+    let readerPool: WorkerPool
+    /// Completes the futures of committed writes, in commit order (one thread).
+    let completionPool = WorkerPool(name: "pg-completions", size: 1)
+    /// The writer's connection: used on the writer thread only; nil while the database is away.
+    let writer: WriterConnection
+    let readers = Mutex<[PostgresConnection]>([])
+    let cache = Mutex(FinishedJobCache())
+    let queue = Mutex(StoreWriteQueue())
+    let retentionTimer = Mutex<ClockTimer?>(nil)
+    /// False from a lost connection until the writer has reconnected.
+    let available = Atomic(true)
+    /// Positions of jobs deleted by this process: late journal entries of theirs are dropped
+    /// (used on the writer thread only; the lock is never contended).
+    let deleted = Mutex(Set<Int64>())
+    /// Reconnection attempts since the connection was lost (for the backoff).
+    let reconnectAttempts = Atomic(0)
+
+    // @unchecked Sendable: `connection` is read and replaced on the writer thread only (the
+    // repository's one-thread writer pool), or in `init` before the pool sees the repository.
+    final class WriterConnection: @unchecked Sendable {
+        var connection: PostgresConnection?
+        init(_ connection: PostgresConnection) { self.connection = connection }
+    }
+
+    /// Connects, migrates the schema and reads what the store holds; throws a `PostgresError`
+    /// (or `PostgresSchemaError`) naming what failed, never the password.
+    public init(settings: PostgresSettings, options: Options = Options(), logger: Logger) throws {
+        self.settings = settings
+        self.options = options
+        self.logger = logger
+        self.readerPool = WorkerPool(name: "pg-readers", size: max(1, options.readers))
+        let connection = try PostgresConnection(settings)
+        guard connection.serverVersion >= 120_000 else {
+            throw PostgresError(
+                message:
+                    "the database runs PostgreSQL \(connection.serverVersion / 10000); TaskServer needs 12 or newer",
+                connectionLost: false
+            )
+        }
+        try PostgresSchema.migrate(connection)
+        // Claims of deliveries were this process's predecessor's: none outlives its process.
+        try connection.query("UPDATE deliveries SET claimed_by = NULL WHERE claimed_by IS NOT NULL")
+        let count = Int(try connection.query("SELECT count(*) FROM jobs").int(0, 0))
+        self.writer = WriterConnection(connection)
+        self.cache.withLock { $0.count = count }
+        if let retention = options.retention { self.scheduleRetention(retention) }
+    }
+
+    public var isDurable: Bool { true }
+
+    /// Whether the database answers (`/readyz` says 503 while it does not).
+    public var isAvailable: Bool { self.available.load(ordering: .relaxed) }
+
+    // MARK: - Jobs
+
+    public func insert(_ job: NewJobRecord) -> Future<InsertOutcome> {
+        let promise = Promise<InsertOutcome>()
+        guard self.isAvailable else { return Future(error: StoreError.unavailable) }
+        guard self.enqueue(.insert(job, promise), refuseWhenFull: true) else {
+            return Future(error: StoreError.busy)
+        }
+        return promise.future
+    }
+
+    public func append(_ batch: JournalBatch) { self.enqueue(.journal(batch)) }
+
+    public func job(_ id: String) -> Future<StoredJob?> {
+        if let job = self.cache.withLock({ $0.finished[id] }) { return Future(value: job) }
+        guard JobID.isPlausible(id) else { return Future(value: nil) }
+        let deletes = self.cache.withLock { $0.deletes }
+        return self.read { db in try self.load(id, db) }.map { job in
+            guard let job else { return nil }
+            if job.state.isTerminal { self.cacheFinished([job], ifNoDeleteSince: deletes) }
+            return job
+        }
+    }
+
+    public func list(_ query: JobQuery) -> Future<JobPage> {
+        self.read { db -> JobPage in
+            let (sql, values) = Self.listSQL(query)
+            let rows = try db.query(sql, values)
+            var items: [(position: UInt64, snapshot: JobSnapshot)] = []
+            for row in 0..<rows.count {
+                items.append((UInt64(bitPattern: rows.int(row, 0)), try Self.snapshot(rows, row)))
+            }
+            let more = items.count > query.limit
+            if more { items.removeLast() }
+            return JobPage(items: items.map(\.snapshot), next: more ? items.last?.position : nil)
+        }
+    }
+
+    /// The query of a list page and its values (`$n` placeholders in order).
+    static func listSQL(_ query: JobQuery) -> (sql: String, values: [PostgresValue?]) {
+        var values: [PostgresValue?] = []
+        func parameter(_ value: PostgresValue) -> String {
+            values.append(value)
+            return "$\(values.count)"
+        }
+        var conditions: [String] = []
+        switch query.state {
+        case nil: break
+        case .pending: conditions.append("state IN ('pending', 'sleeping')")
+        case .running: conditions.append("state = 'running'")
+        case .failed: conditions.append("state = 'failed'")
+        case .cancelled: conditions.append("state = 'cancelled'")
+        case .succeeded: conditions.append("state = 'succeeded'")
+        }
+        if let before = query.before { conditions.append("position < \(parameter(.int(Int64(bitPattern: before))))") }
+        for label in query.labels {
+            let key = parameter(.text(label.key))
+            let value = parameter(.text(label.value))
+            conditions.append("position IN (SELECT position FROM labels WHERE key = \(key) AND value = \(value))")
+        }
+        let limit = parameter(.int(Int64(query.limit + 1)))
+        let filter = conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")
+        return (
+            """
+            SELECT position, id, name, labels, state, error, progress, created_at, started_at, finished_at, run_at,
+                priority FROM jobs\(filter) ORDER BY position DESC LIMIT \(limit)
+            """,
+            values
+        )
+    }
+
+    public func delete(_ id: String) -> Future<DeleteResult> {
+        guard JobID.isPlausible(id) else { return Future(value: .notFound) }
+        let promise = Promise<DeleteResult>()
+        self.enqueue(.delete(id, promise))
+        return promise.future
+    }
+
+    public func requestCancel(_ id: String) -> Future<Void> {
+        let promise = Promise<Void>()
+        self.enqueue(.cancelRequested(id, promise))
+        return promise.future
+    }
+
+    public func reopen(_ id: String) -> Future<StoredJob?> {
+        guard JobID.isPlausible(id) else { return Future(value: nil) }
+        let promise = Promise<StoredJob?>()
+        self.enqueue(.reopen(id, promise))
+        return promise.future
+    }
+
+    public func claimUnfinished(excluding live: Set<String>) -> Future<[StoredJob]> {
+        self.read { db in
+            let rows = try db.query("SELECT id FROM jobs WHERE state IN ('pending', 'running') ORDER BY position")
+            let ids = (0..<rows.count).map { rows.text($0, 0) }.filter { !live.contains($0) }
+            rows.close()
+            var jobs: [StoredJob] = []
+            for id in ids {
+                do {
+                    guard let job = try self.load(id, db), !job.state.isTerminal else { continue }
+                    jobs.append(job)
+                } catch let error as PostgresError where error.connectionLost {
+                    throw error
+                } catch {
+                    self.logger.error(
+                        "cannot resume a stored job; it stays as it was",
+                        metadata: ["job.id": "\(id)", "error": "\(error)"]
+                    )
+                }
+            }
+            return jobs
+        }
+    }
+
+    public func claimSleeping(through: Timestamp, limit: Int) -> Future<[StoredJob]> {
+        // Asked every second: a reader looks first, so that an idle server costs no write.
+        self.read { db -> Bool in
+            try db.query(
+                "SELECT 1 FROM jobs WHERE state = 'sleeping' AND run_at <= $1 LIMIT 1",
+                [.int(through.milliseconds)]
+            ).count > 0
+        }.flatMap { due -> Future<[StoredJob]> in
+            guard due else { return Future(value: []) }
+            let promise = Promise<[StoredJob]>()
+            self.enqueue(.claimSleeping(through, limit, promise))
+            return promise.future
+        }
+    }
+
+    public func count() -> Future<Int> { Future(value: self.cache.withLock { $0.count }) }
+
+    /// Completes when every write queued so far is committed (tests: a consistent crash image).
+    func flush() -> Future<Void> {
+        let promise = Promise<Void>()
+        self.enqueue(.flush(promise))
+        return promise.future
+    }
+
+    // MARK: - ScheduleStore
+
+    public func putSchedule(_ schedule: StoredSchedule) -> Future<Void> {
+        let promise = Promise<Void>()
+        self.enqueue(.putSchedule(schedule, promise))
+        return promise.future
+    }
+
+    public func deleteSchedule(_ id: String) -> Future<Bool> {
+        let promise = Promise<Bool>()
+        self.enqueue(.deleteSchedule(id, promise))
+        return promise.future
+    }
+
+    public func recordFire(_ id: String, at: Timestamp, jobID: String?) -> Future<Void> {
+        let promise = Promise<Void>()
+        self.enqueue(.recordFire(id, at, jobID, promise))
+        return promise.future
+    }
+
+    public func storedSchedules() -> Future<[StoredSchedule]> {
+        self.read { db in
+            let rows = try db.query(
+                "SELECT id, definition, created_at, updated_at, last_fire_at, last_job_id FROM schedules ORDER BY id"
+            )
+            return try (0..<rows.count).map { row in
+                StoredSchedule(
+                    id: rows.text(row, 0),
+                    definition: try JSONParser.parse(rows.text(row, 1), limits: StoredRecords.limits),
+                    createdAt: Timestamp(milliseconds: rows.int(row, 2)),
+                    updatedAt: Timestamp(milliseconds: rows.int(row, 3)),
+                    lastFireAt: rows.optionalInt(row, 4).map(Timestamp.init(milliseconds:)),
+                    lastJobID: rows.optionalText(row, 5)
+                )
+            }
+        }
+    }
+
+    // MARK: - LeaseJournal
+
+    public func recordLeases(_ leases: [StoredLease]) -> Future<Void> {
+        if leases.isEmpty { return Future(value: ()) }
+        let promise = Promise<Void>()
+        self.enqueue(.addLeases(leases, promise))
+        return promise.future
+    }
+
+    public func removeLeases(_ hashes: [String]) {
+        if !hashes.isEmpty { self.enqueue(.removeLeases(hashes)) }
+    }
+
+    public func storedLeases() -> Future<[StoredLease]> {
+        self.read { db in
+            let rows = try db.query(
+                "SELECT lease_hash, job_id, task_id, executor, worker_id, attempt, heartbeat_timeout_ms, claimed_at FROM leases"
+            )
+            return (0..<rows.count).map { row in
+                StoredLease(
+                    hash: rows.text(row, 0),
+                    jobID: rows.text(row, 1),
+                    taskID: rows.text(row, 2),
+                    executor: rows.text(row, 3),
+                    workerId: rows.text(row, 4),
+                    attempt: Int(rows.int(row, 5)),
+                    heartbeatTimeoutMs: Int(rows.int(row, 6)),
+                    claimedAt: Timestamp(milliseconds: rows.int(row, 7))
+                )
+            }
+        }
+    }
+
+    // MARK: - DeliveryStore
+
+    public func update(_ delivery: Delivery) -> Future<Void> {
+        let promise = Promise<Void>()
+        self.enqueue(.updateDelivery(delivery, promise))
+        return promise.future
+    }
+
+    public func claimDue(at now: Timestamp, limit: Int) -> Future<(deliveries: [Delivery], next: Timestamp?)> {
+        let promise = Promise<(deliveries: [Delivery], next: Timestamp?)>()
+        self.enqueue(.claimDeliveries(now, limit, promise))
+        return promise.future
+    }
+
+    public func deliveries(jobID: String) -> Future<[Delivery]> {
+        self.read { db in
+            let rows = try db.query(
+                "SELECT \(StoredRecords.deliveryColumnNames) FROM deliveries WHERE job_id = $1 ORDER BY seq, id",
+                [.text(jobID)]
+            )
+            return try (0..<rows.count).compactMap { try Self.delivery(rows, $0) }
+        }
+    }
+
+    // MARK: - Closing
+
+    /// Writes what is queued and closes the connections; the future completes when done.
+    @discardableResult
+    public func close() -> Future<Void> {
+        if let timer = self.retentionTimer.withLock({ $0 }) { self.options.clock.cancel(timer) }
+        let closed = Promise<Void>()
+        self.flush().whenComplete { _ in
+            self.writerPool.execute {
+                self.writer.connection = nil
+                self.completionPool.execute {
+                    self.readers.withLock { $0 = [] }
+                    self.writerPool.shutdown()
+                    self.readerPool.shutdown()
+                    self.completionPool.shutdown()
+                    closed.succeed(())
+                }
+            }
+        }
+        return closed.future
+    }
+
+    // MARK: - Reading
+
+    /// Runs `body` on a reader thread with a connection of its own (a lost one is dropped, and
+    /// the read answers `StoreError.unavailable`).
+    func read<R: Sendable>(_ body: @escaping @Sendable (PostgresConnection) throws -> R) -> Future<R> {
+        self.readerPool.submit {
+            let connection: PostgresConnection
+            do {
+                connection = try self.readers.withLock { $0.popLast() } ?? PostgresConnection(self.settings)
+            } catch {
+                self.logger.warning("cannot connect to the database", metadata: ["error": "\(error)"])
+                throw StoreError.unavailable
+            }
+            do {
+                let value = try body(connection)
+                self.readers.withLock { $0.append(connection) }
+                return value
+            } catch let error as PostgresError where error.connectionLost || !connection.isUsable {
+                self.logger.warning("lost the database connection of a read", metadata: ["error": "\(error)"])
+                throw StoreError.unavailable
+            } catch {
+                // A failed query, or a stored document that no longer decodes: either way a 503
+                // store error, never a 500, and the cause is logged.
+                self.readers.withLock { $0.append(connection) }
+                self.logger.error("store read failed", metadata: ["error": "\(error)"])
+                throw StoreError.readFailed
+            }
+        }
+    }
+
+    /// Forgets the cached record of job `id` (a redrive made it unfinished again).
+    func uncacheFinished(_ id: String) {
+        let removed = self.cache.withLock { cache in cache.finished.removeValue(forKey: id) }
+        withExtendedLifetime(removed) {}
+    }
+
+    func cacheFinished(_ jobs: [StoredJob], ifNoDeleteSince deletes: UInt64? = nil) {
+        if jobs.isEmpty { return }
+        let evicted = self.cache.withLock { cache in
+            cache.add(jobs, limit: self.options.cachedFinishedJobs, ifNoDeleteSince: deletes)
+        }
+        withExtendedLifetime(evicted) {}
+    }
+}

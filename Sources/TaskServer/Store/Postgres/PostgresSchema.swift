@@ -1,0 +1,189 @@
+/// The PostgreSQL store's tables, as numbered migrations the server applies at start.
+///
+/// `taskserver_migrations` lists the versions applied. Each migration runs in its own transaction
+/// with its row, under a transaction-level advisory lock, so that servers starting together
+/// migrate once (the others wait for the lock, then find the work done). A database migrated by
+/// a newer server (a version this one does not know) is refused, never guessed at: exit 64 with
+/// both versions in the message, which is what makes a rolling upgrade safe.
+///
+/// Shaped for several servers sharing the database (SPEC §9), though one server uses it today:
+/// - every table a job owns is keyed by the job's `position` (a sequence: unique across servers,
+///   and the list order);
+/// - a running job has an owner (`jobs.owner`, a row of `servers`) and the fencing token of that
+///   owner's lease (`jobs.owner_token`): a server's writes name its token, so a server whose lease
+///   ended cannot overwrite the jobs another took over;
+/// - `commands` carries requests (cancel, complete, redrive) for a job owned by another server;
+/// - claims (`deliveries`, sleeping jobs) are rows taken with `FOR UPDATE SKIP LOCKED`.
+/// Times are Unix milliseconds in `bigint`s, as in the SQLite store, so records read the same.
+enum PostgresSchema {
+    static let migrations: [String] = [
+        // 1: everything the SQLite store keeps (its schema 9), and the cluster's tables.
+        """
+        CREATE SEQUENCE jobs_position;
+        CREATE TABLE jobs (
+            position bigint PRIMARY KEY DEFAULT nextval('jobs_position'),  -- the key in every table; list order
+            id text NOT NULL UNIQUE,
+            state text NOT NULL,                   -- pending | sleeping | running | succeeded | failed | cancelled
+            created_at bigint NOT NULL,
+            started_at bigint,
+            finished_at bigint,
+            run_at bigint,                         -- a delayed job's start
+            priority smallint,                     -- NULL: the default (5)
+            cancel_requested boolean NOT NULL DEFAULT false,
+            owner text,                            -- servers.id of the server running it
+            owner_token bigint,                    -- that server's fencing token
+            name text,
+            labels text,                           -- JSON object, NULL when none
+            idempotency_key text,
+            body_hash bigint,
+            error text,
+            progress text,                         -- JSON, written when the job ends
+            result text,
+            document bytea NOT NULL,               -- the job as submitted
+            nodes bytea                            -- a finished job's node records (StoredRecords)
+        );
+        ALTER SEQUENCE jobs_position OWNED BY jobs.position;
+        CREATE UNIQUE INDEX jobs_idempotency ON jobs (idempotency_key) WHERE idempotency_key IS NOT NULL;
+        CREATE INDEX jobs_unfinished ON jobs (state, position) WHERE state IN ('pending', 'running');
+        CREATE INDEX jobs_failed ON jobs (state, position) WHERE state IN ('failed', 'cancelled');
+        CREATE INDEX jobs_sleeping ON jobs (run_at, position) WHERE state = 'sleeping';
+        CREATE INDEX jobs_finished ON jobs (finished_at) WHERE finished_at IS NOT NULL;
+        CREATE TABLE labels (
+            key text NOT NULL,
+            value text NOT NULL,
+            position bigint NOT NULL,
+            PRIMARY KEY (key, value, position)
+        );
+        CREATE TABLE nodes (
+            job bigint NOT NULL,
+            node_id text NOT NULL,
+            ordinal bigint NOT NULL,
+            type text NOT NULL,
+            action text,
+            executor text,
+            parent text,
+            state text NOT NULL,
+            attempts bigint NOT NULL,
+            result text,
+            error text,
+            started_at bigint,
+            finished_at bigint,
+            PRIMARY KEY (job, node_id)
+        );
+        CREATE TABLE events (
+            job bigint NOT NULL,
+            seq bigint NOT NULL,                   -- the seq of the row's first event
+            events bytea NOT NULL,                 -- the events committed together (StoredRecords)
+            PRIMARY KEY (job, seq)
+        );
+        CREATE TABLE deliveries (
+            id text PRIMARY KEY,                   -- the webhook-id
+            job_id text NOT NULL,
+            seq bigint NOT NULL,
+            event_type text NOT NULL,
+            url text NOT NULL,
+            headers text NOT NULL,
+            secret text NOT NULL,                  -- none | server | literal:whsec_…
+            body bytea NOT NULL,
+            state text NOT NULL,
+            attempts text NOT NULL,
+            next_attempt_at bigint NOT NULL,
+            retry text NOT NULL,
+            created_at bigint NOT NULL,
+            claimed_by text                        -- servers.id holding it while it is sent
+        );
+        CREATE INDEX deliveries_by_job ON deliveries (job_id, seq);
+        CREATE INDEX deliveries_due ON deliveries (next_attempt_at) WHERE state = 'pending';
+        CREATE TABLE leases (
+            lease_hash text PRIMARY KEY,           -- HMAC-SHA256 of the lease id
+            job_id text NOT NULL,
+            task_id text NOT NULL,
+            executor text NOT NULL,
+            worker_id text NOT NULL,
+            attempt bigint NOT NULL,
+            heartbeat_timeout_ms bigint NOT NULL,
+            claimed_at bigint NOT NULL
+        );
+        CREATE INDEX leases_by_job ON leases (job_id);
+        CREATE TABLE schedules (
+            id text PRIMARY KEY,
+            definition text NOT NULL,
+            created_at bigint NOT NULL,
+            updated_at bigint NOT NULL,
+            last_fire_at bigint,
+            last_job_id text
+        );
+        CREATE TABLE servers (
+            id text PRIMARY KEY,                   -- one row per server process
+            token bigint NOT NULL,                 -- its fencing token (from servers_token)
+            started_at bigint NOT NULL,
+            heartbeat_at bigint NOT NULL,
+            lease_until bigint NOT NULL            -- its jobs are another's to take after this
+        );
+        CREATE SEQUENCE servers_token;
+        CREATE TABLE commands (
+            id bigserial PRIMARY KEY,
+            job_id text NOT NULL,
+            kind text NOT NULL,                    -- cancel | cancel-task | complete | redrive
+            body bytea,
+            created_at bigint NOT NULL
+        );
+        CREATE INDEX commands_by_job ON commands (job_id, id);
+        """
+    ]
+
+    /// The advisory lock key of migrations (any fixed number; "TSMG" in ASCII).
+    static let lockKey: Int64 = 0x5453_4D47
+
+    /// Applies the migrations this database lacks; throws when it was migrated past what this
+    /// server knows.
+    static func migrate(_ connection: PostgresConnection) throws {
+        try connection.execute(
+            """
+            CREATE TABLE IF NOT EXISTS taskserver_migrations (
+                version integer PRIMARY KEY,
+                applied_at timestamptz NOT NULL DEFAULT now(),
+                server_version text NOT NULL
+            )
+            """
+        )
+        for (index, sql) in Self.migrations.enumerated() {
+            let version = index + 1
+            let applied: Bool = try connection.transaction {
+                try connection.query("SELECT pg_advisory_xact_lock($1)", [.int(Self.lockKey)])
+                let newest = try connection.query("SELECT coalesce(max(version), 0)::bigint FROM taskserver_migrations")
+                let known = Int(newest.int(0, 0))
+                if known > Self.migrations.count {
+                    throw PostgresSchemaError.newer(database: known, server: Self.migrations.count)
+                }
+                if known >= version { return false }
+                try connection.execute(sql)
+                try connection.query(
+                    "INSERT INTO taskserver_migrations (version, server_version) VALUES ($1, $2)",
+                    [.int(Int64(version)), .text(TaskServerVersion.current)]
+                )
+                return true
+            }
+            _ = applied
+        }
+        // Nothing to apply, but a newer server may have migrated further.
+        let newest = Int(
+            try connection.query("SELECT coalesce(max(version), 0)::bigint FROM taskserver_migrations").int(0, 0)
+        )
+        if newest > Self.migrations.count {
+            throw PostgresSchemaError.newer(database: newest, server: Self.migrations.count)
+        }
+    }
+}
+
+enum PostgresSchemaError: Error, CustomStringConvertible {
+    case newer(database: Int, server: Int)
+
+    var description: String {
+        switch self {
+        case .newer(let database, let server):
+            "the database has schema version \(database), newer than this server knows (\(server)): "
+                + "run a server at least as new as the one that migrated it"
+        }
+    }
+}
