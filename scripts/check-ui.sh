@@ -7,7 +7,8 @@
 # the API key form, console errors, first paint of 1,000-node jobs and a 10,000-node job.
 # usage: scripts/check-ui.sh [PATH/TO/taskserver] [dashboard_test.py options, e.g. --screenshots]
 # Needs Debian's chromium and chromium-driver, and selenium in .build/venv (both installed here
-# when missing). With TASKSERVER_UI_DIR set, the servers serve the dashboard from that directory.
+# when missing). With TASKSERVER_UI_DIR set, the servers serve the dashboard from that directory;
+# with TEST_STORE_URL (a PostgreSQL database), the open server keeps its jobs there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/server.sh
@@ -28,7 +29,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-start_server "$work/plain.log" "$bin" serve --memory --executor default=8 --executor paced=16,rate=100/s
+# The open server keeps jobs in memory, or in PostgreSQL when TEST_STORE_URL names a database.
+store="--memory"
+[ -z "${TEST_STORE_URL:-}" ] || store=$(store_args "$work")
+# shellcheck disable=SC2086 # store_args prints options without spaces
+start_server "$work/plain.log" "$bin" serve $store --executor default=8 --executor paced=16,rate=100/s
 plain=$SERVER_PID
 plain_url=$SERVER_URL
 start_server "$work/keyed.log" "$bin" serve --memory --executor default=8 --api-key "$key"

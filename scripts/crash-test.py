@@ -17,12 +17,15 @@ Jobs with delays and awaits also have a webhook to a local receiver that refuses
 (503) until the first kill: the deliveries queued before it must arrive after the restart.
 Each start of the server takes a port of its choosing (--port 0, read from its log by
 scripts/testserver.py), so a restarted server may listen elsewhere: the script follows it.
+With TEST_STORE_URL set (a PostgreSQL database, scripts/postgres.sh), the server keeps its jobs
+there, in a schema of its own, instead of a SQLite file.
 Exit status 0 when every check passes.
 """
 import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -35,6 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from testserver import ServerStartError, TestServer  # noqa: E402
 
 BIN = sys.argv[1]
+STORE_URL = os.environ.get("TEST_STORE_URL", "")
 random.seed(7)
 failures = []
 
@@ -51,7 +55,7 @@ class Server:
         log = os.path.join(os.path.dirname(os.path.dirname(data)), "server.log")
         try:
             # A restart on the same data may listen on another port: this object has the new one.
-            self.server = TestServer(BIN, ["--data", data, "--executor", "default=8"], log=log, timeout=60)
+            self.server = TestServer(BIN, store_args(data) + ["--executor", "default=8"], log=log, timeout=60)
         except ServerStartError as error:
             raise SystemExit(f"server did not start: {error}")
         self.port = self.server.port
@@ -282,17 +286,35 @@ def verify(server):
             check(status == 409, f"{job_id}: completing a completed await again gave {status}")
 
 
+SCHEMA = f"crash{os.getpid()}_{int(time.time())}"
+
+
+def store_args(data):
+    """The server's store: the SQLite file `data`, or a schema of TEST_STORE_URL's database."""
+    if not STORE_URL:
+        return ["--data", data]
+    separator = "&" if "?" in STORE_URL else "?"
+    return ["--database", f"{STORE_URL}{separator}options=-csearch_path%3D{SCHEMA}"]
+
+
 def pending_deliveries(data):
-    """Deliveries the killed server left pending in its file (read with Python's sqlite3)."""
+    """Deliveries the killed server left pending in its store (sqlite3 or psql)."""
+    query = "SELECT count(*) FROM deliveries WHERE state = 'pending'"
+    if STORE_URL:
+        output = subprocess.run(["psql", STORE_URL, "-tAc", f"SET search_path = {SCHEMA}; {query}"],
+                                check=True, capture_output=True, text=True).stdout.split()
+        return int(output[-1])
     import sqlite3
     db = sqlite3.connect(data)
     try:
-        return db.execute("SELECT count(*) FROM deliveries WHERE state = 'pending'").fetchone()[0]
+        return db.execute(query).fetchone()[0]
     finally:
         db.close()
 
 
 def main():
+    if STORE_URL:
+        subprocess.run(["psql", STORE_URL, "-qc", f"CREATE SCHEMA {SCHEMA}"], check=True)
     workdir = tempfile.mkdtemp(prefix="taskserver-crash-")
     data = os.path.join(workdir, "data", "taskserver.sqlite")
     started = time.time()

@@ -8,6 +8,7 @@
 #   scripts/postgres.sh restart DIR             stop then start on the same port (same data)
 #   scripts/postgres.sh url DIR                 prints the URL again
 #
+# The role `taskserver_password` (password `right-password`) must authenticate with its password.
 # Without --durable the server runs with fsync off (a test server's data need not survive power
 # loss; tests run much faster). Benchmarks pass --durable: fsync and synchronous_commit on, so
 # their figures compare with SQLite `--sync full`.
@@ -35,6 +36,8 @@ start() {
     if [[ ! -f $dir/data/PG_VERSION ]]; then
         as_postgres "$bin/initdb" -D "$dir/data" -A trust -U postgres -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 ||
             { cat "$dir/initdb.log" >&2; exit 1; }
+        # One role that must give a password (the start-up tests try a wrong one and a file).
+        sed -i '1i host all taskserver_password 127.0.0.1/32 scram-sha-256' "$dir/data/pg_hba.conf"
     fi
     if [[ ! -f $dir/port ]]; then
         python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' >"$dir/port"
@@ -52,6 +55,7 @@ start() {
     psql -h "$dir" -p "$(cat "$dir/port")" -U postgres -d postgres -v ON_ERROR_STOP=1 -q >/dev/null <<'SQL'
 SELECT 'CREATE ROLE taskserver LOGIN' WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'taskserver')\gexec
 SELECT 'CREATE DATABASE taskserver OWNER taskserver' WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = 'taskserver')\gexec
+SELECT 'CREATE ROLE taskserver_password LOGIN PASSWORD ''right-password'' IN ROLE taskserver' WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'taskserver_password')\gexec
 SQL
     url
 }

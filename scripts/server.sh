@@ -53,3 +53,19 @@ start_server() {
         sleep "${START_SERVER_POLL:-0.02}"
     done
 }
+
+# store_args DIR — the store options of a test server: `--data DIR/taskserver.sqlite` (the
+# default users get), or, when TEST_STORE_URL names a PostgreSQL database (scripts/postgres.sh),
+# `--database` on a schema of its own, created here, so that servers of one run share no rows.
+# Unquoted use is safe: neither form contains spaces.
+store_args() {
+    if [ -n "${TEST_STORE_URL:-}" ]; then
+        local schema sep='?'
+        schema="s$(date +%s%N)_$RANDOM"
+        psql "$TEST_STORE_URL" -qc "CREATE SCHEMA $schema" >/dev/null
+        [[ $TEST_STORE_URL == *\?* ]] && sep='&'
+        echo "--database ${TEST_STORE_URL}${sep}options=-csearch_path%3D$schema"
+    else
+        echo "--data $1/taskserver.sqlite"
+    fi
+}

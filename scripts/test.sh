@@ -12,7 +12,11 @@
 #      scripts and a webhook verifier;
 #   4. the crash test: the server killed with SIGKILL and restarted, three times; workers killed
 #      mid-task; the reference worker through a TLS terminator;
-#   5. the lifecycle, terminal client and container checks.
+#   5. the PostgreSQL store from outside, on a real PostgreSQL 15 that this script starts itself
+#      (scripts/postgres.sh; the Swift suites of step 1 and 2 use it too): start-up errors, the
+#      database restarted under load, then the examples, webhooks, contract, crash, worker-kill
+#      and dashboard checks again on a server whose store is PostgreSQL;
+#   6. the lifecycle, terminal client and container checks.
 # Each stage prints its duration, and a table of them ends the run (also when a stage fails).
 # The Python tools run from .build/venv (pinned in scripts/requirements.txt), first on PATH.
 set -euo pipefail
@@ -45,8 +49,10 @@ summary() { # summary EXIT_STATUS
     printf '  %5d s  total (exit %d)\n' $(($(date +%s) - run_start)) "$status"
 }
 server=""
+pgdir=""
 on_exit() {
     local status=$?
+    if [ -n "$pgdir" ]; then bash scripts/postgres.sh stop "$pgdir" || true; fi
     if [ -n "${venv_job:-}" ]; then kill "$venv_job" 2>/dev/null || true; wait "$venv_job" 2>/dev/null || true; fi
     if [ -n "$server" ]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
     summary "$status"
@@ -54,8 +60,9 @@ on_exit() {
 trap on_exit EXIT
 
 stage "dependencies (Debian packages)"
-# Chromium drives the dashboard's browser test (scripts/check-ui.sh).
-bash scripts/install-deps.sh jq chromium chromium-driver
+# Chromium drives the dashboard's browser test (scripts/check-ui.sh); PostgreSQL 15 is the
+# PostgreSQL store's database.
+bash scripts/install-deps.sh jq chromium chromium-driver postgresql-15 postgresql-client-15
 # The Python environment (40-50 s when it is made, on a fresh clone: mostly downloads) is made
 # while Swift builds; the first stage that needs it waits for it.
 venv_log=$(mktemp)
@@ -76,6 +83,12 @@ venv_ready() {
     export VIRTUAL_ENV="$PWD/.build/venv"
     export PATH="$VIRTUAL_ENV/bin:$PATH"
 }
+
+stage "PostgreSQL 15: start (scripts/postgres.sh, as the postgres user, fsync off)"
+pgdir=$(mktemp -d)
+TASKSERVER_TEST_DATABASE_URL=$(bash scripts/postgres.sh start "$pgdir")
+export TASKSERVER_TEST_DATABASE_URL
+echo "PostgreSQL at $TASKSERVER_TEST_DATABASE_URL"
 
 stage "swift format lint (.swift-format)"
 swift format lint --strict -r Sources Tests Benchmarks Package.swift
@@ -179,6 +192,36 @@ bash scripts/worker-tls-test.sh "$bin"
 
 stage "dashboard in headless Chromium (selenium)"
 bash scripts/check-ui.sh "$bin"
+
+stage "PostgreSQL store: start-up errors; the database restarted under load"
+TEST_STORE_URL="$TASKSERVER_TEST_DATABASE_URL" TEST_STORE_DIR="$pgdir" "$py" scripts/postgres-test.py "$bin"
+
+stage "PostgreSQL store: live server (examples, webhooks, contract)"
+export TEST_STORE_URL="$TASKSERVER_TEST_DATABASE_URL"
+log=$(mktemp)
+# shellcheck disable=SC2046 # store_args prints options without spaces
+start_server "$log" "$bin" serve $(store_args /nonexistent) --executor default=8 --executor io=16 \
+    --executor paced=16,rate=100/s --executor images=external --outbound-deny 0.0.0.0/0 --outbound-deny ::/0 --outbound-allow 127.0.0.0/8 --outbound-allow ::1/128
+server=$SERVER_PID
+url=$SERVER_URL
+TASKSERVER_URL="$url" bash examples/run-all.sh
+TASKSERVER_URL="$url" bash examples/worker-walkthrough.sh
+TASKSERVER_URL="$url" TASKSERVER_BIN="$bin" "$py" scripts/verify-webhooks.py
+"$py" Tests/contract/st.py --config-file Tests/contract/schemathesis.toml run openapi.yaml \
+    --url "$url" --checks all --max-examples "${SCHEMATHESIS_EXAMPLES_POSTGRES:-20}" \
+    --seed 2 --workers 1
+kill -TERM "$server"
+status=0
+wait "$server" || status=$?
+server=""
+if [ "$status" -ne 0 ]; then echo "server exited with status $status on SIGTERM"; cat "$log"; exit 1; fi
+rm -f "$log"
+
+stage "PostgreSQL store: crash test, worker kill test, dashboard"
+"$py" scripts/crash-test.py "$bin"
+PATH="$(dirname "$py"):$PATH" bash scripts/worker-kill-test.sh "$bin"
+bash scripts/check-ui.sh "$bin" --skip-big
+unset TEST_STORE_URL
 
 stage "lifecycle"
 "$py" scripts/check-lifecycle.py "$bin"

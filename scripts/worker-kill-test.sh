@@ -47,10 +47,11 @@ cleanup() {
 trap cleanup EXIT
 
 . scripts/server.sh
-start_server "$dir/server.log" "$bin" serve --data "$dir/taskserver.sqlite" --executor images=external
+# shellcheck disable=SC2046 # store_args prints options without spaces
+start_server "$dir/server.log" "$bin" serve $(store_args "$dir") --executor images=external
 server=$SERVER_PID
 export TASKSERVER_URL=$SERVER_URL
-echo "server $bin on $TASKSERVER_URL (SQLite store in $dir)"
+echo "server $bin on $TASKSERVER_URL (store: ${TEST_STORE_URL:+PostgreSQL }${TEST_STORE_URL:-SQLite in $dir})"
 . examples/lib.sh # submit/get/wait_job/wait_task_state/expect_* (uses TASKSERVER_URL)
 
 # start_worker NAME — starts a worker in a process group of its own; sets WORKER_PID.
