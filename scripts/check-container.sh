@@ -323,4 +323,6 @@ if rootfs_exec --net new --user "$rf_user" --cwd "$rf_workdir" "$root" "${contai
 fi
 echo "HEALTHCHECK with the server stopped: exit non-zero"
 echo "(d) timings: copy of the root filesystem ${copy_s}s, start to /healthz ${start_s}s, stop ${stop_s}s"
+echo "== (e) the compose files (parsed; no compose plugin here to run them)"
+python3 scripts/check-compose.py "$bin"
 echo "container checks passed"

@@ -10,7 +10,7 @@
 2. PostgreSQL restarted under load (`postgres.sh restart DIR`): 8 threads submit short jobs while
    the database stops and starts again. Every answer is a 201 or a 503 (`store.unavailable` /
    `store.busy`, with Retry-After) — no 500, no lost connection; /readyz answers 503 while the
-   database is away and 200 after; every job that got a 201 finishes (nothing accepted is lost);
+   database is away and 200 after; a recently finished job is still read meanwhile; every job that got a 201 finishes (nothing accepted is lost);
    the server never exits.
 Exit status 0 when every check passes.
 """
@@ -165,9 +165,17 @@ def restart_under_load():
     for thread in threads:
         thread.start()
     time.sleep(2)
+    with lock:
+        finished_id = accepted[0][0]
+    status, job = request(port, "GET", f"/v1/jobs/{finished_id}?waitMs=5000")
+    check(status == 200 and job["state"] == "succeeded", f"a job finished before the restart ({status})")
     down = time.time()
     subprocess.run(["bash", os.path.join(HERE, "postgres.sh"), "stop", DIR], check=True)
-    time.sleep(2)
+    time.sleep(1)
+    status, job = request(port, "GET", f"/v1/jobs/{finished_id}")
+    check(status == 200 and job.get("state") == "succeeded",
+          f"a recently finished job is still read while the database is away ({status})")
+    time.sleep(1)
     subprocess.run(["bash", os.path.join(HERE, "postgres.sh"), "start", DIR], check=True, capture_output=True)
     up = time.time()
     time.sleep(4)

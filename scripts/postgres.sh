@@ -10,7 +10,8 @@
 #
 # The role `taskserver_password` (password `right-password`) must authenticate with its password.
 # Without --durable the server runs with fsync off (a test server's data need not survive power
-# loss; tests run much faster). Benchmarks pass --durable: fsync and synchronous_commit on, so
+# loss; tests run much faster). PG_EXTRA adds server options (e.g. "-c shared_preload_libraries=…").
+# Benchmarks pass --durable: fsync and synchronous_commit on, so
 # their figures compare with SQLite `--sync full`.
 set -euo pipefail
 
@@ -29,6 +30,10 @@ start() {
     fi
     mkdir -p "$dir"
     chown postgres "$dir"
+    if ! as_postgres test -x "$dir"; then
+        echo "postgres.sh: the postgres user cannot enter $dir (a parent directory is closed to it)" >&2
+        exit 1
+    fi
     if [[ -f $dir/data/PG_VERSION ]] && as_postgres "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
         url # already running
         return
@@ -43,7 +48,7 @@ start() {
         python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' >"$dir/port"
     fi
     local options="-c listen_addresses=127.0.0.1 -c port=$(cat "$dir/port") -c unix_socket_directories=$dir"
-    options+=" -c max_connections=200 -c shared_buffers=256MB"
+    options+=" -c max_connections=200 -c shared_buffers=256MB ${PG_EXTRA:-}"
     if [[ $durable != --durable && ! -f $dir/durable ]]; then
         options+=" -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     else

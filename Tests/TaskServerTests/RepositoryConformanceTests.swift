@@ -75,7 +75,10 @@ struct RepositoryConformanceTests {
             return try SQLiteJobRepository(path: copy, logger: Self.logger)
         }
 
-        func close() { try? self.repository.close().wait() }
+        func close() {
+            try? self.repository.close().wait()
+            if let postgres = self.postgres { TestPostgres.drop(postgres) }
+        }
     }
 
     // MARK: - Records for the tests

@@ -40,4 +40,12 @@ enum TestPostgres {
         let separator = Self.url.contains("?") ? "&" : "?"
         return try PostgresSettings(url: Self.url + separator + "options=-csearch_path%3D\(name)")
     }
+
+    /// Drops the schema of `settings` (made by `freshSchema`) with everything in it.
+    static func drop(_ settings: PostgresSettings) {
+        guard let range = settings.url.firstRange(of: "search_path%3D") else { return }
+        let name = settings.url[range.upperBound...]
+        guard let admin = try? PostgresConnection(try PostgresSettings(url: Self.url)) else { return }
+        try? admin.execute("DROP SCHEMA IF EXISTS \(name) CASCADE")
+    }
 }

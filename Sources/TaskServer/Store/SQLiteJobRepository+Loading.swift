@@ -36,7 +36,7 @@ extension SQLiteJobRepository {
         let startedAt = row.optionalInt(6).map(Timestamp.init(milliseconds:))
         let finishedAt = row.optionalInt(7).map(Timestamp.init(milliseconds:))
         let cancelRequested = row.int(8) != 0
-        var records =
+        let list =
             try row.isNull(9)
             ? []
             : row.withBytes(9) { bytes in
@@ -55,7 +55,7 @@ extension SQLiteJobRepository {
             FROM nodes WHERE job = ? ORDER BY ordinal
             """
         ).bind(.int(position))
-        var listed: [String: Int]?
+        var overlay = NodeOverlay(list)
         while try nodes.step() {
             let record = NodeRecord(
                 id: nodes.text(0),
@@ -72,17 +72,10 @@ extension SQLiteJobRepository {
                 finishedAt: nodes.optionalInt(10).map(Timestamp.init(milliseconds:)),
                 parent: nodes.optionalText(4)
             )
-            if listed == nil {
-                listed = Dictionary(records.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { first, _ in first })
-            }
-            if let index = listed?[record.id] {
-                records[index] = record
-            } else {
-                listed?[record.id] = records.count
-                records.append(record)
-            }
+            overlay.apply(record)
         }
         nodes.reset()
+        let records = overlay.records
 
         let eventRows = try db.prepared("SELECT events FROM events WHERE job = ? ORDER BY seq").bind(.int(position))
         var events: [JobEvent] = []

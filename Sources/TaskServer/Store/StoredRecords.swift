@@ -285,3 +285,27 @@ extension StoredRecords {
     static let deliveryColumnNames =
         "id, job_id, seq, event_type, url, headers, secret, body, state, attempts, next_attempt_at, retry, created_at"
 }
+
+/// A job's node records as its own list has them (`jobs.nodes`), overlaid with its node rows: a
+/// row is newer than the list (a job that has not ended, or a redriven one).
+struct NodeOverlay {
+    private(set) var records: [NodeRecord]
+    private var indexes: [String: Int]?
+
+    init(_ list: [NodeRecord]) { self.records = list }
+
+    mutating func apply(_ row: NodeRecord) {
+        if self.indexes == nil {
+            self.indexes = Dictionary(
+                self.records.enumerated().map { ($1.id, $0) },
+                uniquingKeysWith: { first, _ in first }
+            )
+        }
+        if let index = self.indexes?[row.id] {
+            self.records[index] = row
+        } else {
+            self.indexes?[row.id] = self.records.count
+            self.records.append(row)
+        }
+    }
+}

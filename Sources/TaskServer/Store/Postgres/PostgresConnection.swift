@@ -47,6 +47,10 @@ final class PostgresConnection: @unchecked Sendable {
         }
         cpostgres_silence_notices(handle)
         self.handle = handle
+        // Plans for the values at hand, not a generic plan cached at the first executions: one
+        // made while the tables were small (a new database) scans them whole, and stays cached
+        // as they grow (measured: the UPDATE of the jobs that ended took 3.8 ms per commit, 0.4 ms with this).
+        try self.execute("SET plan_cache_mode = force_custom_plan")
     }
 
     deinit { PQfinish(self.handle) }

@@ -29,7 +29,7 @@ extension PostgresJobRepository {
         let startedAt = row.optionalInt(0, 6).map(Timestamp.init(milliseconds:))
         let finishedAt = row.optionalInt(0, 7).map(Timestamp.init(milliseconds:))
         let cancelRequested = row.bool(0, 8)
-        var records =
+        let list =
             try row.isNull(0, 9)
             ? []
             : row.withBytes(0, 9) { bytes in
@@ -48,7 +48,7 @@ extension PostgresJobRepository {
             """,
             [.int(position)]
         )
-        var listed: [String: Int]?
+        var overlay = NodeOverlay(list)
         for index in 0..<nodes.count {
             let record = NodeRecord(
                 id: nodes.text(index, 0),
@@ -65,17 +65,10 @@ extension PostgresJobRepository {
                 finishedAt: nodes.optionalInt(index, 10).map(Timestamp.init(milliseconds:)),
                 parent: nodes.optionalText(index, 4)
             )
-            if listed == nil {
-                listed = Dictionary(records.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { first, _ in first })
-            }
-            if let index = listed?[record.id] {
-                records[index] = record
-            } else {
-                listed?[record.id] = records.count
-                records.append(record)
-            }
+            overlay.apply(record)
         }
         nodes.close()
+        let records = overlay.records
 
         let eventRows = try db.query("SELECT events FROM events WHERE job = $1 ORDER BY seq", [.int(position)])
         var events: [JobEvent] = []

@@ -359,27 +359,39 @@ public final class PostgresJobRepository: JobRepository {
     /// Runs `body` on a reader thread with a connection of its own (a lost one is dropped, and
     /// the read answers `StoreError.unavailable`).
     func read<R: Sendable>(_ body: @escaping @Sendable (PostgresConnection) throws -> R) -> Future<R> {
-        self.readerPool.submit {
-            let connection: PostgresConnection
-            do {
-                connection = try self.readers.withLock { $0.popLast() } ?? PostgresConnection(self.settings)
-            } catch {
-                self.logger.warning("cannot connect to the database", metadata: ["error": "\(error)"])
-                throw StoreError.unavailable
-            }
-            do {
-                let value = try body(connection)
-                self.readers.withLock { $0.append(connection) }
-                return value
-            } catch let error as PostgresError where error.connectionLost || !connection.isUsable {
-                self.logger.warning("lost the database connection of a read", metadata: ["error": "\(error)"])
-                throw StoreError.unavailable
-            } catch {
-                // A failed query, or a stored document that no longer decodes: either way a 503
-                // store error, never a 500, and the cause is logged.
-                self.readers.withLock { $0.append(connection) }
-                self.logger.error("store read failed", metadata: ["error": "\(error)"])
-                throw StoreError.readFailed
+        // While the writer has no connection, reads fail at once rather than queue behind
+        // connection attempts (an unreachable host takes `connect_timeout` per attempt).
+        guard self.isAvailable else { return Future(error: StoreError.unavailable) }
+        return self.readerPool.submit {
+            var pooled = self.readers.withLock { $0.popLast() }
+            while true {
+                let connection: PostgresConnection
+                do {
+                    connection = try pooled ?? PostgresConnection(self.settings)
+                } catch {
+                    self.logger.warning("cannot connect to the database", metadata: ["error": "\(error)"])
+                    throw StoreError.unavailable
+                }
+                do {
+                    let value = try body(connection)
+                    self.readers.withLock { $0.append(connection) }
+                    return value
+                } catch let error as PostgresError where error.connectionLost || !connection.isUsable {
+                    // A pooled connection may have died with a database restart: once more on a
+                    // new one.
+                    if pooled != nil {
+                        pooled = nil
+                        continue
+                    }
+                    self.logger.warning("lost the database connection of a read", metadata: ["error": "\(error)"])
+                    throw StoreError.unavailable
+                } catch {
+                    // A failed query, or a stored document that no longer decodes: either way a
+                    // 503 store error, never a 500, and the cause is logged.
+                    self.readers.withLock { $0.append(connection) }
+                    self.logger.error("store read failed", metadata: ["error": "\(error)"])
+                    throw StoreError.readFailed
+                }
             }
         }
     }
