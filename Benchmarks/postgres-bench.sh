@@ -5,8 +5,8 @@
 # ROUNDS rounds, each a wrk run per store at 64 and at 16 connections (the order alternates
 # between rounds); then per concurrency the median PostgreSQL and SQLite rates, their ratio, p99,
 # and what the database sees per job:
-#   statements_per_job   statements PostgreSQL ran (pg_stat_statements, BEGIN/COMMIT included) /
-#                        jobs; each statement is one round trip (libpq, no pipelining)
+#   statements_per_job   statements PostgreSQL ran (pg_stat_statements) / jobs; a commit of new
+#                        jobs and journal entries is one round trip (libpq's pipeline mode)
 #   commits_per_job      transactions committed (pg_stat_database.xact_commit) / jobs
 #   wal_bytes_per_job    WAL written (pg_current_wal_lsn) / jobs
 #   cpu_us_per_job       CPU of the server process, and of the PostgreSQL processes, per job
@@ -84,16 +84,17 @@ for round in $(seq 1 "$rounds"); do
             -v s0="$s0" -v s1="$s1" -v k0="$k0" -v k1="$k1" -v w0="$w0" -v w1="$w1" -v t0="$t0" -v t1="$t1" \
             -v c0="$cpu0" -v c1="$cpu1" -v hz="$hz" \
             'BEGIN { j = j1 - j0
-                printf "%d %d %.0f %.2f %.0f %.2f %.2f %.1f %.3f %.0f %.1f %.1f\n", r, c, p, pp, s, sp, p / s,
+                printf "%d %d %.0f %.2f %.0f %.2f %.2f %.3f %.3f %.0f %.1f %.1f\n", r, c, p, pp, s, sp, p / s,
                     (s1 - s0) / j, (k1 - k0) / j, (w1 - w0) / j, (c1 - c0) * 1e6 / hz / j, (t1 - t0) * 1e6 / hz / j }' >>"$results"
     done
 done
 echo "round conns postgres_rps postgres_p99_ms sqlite_rps sqlite_p99_ms postgres_vs_sqlite statements_per_job" \
     "commits_per_job wal_bytes_per_job server_cpu_us_per_job postgres_cpu_us_per_job"
 cat "$results"
+# median COLUMN CONNECTIONS — the median of a column over the rounds at that concurrency.
+median() { awk -v c="$2" -v k="$1" '$2 == c { print $k }' "$results" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 for c in 64 16; do
-    awk -v c="$c" '$2 == c' "$results" | sort -k3 -n | awk -v c="$c" '{ v[NR] = $0 } END {
-        split(v[int((NR + 1) / 2)], m, " ")
-        printf "c%d median: postgres %d jobs/s (p99 %.2f ms), sqlite %d jobs/s (p99 %.2f ms), ratio %.2f; per job: %.1f statements, %.3f commits, %d WAL bytes, server %.1f us CPU, postgres %.1f us CPU\n",
-            c, m[3], m[4], m[5], m[6], m[7], m[8], m[9], m[10], m[11], m[12] }'
+    printf 'c%d medians: postgres %s jobs/s (p99 %s ms), sqlite %s jobs/s (p99 %s ms), postgres/sqlite %s; per job: %s statements, %s commits, %s WAL bytes, server %s us CPU, postgres %s us CPU\n' \
+        "$c" "$(median 3 "$c")" "$(median 4 "$c")" "$(median 5 "$c")" "$(median 6 "$c")" "$(median 7 "$c")" \
+        "$(median 8 "$c")" "$(median 9 "$c")" "$(median 10 "$c")" "$(median 11 "$c")" "$(median 12 "$c")"
 done

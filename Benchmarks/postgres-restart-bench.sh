@@ -55,7 +55,7 @@ DROP TABLE source; DROP TABLE copies;"
 }
 copy "$done_id" "$finished" f
 copy "$wait_id" "$((unfinished - 1))" w
-sql "VACUUM ANALYZE" >/dev/null
+sql "ANALYZE jobs, labels, nodes, events" >/dev/null
 echo "database: $(sql "SELECT count(*) FROM jobs WHERE state IN ('succeeded','failed','cancelled')") finished, $(sql "SELECT count(*) FROM jobs WHERE state IN ('pending','running')") unfinished, $(sql "SELECT pg_size_pretty(pg_database_size(current_database()))")"
 
 start=$(date +%s%N)

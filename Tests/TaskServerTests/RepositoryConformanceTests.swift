@@ -228,6 +228,25 @@ struct RepositoryConformanceTests {
         #expect(try repository.count().wait() == 2)
     }
 
+    /// Inserts with one idempotency key, sent together (so that a durable repository commits them
+    /// in one transaction): the first is inserted, the others answer with it.
+    @Test(arguments: RepositoryKind.allCases)
+    func anIdempotencyKeyRepeatedWithinOneCommitAnswersWithTheFirstJob(_ kind: RepositoryKind) throws {
+        let subject = try Subject(kind)
+        defer { subject.close() }
+        let repository = subject.repository
+        let first = repository.insert(Self.record("a", key: "same", hash: 5))
+        let again = repository.insert(Self.record("b", key: "same", hash: 5))
+        let other = repository.insert(Self.record("c", key: "same", hash: 6))
+        guard case .inserted = try first.wait() else {
+            Issue.record("the first insert was not inserted")
+            return
+        }
+        #expect(try again.wait() == .existing(id: "a"))
+        #expect(try other.wait() == .mismatch)
+        #expect(try repository.count().wait() == 1)
+    }
+
     @Test(arguments: RepositoryKind.allCases)
     func aFinishedJobReadsBackAsItEndedWithEveryEventInOrder(_ kind: RepositoryKind) throws {
         let subject = try Subject(kind)

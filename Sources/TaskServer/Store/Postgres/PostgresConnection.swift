@@ -80,6 +80,103 @@ final class PostgresConnection: @unchecked Sendable {
         return try self.check(result, sql: sql)
     }
 
+    /// A statement of a pipeline.
+    struct Statement {
+        var sql: String
+        var values: [PostgresValue?] = []
+    }
+
+    /// Sends `statements` in one round trip (libpq's pipeline mode) and returns their rows in
+    /// order. Throws the first statement's error: the statements after it were not run, and an
+    /// explicit transaction among them is left failed (roll it back).
+    ///
+    /// The connection is non-blocking meanwhile and the thread waits in `poll` for the socket, so
+    /// that a large batch never deadlocks with the server (each side blocked writing to the other).
+    func pipeline(_ statements: [Statement]) throws -> [PostgresRows] {
+        let names = try statements.map { try self.prepare($0.sql, $0.values) }
+        guard PQsetnonblocking(self.handle, 1) == 0, PQenterPipelineMode(self.handle) == 1 else {
+            throw self.connectionError("cannot enter pipeline mode")
+        }
+        defer {
+            PQexitPipelineMode(self.handle)
+            PQsetnonblocking(self.handle, 0)
+        }
+        for (statement, name) in zip(statements, names) {
+            let encoded = statement.values.map { $0?.encoded }
+            var lengths = encoded.map { Int32($0?.bytes.count ?? 0) }
+            var formats = [Int32](repeating: 1, count: encoded.count)
+            let sent = Self.withParameterPointers(encoded) { pointers in
+                PQsendQueryPrepared(self.handle, name, Int32(encoded.count), pointers, &lengths, &formats, 1)
+            }
+            guard sent == 1 else { throw self.connectionError("cannot send a statement") }
+            try self.flush()
+        }
+        guard PQpipelineSync(self.handle) == 1 else { throw self.connectionError("cannot send a sync") }
+        try self.flush()
+        var rows: [PostgresRows] = []
+        var firstError: (any Error)?
+        for statement in statements {
+            guard let result = try self.nextResult() else { throw self.connectionError("a result is missing") }
+            let status = PQresultStatus(result)
+            if status == PGRES_PIPELINE_ABORTED {
+                PQclear(result)
+                rows.append(PostgresRows(nil))
+            } else {
+                do {
+                    rows.append(try self.check(result, sql: statement.sql))
+                } catch {
+                    if firstError == nil { firstError = error }
+                    rows.append(PostgresRows(nil))
+                }
+            }
+            // Each statement's results end with a null result.
+            if let extra = try self.nextResult() { PQclear(extra) }
+        }
+        guard let sync = try self.nextResult() else { throw self.connectionError("the sync is missing") }
+        let synced = PQresultStatus(sync) == PGRES_PIPELINE_SYNC
+        PQclear(sync)
+        guard synced else { throw self.connectionError("the pipeline did not end with its sync") }
+        if let firstError { throw firstError }
+        return rows
+    }
+
+    /// How long a pipeline waits for the socket before it takes the connection for lost.
+    static let socketTimeoutMilliseconds: Int32 = 60_000
+
+    /// Sends what libpq has buffered, reading meanwhile what the server sends back.
+    private func flush() throws {
+        while true {
+            let flushed = PQflush(self.handle)
+            if flushed == 0 { return }
+            guard flushed == 1 else { throw self.connectionError("cannot send") }
+            try self.waitForSocket(events: Int16(POLLIN | POLLOUT))
+            guard PQconsumeInput(self.handle) == 1 else { throw self.connectionError("cannot read") }
+        }
+    }
+
+    /// The next result of a pipeline, once it has arrived (nil: the end of a statement's results).
+    private func nextResult() throws -> OpaquePointer? {
+        while PQisBusy(self.handle) == 1 {
+            try self.waitForSocket(events: Int16(POLLIN))
+            guard PQconsumeInput(self.handle) == 1 else { throw self.connectionError("cannot read") }
+        }
+        return PQgetResult(self.handle)
+    }
+
+    private func waitForSocket(events: Int16) throws {
+        var descriptor = pollfd(fd: PQsocket(self.handle), events: events, revents: 0)
+        let ready = poll(&descriptor, 1, Self.socketTimeoutMilliseconds)
+        if ready < 0, errno == EINTR { return }
+        guard ready > 0 else {
+            throw PostgresError(message: "no answer from the database in 60 s", connectionLost: true)
+        }
+    }
+
+    private func connectionError(_ what: String) -> PostgresError {
+        let detail = String(cString: PQerrorMessage(self.handle)).trimmingTrailingNewlines
+        return PostgresError(message: detail.isEmpty ? what : "\(what): \(detail)", connectionLost: true)
+    }
+
     /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
     func transaction<R>(_ body: () throws -> R) throws -> R {
         try self.execute("BEGIN")
@@ -163,7 +260,8 @@ final class PostgresConnection: @unchecked Sendable {
 final class PostgresRows {
     private var result: OpaquePointer?
 
-    init(_ result: OpaquePointer) { self.result = result }
+    /// `result` nil: no rows (a statement of a pipeline that did not run).
+    init(_ result: OpaquePointer?) { self.result = result }
 
     deinit { self.close() }
 
@@ -172,10 +270,10 @@ final class PostgresRows {
         self.result = nil
     }
 
-    var count: Int { Int(PQntuples(self.result)) }
+    var count: Int { self.result.map { Int(PQntuples($0)) } ?? 0 }
 
     /// Rows a command changed (`UPDATE`, `DELETE`, `INSERT`).
-    var affected: Int { Int(String(cString: PQcmdTuples(self.result))) ?? 0 }
+    var affected: Int { self.result.map { Int(String(cString: PQcmdTuples($0))) ?? 0 } ?? 0 }
 
     func isNull(_ row: Int, _ column: Int) -> Bool { PQgetisnull(self.result, Int32(row), Int32(column)) != 0 }
 

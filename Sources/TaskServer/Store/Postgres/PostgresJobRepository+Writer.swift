@@ -53,7 +53,7 @@ extension PostgresJobRepository {
             guard let db = self.writer.connection else {
                 throw PostgresError(message: "not connected", connectionLost: true)
             }
-            try db.transaction { try self.write(plan, db, &outcome) }
+            try self.write(plan, db, &outcome)
         } catch let error as PostgresError where error.connectionLost {
             self.connectionLost(error, batch)
             return false
@@ -138,6 +138,8 @@ extension PostgresJobRepository {
 
     // MARK: - Statements
 
+    /// Writes `plan` in one transaction. A commit of new jobs and journal entries only (nearly
+    /// every commit) is one round trip: BEGIN, a statement per table, COMMIT, pipelined.
     func write(_ plan: CommitPlan, _ db: PostgresConnection, _ outcome: inout CommitOutcome) throws {
         var inserts: [CommitPlan.NewJob] = []
         var entries: [JournalEntry] = []
@@ -146,26 +148,70 @@ extension PostgresJobRepository {
             switch step {
             case .insert(let job): inserts.append(job)
             case .journal(let index): entries.append(plan.entries[index])
+            case .write(.flush(let promise)): outcome.completions.append { promise.succeed(()) }
             case .write(let write): others.append(write)
             }
         }
         // Inserts and journal entries never depend on another write of the same commit (whoever
         // sends a write that depends on an earlier one waits for that one's answer first), so the
         // statements go table by table.
-        if !inserts.isEmpty { try self.writeInserts(inserts, db, &outcome) }
-        if !entries.isEmpty { try self.writeJournal(entries, db, &outcome) }
-        for write in others { try self.commitWrite(write, db, &outcome) }
+        var statements: [PostgresConnection.Statement] = []
+        if !inserts.isEmpty { statements.append(Self.insertStatement(inserts)) }
+        if !entries.isEmpty { statements += self.journalStatements(entries, &outcome) }
+        if others.isEmpty {
+            if statements.isEmpty { return }
+            let rows: [PostgresRows]
+            do {
+                rows = try db.pipeline(
+                    [PostgresConnection.Statement(sql: "BEGIN")] + statements
+                        + [PostgresConnection.Statement(sql: "COMMIT")]
+                )
+            } catch let error as PostgresError where !error.connectionLost {
+                try? db.execute("ROLLBACK")
+                throw error
+            }
+            if !inserts.isEmpty { self.readInserts(inserts, rows[1], &outcome) }
+        } else {
+            try db.transaction {
+                let rows = try statements.map { try db.query($0.sql, $0.values) }
+                if !inserts.isEmpty { self.readInserts(inserts, rows[0], &outcome) }
+                for write in others { try self.commitWrite(write, db, &outcome) }
+            }
+        }
     }
 
-    func writeInserts(_ inserts: [CommitPlan.NewJob], _ db: PostgresConnection, _ outcome: inout CommitOutcome) throws {
-        let rows = try db.query(
-            """
-            INSERT INTO jobs (id, state, created_at, name, labels, idempotency_key, body_hash, document, run_at, priority)
-            SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
-                $8::bytea[], $9::bigint[], $10::bigint[])
-            ON CONFLICT DO NOTHING RETURNING id, position
-            """,
-            [
+    /// New jobs with their labels, in one statement that also reads back the jobs whose
+    /// idempotency keys they repeat: rows `(id, position, NULL, NULL)` for each job inserted, and
+    /// `(id, NULL, key, hash)` for each earlier job with one of the keys (jobs inserted by the
+    /// statement itself are not among these: the statement's snapshot predates them).
+    static func insertStatement(_ inserts: [CommitPlan.NewJob]) -> PostgresConnection.Statement {
+        var labels: (ids: [String?], keys: [String?], values: [String?]) = ([], [], [])
+        for insert in inserts {
+            for (key, value) in insert.job.labels {
+                labels.ids.append(insert.job.id)
+                labels.keys.append(key)
+                labels.values.append(value)
+            }
+        }
+        return PostgresConnection.Statement(
+            sql: """
+                WITH new AS (
+                    INSERT INTO jobs (id, state, created_at, name, labels, idempotency_key, body_hash, document, run_at,
+                        priority)
+                    SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[],
+                        $7::bigint[], $8::bytea[], $9::bigint[], $10::bigint[])
+                    ON CONFLICT DO NOTHING RETURNING id, position
+                ), new_labels AS (
+                    INSERT INTO labels (key, value, position)
+                    SELECT l.key, l.value, new.position FROM unnest($11::text[], $12::text[], $13::text[]) AS l(id, key, value)
+                    JOIN new ON new.id = l.id
+                    ON CONFLICT DO NOTHING
+                )
+                SELECT id, position, NULL::text, NULL::bigint FROM new
+                UNION ALL
+                SELECT id, NULL, idempotency_key, body_hash FROM jobs WHERE idempotency_key = ANY($6::text[])
+                """,
+            values: [
                 .textArray(inserts.map(\.job.id)),
                 .textArray(inserts.map { $0.job.sleeps ? "sleeping" : "pending" }),
                 .intArray(inserts.map(\.job.createdAt.milliseconds)),
@@ -176,24 +222,22 @@ extension PostgresJobRepository {
                 .bytesArray(inserts.map { Array($0.job.document.readableBytesView) }),
                 .intArray(inserts.map { $0.job.runAt?.milliseconds }),
                 .intArray(inserts.map { $0.job.priority == JobSpec.defaultPriority ? nil : Int64($0.job.priority) }),
+                .textArray(labels.ids), .textArray(labels.keys), .textArray(labels.values),
             ]
         )
+    }
+
+    /// Each new job's outcome, from the rows of `insertStatement`.
+    func readInserts(_ inserts: [CommitPlan.NewJob], _ rows: PostgresRows, _ outcome: inout CommitOutcome) {
         var positions: [String: Int64] = [:]
-        for row in 0..<rows.count { positions[rows.text(row, 0)] = rows.int(row, 1) }
-        rows.close()
-        // Not inserted: an idempotency key seen before (in an earlier commit or this one).
-        var seen: [String: (id: String, hash: UInt64)] = [:]
-        let keys = inserts.filter { positions[$0.job.id] == nil }.compactMap { $0.job.idempotency?.key }
-        if !keys.isEmpty {
-            let found = try db.query(
-                "SELECT idempotency_key, id, body_hash FROM jobs WHERE idempotency_key = ANY($1::text[])",
-                [.textArray(keys)]
-            )
-            for row in 0..<found.count {
-                seen[found.text(row, 0)] = (found.text(row, 1), UInt64(bitPattern: found.int(row, 2)))
+        var earlier: [String: (id: String, hash: UInt64)] = [:]
+        for row in 0..<rows.count {
+            if let position = rows.optionalInt(row, 1) {
+                positions[rows.text(row, 0)] = position
+            } else if let key = rows.optionalText(row, 2) {
+                earlier[key] = (rows.text(row, 0), UInt64(bitPattern: rows.optionalInt(row, 3) ?? 0))
             }
         }
-        var labels: (keys: [String?], values: [String?], positions: [Int64?]) = ([], [], [])
         var inserted = 0
         for insert in inserts {
             let job = insert.job
@@ -201,32 +245,27 @@ extension PostgresJobRepository {
             if let position = positions[job.id] {
                 result = .inserted(position)
                 inserted += 1
-                for (key, value) in job.labels {
-                    labels.keys.append(key)
-                    labels.values.append(value)
-                    labels.positions.append(position)
-                }
-            } else if let idempotency = job.idempotency, let earlier = seen[idempotency.key] {
-                result = earlier.hash == idempotency.bodyHash ? .existing(id: earlier.id) : .mismatch
+                if let idempotency = job.idempotency { earlier[idempotency.key] = (job.id, idempotency.bodyHash) }
+            } else if let idempotency = job.idempotency, let first = earlier[idempotency.key] {
+                // A job stored before, or one inserted earlier in this commit.
+                result = first.hash == idempotency.bodyHash ? .existing(id: first.id) : .mismatch
             } else {
-                throw PostgresError(message: "job \(job.id) was not inserted", connectionLost: false)
+                self.logger.error("a new job was not inserted", metadata: ["job.id": "\(job.id)"])
+                outcome.completions.append { insert.promise.fail(StoreError.writeFailed) }
+                continue
             }
             outcome.completions.append { insert.promise.succeed(result) }
-        }
-        if !labels.keys.isEmpty {
-            try db.query(
-                """
-                INSERT INTO labels (key, value, position) SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
-                ON CONFLICT DO NOTHING
-                """,
-                [.textArray(labels.keys), .textArray(labels.values), .intArray(labels.positions)]
-            )
         }
         let count = inserted
         self.cache.withLock { $0.count += count }
     }
 
-    func writeJournal(_ entries: [JournalEntry], _ db: PostgresConnection, _ outcome: inout CommitOutcome) throws {
+    /// The statements of a commit's journal entries (a statement per table), and what the commit
+    /// tells once done.
+    func journalStatements(
+        _ entries: [JournalEntry],
+        _ outcome: inout CommitOutcome
+    ) -> [PostgresConnection.Statement] {
         let deleted = self.deleted.withLock { $0 }
         var events: (jobs: [Int64?], seqs: [Int64?], rows: [[UInt8]?]) = ([], [], [])
         var nodes = NodeColumns()
@@ -250,53 +289,66 @@ extension PostgresJobRepository {
                 started.times.append(startedAt.milliseconds)
             }
         }
+        var statements: [PostgresConnection.Statement] = []
         if !events.jobs.isEmpty {
-            try db.query(
-                """
-                INSERT INTO events (job, seq, events) SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[])
-                ON CONFLICT DO NOTHING
-                """,
-                [.intArray(events.jobs), .intArray(events.seqs), .bytesArray(events.rows)]
+            statements.append(
+                .init(
+                    sql: """
+                        INSERT INTO events (job, seq, events) SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[])
+                        ON CONFLICT DO NOTHING
+                        """,
+                    values: [.intArray(events.jobs), .intArray(events.seqs), .bytesArray(events.rows)]
+                )
             )
         }
         if !nodes.jobs.isEmpty {
-            try db.query(
-                """
-                INSERT INTO nodes (job, node_id, ordinal, type, action, executor, parent, state, attempts, result, error,
-                    started_at, finished_at)
-                SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
-                    $8::text[], $9::bigint[], $10::text[], $11::text[], $12::bigint[], $13::bigint[])
-                ON CONFLICT (job, node_id) DO UPDATE SET state = excluded.state, attempts = excluded.attempts,
-                    result = excluded.result, error = excluded.error, started_at = excluded.started_at,
-                    finished_at = excluded.finished_at
-                """,
-                nodes.values
+            statements.append(
+                .init(
+                    sql: """
+                        INSERT INTO nodes (job, node_id, ordinal, type, action, executor, parent, state, attempts, result,
+                            error, started_at, finished_at)
+                        SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[],
+                            $7::text[], $8::text[], $9::bigint[], $10::text[], $11::text[], $12::bigint[], $13::bigint[])
+                        ON CONFLICT (job, node_id) DO UPDATE SET state = excluded.state, attempts = excluded.attempts,
+                            result = excluded.result, error = excluded.error, started_at = excluded.started_at,
+                            finished_at = excluded.finished_at
+                        """,
+                    values: nodes.values
+                )
             )
         }
         if !ends.positions.isEmpty {
-            try db.query(
-                """
-                UPDATE jobs SET state = u.state, result = u.result, error = u.error, progress = u.progress,
-                    started_at = u.started_at, finished_at = u.finished_at, nodes = u.nodes
-                FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
-                    $8::bytea[]) AS u(position, state, result, error, progress, started_at, finished_at, nodes)
-                WHERE jobs.position = u.position
-                """,
-                ends.values
+            statements.append(
+                .init(
+                    sql: """
+                        UPDATE jobs SET state = u.state, result = u.result, error = u.error, progress = u.progress,
+                            started_at = u.started_at, finished_at = u.finished_at, nodes = u.nodes
+                        FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[],
+                            $7::bigint[], $8::bytea[]) AS u(position, state, result, error, progress, started_at,
+                            finished_at, nodes)
+                        WHERE jobs.position = u.position
+                        """,
+                    values: ends.values
+                )
             )
             // Node rows of earlier commits go: the job's own row has its records now.
-            try db.query("DELETE FROM nodes WHERE job = ANY($1::bigint[])", [.intArray(ends.positions)])
-        }
-        if !started.positions.isEmpty {
-            try db.query(
-                """
-                UPDATE jobs SET state = 'running', started_at = u.started_at
-                FROM unnest($1::bigint[], $2::bigint[]) AS u(position, started_at) WHERE jobs.position = u.position
-                """,
-                [.intArray(started.positions), .intArray(started.times)]
+            statements.append(
+                .init(sql: "DELETE FROM nodes WHERE job = ANY($1::bigint[])", values: [.intArray(ends.positions)])
             )
         }
-        if !deliveries.isEmpty { try self.writeDeliveries(deliveries, db) }
+        if !started.positions.isEmpty {
+            statements.append(
+                .init(
+                    sql: """
+                        UPDATE jobs SET state = 'running', started_at = u.started_at
+                        FROM unnest($1::bigint[], $2::bigint[]) AS u(position, started_at) WHERE jobs.position = u.position
+                        """,
+                    values: [.intArray(started.positions), .intArray(started.times)]
+                )
+            )
+        }
+        if !deliveries.isEmpty { statements.append(Self.deliveriesStatement(deliveries)) }
+        return statements
     }
 
     /// The columns of node rows, one array per column.
@@ -373,16 +425,16 @@ extension PostgresJobRepository {
         }
     }
 
-    func writeDeliveries(_ deliveries: [Delivery], _ db: PostgresConnection) throws {
+    static func deliveriesStatement(_ deliveries: [Delivery]) -> PostgresConnection.Statement {
         let columns = deliveries.map(StoredRecords.deliveryColumns)
-        try db.query(
-            """
-            INSERT INTO deliveries (\(StoredRecords.deliveryColumnNames))
-            SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
-                $8::bytea[], $9::text[], $10::text[], $11::bigint[], $12::text[], $13::bigint[])
-            ON CONFLICT DO NOTHING
-            """,
-            [
+        return PostgresConnection.Statement(
+            sql: """
+                INSERT INTO deliveries (\(StoredRecords.deliveryColumnNames))
+                SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
+                    $8::bytea[], $9::text[], $10::text[], $11::bigint[], $12::text[], $13::bigint[])
+                ON CONFLICT DO NOTHING
+                """,
+            values: [
                 .textArray(deliveries.map(\.id)),
                 .textArray(deliveries.map(\.jobID)),
                 .intArray(deliveries.map { Int64($0.seq) }),
@@ -511,8 +563,8 @@ extension PostgresJobRepository {
         case .delete(let id, let promise):
             let result = try self.writeDelete(id, db)
             outcome.completions.append { promise.succeed(result) }
-        case .flush(let promise):
-            outcome.completions.append { promise.succeed(()) }
+        case .flush:
+            preconditionFailure("completed with the commit")
         case .expire(let before):
             if try self.writeExpire(before: before, db) { outcome.continueExpiring = before }
         }
