@@ -300,11 +300,10 @@ struct CurlClientTests {
     }
 }
 
-/// A loopback port with no listener (bound to find a free one, then closed).
+/// A loopback port with no listener: a socket bound to it that never listens (and is never closed).
 func closedPort() throws -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw SocketError.system("socket", errno) }
-    defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = 0
@@ -315,7 +314,13 @@ func closedPort() throws -> Int {
             bind(fd, raw, length) == 0 && getsockname(fd, raw, &length) == 0
         }
     }
-    guard bound else { throw SocketError.system("bind", errno) }
+    guard bound else {
+        close(fd)
+        throw SocketError.system("bind", errno)
+    }
+    // The socket stays open, bound and not listening, for the rest of the process: a connection
+    // to it is refused, and no server of another test can take the port meanwhile (closed at
+    // once, it was taken now and then under TSan, and the test saw that server's answer).
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
