@@ -80,7 +80,10 @@ struct WorkerRuntimeTests {
                 logger: Logger(label: "worker") { _ in logs }
             )
             let id = try await server.submit(Self.job(extra: #", "heartbeatTimeoutMs": 1000"#))
-            #expect(try await Self.waitForState(server, id, "running") == "running")
+            // The task runs once the worker has claimed it (the job runs from its start: waiting
+            // for the job alone let the cancellation reach the task before any claim, and the
+            // worker had nothing to stop).
+            #expect(try await Self.waitForTaskState(server, id, "t", "running") == "running")
             let started = ContinuousClock.now
             _ = try await server.request("POST", "/v1/jobs/\(id)/cancel")
             // The next heartbeat (a third of 1000 ms) answers cancelRequested: the command gets
@@ -102,6 +105,22 @@ struct WorkerRuntimeTests {
     }
 
     /// Long-polls the job's events until it reaches `state`; returns the job's state then.
+    /// Polls task `task` of job `id` until it is in `state` (at most 20 s, scaled).
+    static func waitForTaskState(
+        _ server: TestServer,
+        _ id: String,
+        _ task: String,
+        _ state: String
+    ) async throws -> String? {
+        let deadline = ContinuousClock.now + TestTiming.scaled(.seconds(20))
+        while ContinuousClock.now < deadline {
+            let node = try await server.json("GET", "/v1/jobs/\(id)/tasks/\(task)")
+            if node["state"]?.stringValue == state { return state }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return nil
+    }
+
     static func waitForState(_ server: TestServer, _ id: String, _ state: String) async throws -> String? {
         let deadline = ContinuousClock.now + TestTiming.scaled(.seconds(20))
         var after = 0
