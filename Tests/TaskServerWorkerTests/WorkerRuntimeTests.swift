@@ -104,7 +104,6 @@ struct WorkerRuntimeTests {
         }
     }
 
-    /// Long-polls the job's events until it reaches `state`; returns the job's state then.
     /// Polls task `task` of job `id` until it is in `state` (at most 20 s, scaled).
     static func waitForTaskState(
         _ server: TestServer,
@@ -117,18 +116,6 @@ struct WorkerRuntimeTests {
             let node = try await server.json("GET", "/v1/jobs/\(id)/tasks/\(task)")
             if node["state"]?.stringValue == state { return state }
             try await Task.sleep(for: .milliseconds(10))
-        }
-        return nil
-    }
-
-    static func waitForState(_ server: TestServer, _ id: String, _ state: String) async throws -> String? {
-        let deadline = ContinuousClock.now + TestTiming.scaled(.seconds(20))
-        var after = 0
-        while ContinuousClock.now < deadline {
-            let job = try await server.json("GET", "/v1/jobs/\(id)")
-            if job["state"]?.stringValue == state { return state }
-            let events = try await server.json("GET", "/v1/jobs/\(id)/events?after=\(after)&waitMs=2000")
-            for event in events["items"]?.arrayValue ?? [] { after = max(after, event["seq"]?.intValue ?? after) }
         }
         return nil
     }
