@@ -316,7 +316,6 @@ enum PostgresValue: Sendable {
     case int(Int64)
     case text(String)
     case bytes([UInt8])
-    case bool(Bool)
     case intArray([Int64?])
     case textArray([String?])
     case bytesArray([[UInt8]?])
@@ -325,14 +324,12 @@ enum PostgresValue: Sendable {
     static let int8: UInt32 = 20
     static let text: UInt32 = 25
     static let bytea: UInt32 = 17
-    static let boolean: UInt32 = 16
 
     var encoded: (type: UInt32, bytes: [UInt8]) {
         switch self {
         case .int(let value): (Self.int8, Self.bigEndian(value))
         case .text(let value): (Self.text, Array(value.utf8))
         case .bytes(let value): (Self.bytea, value)
-        case .bool(let value): (Self.boolean, [value ? 1 : 0])
         case .intArray(let values): (1016, Self.array(Self.int8, values.map { $0.map(Self.bigEndian) }))
         case .textArray(let values): (1009, Self.array(Self.text, values.map { $0.map { Array($0.utf8) } }))
         case .bytesArray(let values): (1001, Self.array(Self.bytea, values))

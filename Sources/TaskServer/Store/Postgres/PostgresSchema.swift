@@ -149,22 +149,20 @@ enum PostgresSchema {
         )
         for (index, sql) in Self.migrations.enumerated() {
             let version = index + 1
-            let applied: Bool = try connection.transaction {
+            try connection.transaction {
                 try connection.query("SELECT pg_advisory_xact_lock($1)", [.int(Self.lockKey)])
                 let newest = try connection.query("SELECT coalesce(max(version), 0)::bigint FROM taskserver_migrations")
                 let known = Int(newest.int(0, 0))
                 if known > Self.migrations.count {
                     throw PostgresSchemaError.newer(database: known, server: Self.migrations.count)
                 }
-                if known >= version { return false }
+                if known >= version { return }
                 try connection.execute(sql)
                 try connection.query(
                     "INSERT INTO taskserver_migrations (version, server_version) VALUES ($1, $2)",
                     [.int(Int64(version)), .text(TaskServerVersion.current)]
                 )
-                return true
             }
-            _ = applied
         }
         // Nothing to apply, but a newer server may have migrated further.
         let newest = Int(
