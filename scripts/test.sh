@@ -227,6 +227,9 @@ stage "PostgreSQL store: crash test, worker kill test, dashboard"
 "$py" scripts/crash-test.py "$bin"
 PATH="$(dirname "$py"):$PATH" bash scripts/worker-kill-test.sh "$bin"
 bash scripts/check-ui.sh "$bin" --skip-big
+
+stage "cluster: three servers on one PostgreSQL, nodes killed, frozen and restarted"
+"$py" scripts/cluster-test.py "$bin"
 unset TEST_STORE_URL
 
 stage "lifecycle"

@@ -81,6 +81,7 @@ public final class Application: Sendable {
             options.retention = configuration.retention
             options.onCommit = { nanoseconds in metrics.storeCommit(nanoseconds: nanoseconds) }
             options.clock = clock
+            if let name = configuration.nodeName { options.nodeName = name }
             repository = try PostgresJobRepository(settings: database, options: options, logger: logger)
         } else if let path = configuration.dataPath {
             var options = SQLiteJobRepository.Options()

@@ -92,6 +92,14 @@ struct Serve: AsyncParsableCommand {
     )
     var databasePasswordFile: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "This server's name among the servers sharing the --database (env TASKSERVER_NODE_NAME; default: the host name). Unique per server, and kept across its restarts.",
+            valueName: "name"
+        )
+    )
+    var nodeName: String?
+
     @Flag(help: "Keep jobs in memory only, nothing on disk (env TASKSERVER_MEMORY=1).")
     var memory = false
 
@@ -174,6 +182,7 @@ struct Serve: AsyncParsableCommand {
             metadata: [
                 "host": "\(configuration.host)", "port": "\(port)",
                 "store": "\(configuration.database?.redactedURL ?? configuration.dataPath ?? "memory")",
+                "node": "\(app.repository.cluster?.nodeName ?? "-")",
                 "executors":
                     "\((configuration.executors.map { "\($0.key)=\($0.value)\(configuration.rates[$0.key].map { ",rate=\($0)" } ?? "")" } + configuration.externalExecutors.map { "\($0)=external" }).sorted().joined(separator: ","))",
             ]
@@ -236,6 +245,12 @@ struct Serve: AsyncParsableCommand {
                 )
             } catch {
                 throw ConfigurationError("\(error)")
+            }
+            if let name = self.nodeName ?? environment["TASKSERVER_NODE_NAME"] {
+                guard (1...100).contains(name.utf8.count), name.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
+                    throw ConfigurationError("--node-name must be 1 to 100 ASCII characters without spaces")
+                }
+                configuration.nodeName = name
             }
         } else if !memory {
             configuration.dataPath = self.data ?? environment["TASKSERVER_DATA"] ?? "./data/taskserver.sqlite"

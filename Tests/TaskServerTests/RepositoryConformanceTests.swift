@@ -339,21 +339,24 @@ struct RepositoryConformanceTests {
         #expect(first.deliveries.map(\.id) == ["msg_a_5"])
         #expect(first.next == Self.time(60_000), "when the next pending one falls due")
         #expect(try repository.claimDue(at: Self.time(10), limit: 10).wait().deliveries.isEmpty, "claimed once")
-        // A claim does not outlive its process: a restart finds it pending and unclaimed.
-        if let image = try subject.crashImage() {
+        // A claim does not outlive its process: a restart finds it pending and unclaimed. (The
+        // restarted process goes on: under the same server name, it fences the one it replaces.)
+        let image = try subject.crashImage()
+        defer { try? image?.close().wait() }
+        if let image {
             #expect(try image.claimDue(at: Self.time(10), limit: 10).wait().deliveries.map(\.id) == ["msg_a_5"])
-            try image.close().wait()
         }
+        let current = image ?? repository
         // The attempt's outcome releases the claim: a retry is claimed again when it falls due.
         var retry = first.deliveries[0]
         retry.attempts = [DeliveryAttempt(at: Self.time(10), status: 500, durationMs: 2)]
         retry.nextAttemptAt = Self.time(30_000)
-        try repository.update(retry).wait()
-        let next = try repository.claimDue(at: Self.time(20_000), limit: 10).wait()
+        try current.update(retry).wait()
+        let next = try current.claimDue(at: Self.time(20_000), limit: 10).wait()
         #expect(next.deliveries.isEmpty && next.next == Self.time(30_000))
-        let both = try repository.claimDue(at: Self.time(60_000), limit: 1).wait()
+        let both = try current.claimDue(at: Self.time(60_000), limit: 1).wait()
         #expect(both.deliveries.map(\.id) == ["msg_a_5"], "at most the limit, earliest first")
-        #expect(try repository.claimDue(at: Self.time(60_000), limit: 10).wait().deliveries.map(\.id) == ["msg_b_6"])
+        #expect(try current.claimDue(at: Self.time(60_000), limit: 10).wait().deliveries.map(\.id) == ["msg_b_6"])
     }
 
     @Test(arguments: RepositoryKind.allCases)
@@ -506,16 +509,22 @@ struct RepositoryConformanceTests {
         #expect(try repository.claimSleeping(through: Self.time(2_000), limit: 10).wait().map(\.id) == ["second"])
         #expect(try repository.claimSleeping(through: Self.time(2_000), limit: 10).wait().isEmpty)
         try subject.settle()
-        // Taken: unfinished jobs of their taker, which a restart resumes (not started yet).
-        for reader in [repository, try subject.crashImage()].compactMap({ $0 }) {
+        // Taken: unfinished jobs of their taker, which a restart resumes (not started yet). The
+        // restarted process goes on from there.
+        func expectTaken(by reader: any JobRepository) throws {
             let unfinished = try reader.claimUnfinished(excluding: ["now"]).wait()
             #expect(unfinished.map(\.id).sorted() == ["first", "held", "second"])
             #expect(unfinished.allSatisfy { $0.startedAt == nil && $0.runAt != nil })
         }
+        try expectTaken(by: repository)
+        let image = try subject.crashImage()
+        defer { try? image?.close().wait() }
+        if let image { try expectTaken(by: image) }
+        let current = image ?? repository
         // A cancellation wakes a sleeping job: recovery resumes it (to end it), no claim takes it.
-        try repository.requestCancel("late").wait()
-        #expect(try repository.claimSleeping(through: Self.time(10_000), limit: 10).wait().isEmpty)
-        let woken = try repository.claimUnfinished(excluding: ["now", "first", "second", "held"]).wait()
+        try current.requestCancel("late").wait()
+        #expect(try current.claimSleeping(through: Self.time(10_000), limit: 10).wait().isEmpty)
+        let woken = try current.claimUnfinished(excluding: ["now", "first", "second", "held"]).wait()
         #expect(woken.map(\.id) == ["late"] && woken.first?.cancelRequested == true)
     }
 }

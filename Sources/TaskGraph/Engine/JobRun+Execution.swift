@@ -648,6 +648,9 @@ extension JobRun {
 
     /// Starts an attempt whose params are rendered (and key held, if it has one).
     private func startAttempt(_ plan: AttemptPlan) -> Future<JSONValue> {
+        if self.isAbandoned {
+            return Future(error: TaskError(code: "job.abandoned", message: "another server runs this job now"))
+        }
         let (spec, index, id, input, params, attempt, pool, resumedFrom, context) = (
             plan.spec, plan.index, plan.id, plan.input, plan.params, plan.attempt, plan.pool, plan.resumedFrom,
             plan.context

@@ -32,6 +32,8 @@ public final class JobRun: Sendable {
     /// store once, before the job starts, and read by it alone (SQLite: `jobs.position`), so
     /// the store's journal needs no lookup by id for each batch of events.
     public let storeKey = Atomic<Int64>(0)
+    /// Set once the server lost the job to another server (`abandon()`).
+    private let abandoned = Atomic<Bool>(false)
 
     struct State {
         var jobState: JobState = .pending
@@ -259,6 +261,7 @@ public final class JobRun: Sendable {
     /// cancellation, a completion) is answered after it, so a restart never forgets what a client
     /// was told.
     public func waitForDurability(through seq: Int) -> Future<Void> {
+        if self.isAbandoned { return Future(error: JobAbandoned()) }
         let promise: Promise<Void>? = self.state.withLock { state in
             guard state.gated, seq > state.durableSeq else { return nil }
             let promise = Promise<Void>()
@@ -266,6 +269,23 @@ public final class JobRun: Sendable {
             return promise
         }
         return promise?.future ?? Future(value: ())
+    }
+
+    /// Whether the server gave the job up (`abandon()`).
+    public var isAbandoned: Bool { self.abandoned.load(ordering: .relaxed) }
+
+    /// Gives the job up: another server runs it now (a cluster's takeover, SPEC §9). No action of
+    /// it starts from now on (an attempt fails at once, so the graph drains without running
+    /// anything), running ones are cancelled, and waits for durability fail with `JobAbandoned`;
+    /// whoever journals the job's events drops those that follow.
+    public func abandon() {
+        guard !self.abandoned.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        let waiters = self.state.withLock { state in
+            defer { state.durabilityWaiters = [] }
+            return state.durabilityWaiters.map(\.promise)
+        }
+        for waiter in waiters { waiter.fail(JobAbandoned()) }
+        self.jobSource.cancel()
     }
 
     /// Whether the job ended and readers can see its every event (its terminal event included).
@@ -705,4 +725,9 @@ struct RunScope: TemplateScope {
             return nil
         }
     }
+}
+
+/// The job was given up: another server runs it now (`JobRun.abandon()`).
+public struct JobAbandoned: Error, Sendable {
+    public init() {}
 }

@@ -37,6 +37,8 @@ public struct ServerConfiguration: Sendable {
     public var dataPath: String?
     /// The PostgreSQL database of the store (`--database`); when set, it replaces `dataPath`.
     public var database: PostgresSettings?
+    /// This server's name among the servers sharing `database` (`--node-name`; nil: the host name).
+    public var nodeName: String?
     /// Finished jobs older than this are deleted in the background (`--retention`; nil keeps them).
     public var retention: Duration?
     /// How delayed jobs are held and started (the horizon of jobs held live, and so on); tests

@@ -1,4 +1,5 @@
 import NIOHTTP1
+import TaskGraph
 
 /// An error that knows how it is answered over HTTP.
 ///
@@ -37,6 +38,12 @@ extension StoreError: HTTPResponseError {
                 code: "store.unavailable",
                 detail: "the database cannot be reached; retry shortly"
             )
+        case .ownerUnavailable:
+            return HTTPProblem(
+                .serviceUnavailable,
+                code: "store.unavailable",
+                detail: "the server running this job did not answer in time; retry shortly"
+            )
         default:
             return HTTPProblem(
                 .serviceUnavailable,
@@ -44,5 +51,17 @@ extension StoreError: HTTPResponseError {
                 detail: "the store could not be read; retry shortly"
             )
         }
+    }
+}
+
+extension JobAbandoned: HTTPResponseError {
+    /// The server gave the job up to another server of the cluster while the request waited: the
+    /// change may or may not be recorded, and the other server answers from now on.
+    public var problem: HTTPProblem {
+        HTTPProblem(
+            .serviceUnavailable,
+            code: "store.unavailable",
+            detail: "another server took this job over; retry shortly"
+        )
     }
 }

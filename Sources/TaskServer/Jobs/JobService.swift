@@ -85,10 +85,14 @@ public final class JobService: JobObserver, Sendable {
         self.delayed = DelayedStarts(repository: repository, clock: clock, options: delayedStarts)
         engine.addObserver(self)
         self.delayed.start { [weak self] stored in self?.adopt(stored) }
+        repository.cluster?.start(ClusterLink(self))
     }
 
-    /// Stops starting delayed jobs (shutdown).
-    public func stop() { self.delayed.stop() }
+    /// Stops starting delayed jobs, and hears no more from the cluster (shutdown).
+    public func stop() {
+        self.delayed.stop()
+        self.repository.cluster?.stop()
+    }
 
     /// Runs held live until their delayed start.
     public var heldDelayedCount: Int { self.delayed.heldCount }
@@ -147,6 +151,12 @@ public final class JobService: JobObserver, Sendable {
         switch outcome {
         case .success(.inserted(let key)):
             run.storeKey.store(key, ordering: .relaxed)
+            if run.isAbandoned {
+                // Lost to a takeover while its insert was on its way: claimed again as any job
+                // this server's name owns and nobody runs.
+                self.recover()
+                return Future(value: .created(run))
+            }
             if let runAt {
                 // Answered with the run as submitted (`pending`, its `runAt`), kept or not.
                 if sleeps { self.forget(run) } else { self.delayed.hold(run, at: runAt) }
@@ -215,13 +225,32 @@ public final class JobService: JobObserver, Sendable {
         if view is JobRun || view.isTerminalAndVisible || isDone(view) || timeout <= .zero {
             return wait(view, timeout).map { view }
         }
-        let step = min(timeout, Self.refreshInterval)
+        // Jittered (±25%), so that many waits do not read the database in step; in a cluster the
+        // end of the job on another server wakes the wait at once (`clusterJobsEnded`).
+        let interval = Self.refreshInterval.wholeMilliseconds
+        let step = min(timeout, .milliseconds(interval * 3 / 4 + Int64.random(in: 0...(interval / 2))))
         let promise = Promise<Void>()
+        let started = ContinuousClock.now
         TimerQueue.shared.schedule(after: step) { promise.trySucceed(()) }
+        if self.repository.cluster != nil {
+            let number = self.remoteWaitNumbers.wrappingAdd(1, ordering: .relaxed).newValue
+            self.remoteWaiters.withLock { $0[view.id, default: [:]][number] = promise }
+            promise.future.whenComplete { _ in
+                self.remoteWaiters.withLock { waiters in
+                    waiters[view.id]?[number] = nil
+                    if waiters[view.id]?.isEmpty == true { waiters[view.id] = nil }
+                }
+            }
+        }
         return promise.future.flatMap { self.job(view.id) }.flatMap { fresh in
-            self.follow(fresh ?? view, timeout: timeout - step, isDone: isDone, wait: wait)
+            let waited = min(timeout, ContinuousClock.now - started)
+            return self.follow(fresh ?? view, timeout: timeout - waited, isDone: isDone, wait: wait)
         }
     }
+
+    /// Waits on stored records of unfinished jobs that another server runs, by job id.
+    private let remoteWaiters = Mutex<[String: [Int: Promise<Void>]]>([:])
+    private let remoteWaitNumbers = Atomic(0)
 
     /// The live run of job `id`, if this server runs it.
     public func liveRun(_ id: String) -> JobRun? { self.withLive(id) { live, key in live[key] } }
@@ -322,7 +351,9 @@ public final class JobService: JobObserver, Sendable {
     ) -> Future<
         TaskCommandOutcome
     > {
-        self.command(id, task: taskID, completing: true) { run in run.complete(node: taskID, with: outcome) }
+        self.command(id, task: taskID, completing: true, relayedOutcome: ClusterCommand.encode(outcome)) { run in
+            run.complete(node: taskID, with: outcome)
+        }
     }
 
     /// A node command on a live run, or the answer a stored record gives (the same checks in the
@@ -331,15 +362,33 @@ public final class JobService: JobObserver, Sendable {
         _ id: String,
         task taskID: String,
         completing: Bool,
+        relayedOutcome: JSONValue? = nil,
         _ body: @escaping @Sendable (JobRun) -> JobRun.NodeControlResult
     ) -> Future<TaskCommandOutcome> {
         guard let run = self.liveRun(id) else {
-            return self.repository.job(id).map { stored in
-                guard let stored else { return .jobNotFound }
-                guard let node = stored.node(taskID) else { return .taskNotFound }
-                if completing, node.action != "await" { return .notAwait }
-                if !completing, node.state == .cancelled { return .alreadyCancelled(node) }
-                return node.state.isTerminal ? .terminal : .notRunning
+            return self.repository.job(id).flatMap { stored -> Future<TaskCommandOutcome> in
+                guard let stored else { return Future(value: .jobNotFound) }
+                guard let node = stored.node(taskID) else { return Future(value: .taskNotFound) }
+                if completing, node.action != "await" { return Future(value: .notAwait) }
+                if !completing, node.state == .cancelled { return Future(value: .alreadyCancelled(node)) }
+                if node.state.isTerminal { return Future(value: .terminal) }
+                // Another server runs the job: the command goes to it through the database, and
+                // its answer is this one's.
+                guard let cluster = self.repository.cluster, !stored.state.isTerminal,
+                    completing ? node.state == .running : true
+                else { return Future(value: .notRunning) }
+                let command = ClusterCommand(
+                    jobID: id,
+                    kind: completing ? .complete : .cancelTask,
+                    taskID: taskID,
+                    body: completing ? relayedOutcome : nil
+                )
+                return cluster.relay(command, timeout: Self.relayTimeout).map { answer in
+                    guard let answer, let outcome = TaskCommandOutcome(answer: answer) else {
+                        throw StoreError.ownerUnavailable
+                    }
+                    return outcome
+                }
             }
         }
         switch body(run) {
@@ -523,9 +572,67 @@ public final class JobService: JobObserver, Sendable {
         }
     }
 
+    // MARK: - The cluster (SPEC §9)
+
+    /// How long a command relayed to the server that runs a job waits for its answer: past a
+    /// takeover (the lease, 5 s, and a heartbeat), then 503.
+    static let relayTimeout: Duration = .seconds(10)
+
+    /// Relayed commands being applied here, so that a notification and a heartbeat's look for
+    /// lost ones do not apply one twice.
+    private let applying = Mutex<Set<Int64>>([])
+
+    /// Stops acting on every job this server runs: another server runs them from now on. Their
+    /// runs are dropped (reads go to the database) and drain without running anything.
+    func abandonAll() {
+        var abandoned: [JobRun] = []
+        for shard in self.live {
+            shard.runs.withLock { runs in
+                abandoned += runs.values
+                runs = [:]
+            }
+        }
+        for run in abandoned { run.abandon() }
+        if !abandoned.isEmpty {
+            self.logger.warning("gave up the jobs of a lost lease", metadata: ["count": "\(abandoned.count)"])
+        }
+    }
+
+    func applyRelayed(_ id: Int64, _ command: ClusterCommand) {
+        guard let cluster = self.repository.cluster else { return }
+        guard self.applying.withLock({ $0.insert(id).inserted }) else { return }
+        let applied: Future<TaskCommandOutcome>
+        switch command.kind {
+        case .cancelTask:
+            applied = self.cancelTask(command.jobID, task: command.taskID)
+        case .complete:
+            guard let outcome = command.body.flatMap(ClusterCommand.decodeOutcome) else {
+                applied = Future(value: .notRunning)
+                break
+            }
+            applied = self.completeTask(command.jobID, task: command.taskID, with: outcome)
+        }
+        applied.whenComplete { outcome in
+            self.applying.withLock { _ = $0.remove(id) }
+            // Not answered when it failed here (the job was lost meanwhile): the server that
+            // takes the job over applies it.
+            if case .success(let result) = outcome { cluster.answer(id, result.answer) }
+        }
+    }
+
+    /// Wakes the waits on the records of these jobs (they ended on another server).
+    func wakeRemoteWaits(_ ids: [String]) {
+        let woken = self.remoteWaiters.withLock { waiters in
+            ids.flatMap { waiters.removeValue(forKey: $0).map { Array($0.values) } ?? [] }
+        }
+        for promise in woken { promise.trySucceed(()) }
+    }
+
     // MARK: - The journal (JobObserver)
 
     public func job(_ run: JobRun, appended events: ArraySlice<JobEvent>) {
+        // Given up to another server: what it does from now on is not this server's to record.
+        if run.isAbandoned { return }
         let deliveries = self.planner.plan(run, events: events)
         let ends = events.last?.type.isTerminal == true
         // Most batches hold task events only.
@@ -627,5 +734,76 @@ public final class JobService: JobObserver, Sendable {
         if waiters.isEmpty { return }
         self.waitingForEnds.subtract(waiters.count, ordering: .sequentiallyConsistent)
         for waiter in waiters { waiter.succeed(()) }
+    }
+}
+
+/// The job service as its cluster's delegate, held weakly: the cluster lives in the repository,
+/// which the service holds.
+final class ClusterLink: ClusterDelegate {
+    private weak let service: JobService?
+
+    init(_ service: JobService) { self.service = service }
+
+    func clusterLostJobs() { self.service?.abandonAll() }
+    func clusterClaimJobs() { self.service?.recover() }
+    func clusterRuns(_ id: String) -> Bool { self.service?.liveRun(id) != nil }
+    func clusterCancel(_ id: String) { _ = self.service?.liveRun(id)?.cancel() }
+    func clusterApply(_ id: Int64, _ command: ClusterCommand) { self.service?.applyRelayed(id, command) }
+    func clusterJobsEnded(_ ids: [String]) { self.service?.wakeRemoteWaits(ids) }
+}
+
+extension JobService.TaskCommandOutcome {
+    /// The outcome as a relayed command's answer (`Cluster.answer`).
+    var answer: JSONValue {
+        switch self {
+        case .done(let node): ["outcome": "done", "node": Self.nodeJSON(node)]
+        case .alreadyCancelled(let node): ["outcome": "alreadyCancelled", "node": Self.nodeJSON(node)]
+        case .jobNotFound: ["outcome": "jobNotFound"]
+        case .taskNotFound: ["outcome": "taskNotFound"]
+        case .terminal: ["outcome": "terminal"]
+        case .notAwait: ["outcome": "notAwait"]
+        case .notRunning: ["outcome": "notRunning"]
+        }
+    }
+
+    /// The outcome a relayed command's answer names (nil: not one).
+    init?(answer: JSONValue) {
+        let node = answer["node"].flatMap { try? StoredRecords.decodeNodes(.array([$0])).first }
+        switch answer["outcome"]?.stringValue {
+        case "done":
+            guard let node else { return nil }
+            self = .done(node)
+        case "alreadyCancelled":
+            guard let node else { return nil }
+            self = .alreadyCancelled(node)
+        case "jobNotFound": self = .jobNotFound
+        case "taskNotFound": self = .taskNotFound
+        case "terminal": self = .terminal
+        case "notAwait": self = .notAwait
+        case "notRunning": self = .notRunning
+        default: return nil
+        }
+    }
+
+    private static func nodeJSON(_ node: NodeRecord) -> JSONValue {
+        (try? JSONParser.parse(StoredRecords.encodeNodes([node]), limits: StoredRecords.limits))?.arrayValue?.first
+            ?? .null
+    }
+}
+
+extension ClusterCommand {
+    /// An `await` task's outcome as a relayed command carries it.
+    static func encode(_ outcome: Outcome<JSONValue>) -> JSONValue {
+        switch outcome {
+        case .success(let value): ["result": value]
+        case .failure(let error as TaskError): ["error": error.json]
+        case .failure, .cancelled: ["error": TaskError(code: "task.failed", message: "failed").json]
+        }
+    }
+
+    static func decodeOutcome(_ body: JSONValue) -> Outcome<JSONValue>? {
+        if let result = body["result"] { return .success(result) }
+        if let error = body["error"].flatMap(TaskError.init(json:)) { return .failure(error) }
+        return nil
     }
 }

@@ -24,6 +24,9 @@ public protocol JobRepository: AnyObject, LeaseJournal, DeliveryStore, ScheduleS
     /// Whether the store can take writes now (false while a database server is away); `/readyz`
     /// answers 503 while it is false.
     var isAvailable: Bool { get }
+    /// The servers sharing this store, when several may (PostgreSQL); nil when this server owns
+    /// every job (memory, SQLite).
+    var cluster: (any Cluster)? { get }
     /// Records a new job. With an idempotency key seen before it returns that job's id
     /// (`.existing`) when the body hash matches, and `.mismatch` when it does not.
     func insert(_ job: NewJobRecord) -> Future<InsertOutcome>
@@ -68,6 +71,7 @@ public protocol JobRepository: AnyObject, LeaseJournal, DeliveryStore, ScheduleS
 
 extension JobRepository {
     public var isAvailable: Bool { true }
+    public var cluster: (any Cluster)? { nil }
 }
 
 /// The repository's key of a job's record (SQLite: `jobs.position`), given by `insert`.

@@ -8,6 +8,7 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         case writeFailed
         case readFailed
         case unavailable
+        case ownerUnavailable
     }
 
     private let code: Code
@@ -23,6 +24,9 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The database cannot be reached (PostgreSQL restarting, the network down): nothing was
     /// written; the store reconnects by itself.
     public static let unavailable = StoreError(.unavailable)
+    /// A command for a job another server runs had no answer in time (that server died, and the
+    /// job is not taken over yet).
+    public static let ownerUnavailable = StoreError(.ownerUnavailable)
 
     /// A short, stable name, safe as a log or metric label.
     public var description: String {
@@ -31,6 +35,7 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         case .writeFailed: "store.writeFailed"
         case .readFailed: "store.readFailed"
         case .unavailable: "store.unavailable"
+        case .ownerUnavailable: "store.ownerUnavailable"
         }
     }
 }

@@ -26,9 +26,10 @@ final class PostgresConnection: @unchecked Sendable {
     private var statements: [String: String] = [:]
 
     /// Connects with `settings`; throws a `PostgresError` whose message never contains the password.
-    init(_ settings: PostgresSettings) throws {
-        var keywords = ["connect_timeout", "application_name", "dbname"]
-        var values = [String(settings.connectTimeoutSeconds), "taskserver", settings.url]
+    /// `extra`: libpq settings of this connection (before `dbname`: the URL's own win).
+    init(_ settings: PostgresSettings, extra: [(String, String)] = []) throws {
+        var keywords = ["connect_timeout", "application_name"] + extra.map(\.0) + ["dbname"]
+        var values = [String(settings.connectTimeoutSeconds), "taskserver"] + extra.map(\.1) + [settings.url]
         // After `dbname`: a password read from a file replaces one in the URL.
         if let password = settings.password {
             keywords.append("password")
@@ -175,6 +176,23 @@ final class PostgresConnection: @unchecked Sendable {
     private func connectionError(_ what: String) -> PostgresError {
         let detail = String(cString: PQerrorMessage(self.handle)).trimmingTrailingNewlines
         return PostgresError(message: detail.isEmpty ? what : "\(what): \(detail)", connectionLost: true)
+    }
+
+    /// The connection's socket (to wait on it with another descriptor, `LISTEN`).
+    var socket: Int32 { PQsocket(self.handle) }
+
+    /// Reads what the server sent (after the socket was readable) and returns the notifications
+    /// (`LISTEN`) received so far, on this call or during earlier statements.
+    func notifications(read: Bool) throws -> [(channel: String, payload: String)] {
+        if read { guard PQconsumeInput(self.handle) == 1 else { throw self.connectionError("cannot read") } }
+        var received: [(channel: String, payload: String)] = []
+        while let notification = PQnotifies(self.handle) {
+            received.append(
+                (String(cString: notification.pointee.relname), String(cString: notification.pointee.extra))
+            )
+            PQfreemem(notification)
+        }
+        return received
     }
 
     /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
@@ -385,6 +403,9 @@ struct PostgresError: Error, CustomStringConvertible {
         self.connectionLost = connectionLost
         self.statement = statement
     }
+
+    /// A write transaction of a server whose jobs another server took over (`taskserver_fence`).
+    var isFenced: Bool { self.sqlState == "TSF01" }
 
     var description: String {
         var text = self.message

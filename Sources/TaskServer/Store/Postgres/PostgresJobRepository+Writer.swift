@@ -57,6 +57,16 @@ extension PostgresJobRepository {
         } catch let error as PostgresError where error.connectionLost {
             self.connectionLost(error, batch)
             return false
+        } catch let error as PostgresError where error.isFenced {
+            // Another server took this one's jobs over: nothing of the batch may be stored. The
+            // membership stops the jobs here and registers again (a new token) at once.
+            self.logger.warning(
+                "a commit was refused: this server's jobs were taken over",
+                metadata: ["writes": "\(plan.steps.count)"]
+            )
+            self.membership.noteFenced()
+            outcome = CommitOutcome()
+            outcome.completions = plan.failures(StoreError.writeFailed)
         } catch {
             // The transaction rolled back: nothing of this batch is stored. New jobs are refused
             // (their clients get a 503 and may retry); journal entries are lost, which is logged.
@@ -155,11 +165,15 @@ extension PostgresJobRepository {
         // Inserts and journal entries never depend on another write of the same commit (whoever
         // sends a write that depends on an earlier one waits for that one's answer first), so the
         // statements go table by table.
-        var statements: [PostgresConnection.Statement] = []
-        if !inserts.isEmpty { statements.append(Self.insertStatement(inserts)) }
+        // Every transaction opens with the fence: refused once another server took over.
+        let token = self.membership.token.load(ordering: .sequentiallyConsistent)
+        var statements: [PostgresConnection.Statement] = [
+            .init(sql: "SELECT taskserver_fence($1, $2)", values: [.text(self.serverID), .int(token)])
+        ]
+        if !inserts.isEmpty { statements.append(self.insertStatement(inserts, token: token)) }
         if !entries.isEmpty { statements += self.journalStatements(entries, &outcome) }
         if others.isEmpty {
-            if statements.isEmpty { return }
+            if statements.count == 1 { return }
             let rows: [PostgresRows]
             do {
                 rows = try db.pipeline(
@@ -170,11 +184,11 @@ extension PostgresJobRepository {
                 try? db.execute("ROLLBACK")
                 throw error
             }
-            if !inserts.isEmpty { self.readInserts(inserts, rows[1], &outcome) }
+            if !inserts.isEmpty { self.readInserts(inserts, rows[2], &outcome) }
         } else {
             try db.transaction {
                 let rows = try statements.map { try db.query($0.sql, $0.values) }
-                if !inserts.isEmpty { self.readInserts(inserts, rows[0], &outcome) }
+                if !inserts.isEmpty { self.readInserts(inserts, rows[1], &outcome) }
                 for write in others { try self.commitWrite(write, db, &outcome) }
             }
         }
@@ -184,7 +198,7 @@ extension PostgresJobRepository {
     /// idempotency keys they repeat: rows `(id, position, NULL, NULL)` for each job inserted, and
     /// `(id, NULL, key, hash)` for each earlier job with one of the keys (jobs inserted by the
     /// statement itself are not among these: the statement's snapshot predates them).
-    static func insertStatement(_ inserts: [CommitPlan.NewJob]) -> PostgresConnection.Statement {
+    func insertStatement(_ inserts: [CommitPlan.NewJob], token: Int64) -> PostgresConnection.Statement {
         var labels: (ids: [String?], keys: [String?], values: [String?]) = ([], [], [])
         for insert in inserts {
             for (key, value) in insert.job.labels {
@@ -197,9 +211,12 @@ extension PostgresJobRepository {
             sql: """
                 WITH new AS (
                     INSERT INTO jobs (id, state, created_at, name, labels, idempotency_key, body_hash, document, run_at,
-                        priority)
-                    SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[],
+                        priority, owner, owner_token)
+                    SELECT u.*, CASE WHEN u.state = 'sleeping' THEN NULL ELSE $14 END,
+                        CASE WHEN u.state = 'sleeping' THEN NULL ELSE $15::bigint END
+                    FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[],
                         $7::bigint[], $8::bytea[], $9::bigint[], $10::bigint[])
+                        AS u(id, state, created_at, name, labels, idempotency_key, body_hash, document, run_at, priority)
                     ON CONFLICT DO NOTHING RETURNING id, position
                 ), new_labels AS (
                     INSERT INTO labels (key, value, position)
@@ -223,6 +240,7 @@ extension PostgresJobRepository {
                 .intArray(inserts.map { $0.job.runAt?.milliseconds }),
                 .intArray(inserts.map { $0.job.priority == JobSpec.defaultPriority ? nil : Int64($0.job.priority) }),
                 .textArray(labels.ids), .textArray(labels.keys), .textArray(labels.values),
+                .text(self.serverID), .int(token),
             ]
         )
     }
@@ -348,6 +366,13 @@ extension PostgresJobRepository {
             )
         }
         if !deliveries.isEmpty { statements.append(Self.deliveriesStatement(deliveries)) }
+        // Waits on these jobs' records on other servers wake (one notification per commit, sent
+        // at its end; none while this server is alone).
+        if !ends.positions.isEmpty, self.membership.peers.load(ordering: .relaxed) > 0 {
+            for payload in PostgresCluster.endedPayloads(entries.compactMap { $0.ended == nil ? nil : $0.id }) {
+                statements.append(.init(sql: "SELECT pg_notify('taskserver', $1)", values: [.text(payload)]))
+            }
+        }
         return statements
     }
 
@@ -515,7 +540,7 @@ extension PostgresJobRepository {
             try db.query(
                 """
                 UPDATE jobs SET cancel_requested = true, state = CASE WHEN state = 'sleeping' THEN 'pending' ELSE state END
-                WHERE id = $1
+                WHERE id = $1 RETURNING pg_notify('taskserver', 'cancel ' || id)
                 """,
                 [.text(id)]
             )
@@ -550,12 +575,15 @@ extension PostgresJobRepository {
         case .claimSleeping(let through, let limit, let promise):
             let rows = try db.query(
                 """
-                UPDATE jobs SET state = 'pending' WHERE position IN (
+                UPDATE jobs SET state = 'pending', owner = $3, owner_token = $4 WHERE position IN (
                     SELECT position FROM jobs WHERE state = 'sleeping' AND run_at <= $1
                     ORDER BY run_at, position LIMIT $2 FOR UPDATE SKIP LOCKED)
                 RETURNING position, id, document, created_at, name, labels, run_at, cancel_requested
                 """,
-                [.int(through.milliseconds), .int(Int64(limit))]
+                [
+                    .int(through.milliseconds), .int(Int64(limit)), .text(self.serverID),
+                    .int(self.membership.token.load(ordering: .sequentiallyConsistent)),
+                ]
             )
             let jobs = try (0..<rows.count).map { try Self.sleepingJob(rows, $0) }
                 .sorted { ($0.runAt?.milliseconds ?? 0, $0.key) < ($1.runAt?.milliseconds ?? 0, $1.key) }
@@ -573,6 +601,8 @@ extension PostgresJobRepository {
     /// Turns a failed or cancelled job's row back into an unfinished one (`reopen`), keeping its
     /// node list as a redrive starts from it (`NodeRecord.redriven`).
     func writeReopen(_ id: String, _ db: PostgresConnection) throws -> StoredJob? {
+        // Locked first: two servers redriving the job at once reopen it once.
+        try db.query("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", [.text(id)])
         guard let stored = try self.load(id, db, withDocument: true),
             stored.state == .failed || stored.state == .cancelled
         else {
@@ -581,9 +611,12 @@ extension PostgresJobRepository {
         try db.query(
             """
             UPDATE jobs SET state = 'running', result = NULL, error = NULL, progress = NULL, finished_at = NULL,
-                cancel_requested = false, nodes = $1 WHERE position = $2
+                cancel_requested = false, nodes = $1, owner = $3, owner_token = $4 WHERE position = $2
             """,
-            [.bytes(StoredRecords.encodeNodes(stored.nodes.map(\.redriven))), .int(stored.key)]
+            [
+                .bytes(StoredRecords.encodeNodes(stored.nodes.map(\.redriven))), .int(stored.key), .text(self.serverID),
+                .int(self.membership.token.load(ordering: .sequentiallyConsistent)),
+            ]
         )
         try db.query("DELETE FROM nodes WHERE job = $1", [.int(stored.key)])
         self.uncacheFinished(id)
@@ -638,11 +671,14 @@ extension PostgresJobRepository {
     func scheduleRetention(_ retention: Duration) {
         let seconds = Double(retention.components.seconds)
         let period = Duration.milliseconds(Int64(max(1, min(60, seconds / 10)) * 1000))
-        self.enqueue(
-            .expire(
-                before: Timestamp(milliseconds: self.options.clock.now().milliseconds - retention.wholeMilliseconds)
+        // One server of a cluster deletes (the leader): several would delete the same rows.
+        if self.membership.isLeader.load(ordering: .relaxed) {
+            self.enqueue(
+                .expire(
+                    before: Timestamp(milliseconds: self.options.clock.now().milliseconds - retention.wholeMilliseconds)
+                )
             )
-        )
+        }
         let timer = self.options.clock.schedule(after: period) { [weak self] in self?.scheduleRetention(retention) }
         self.retentionTimer.withLock { $0 = timer }
     }

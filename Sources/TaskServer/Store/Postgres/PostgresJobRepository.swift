@@ -4,6 +4,12 @@ import Synchronization
 import TaskCore
 import TaskGraph
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The PostgreSQL repository (`--database postgres://…`): every promise of the SQLite store, in
 /// the database users already run.
 ///
@@ -37,12 +43,27 @@ public final class PostgresJobRepository: JobRepository {
         public var clock: any ServerClock = SystemClock()
         /// Reader connections (and threads).
         public var readers = 3
+        /// This server's name among the servers sharing the database (`--node-name`): unique
+        /// per server, and the same across its restarts (it resumes its own jobs at once).
+        public var nodeName = PostgresJobRepository.defaultNodeName
+        /// The cluster's lease and heartbeat (tests shorten them).
+        var cluster = PostgresCluster.Options()
         public init() {}
     }
 
+    /// The host name (a container's is unique, and stable across its restarts).
+    public static var defaultNodeName: String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "taskserver" }
+        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return name.isEmpty ? "taskserver" : name
+    }
+
     let settings: PostgresSettings
-    /// This process among the servers using the database (`servers.id`; the claims it holds).
-    let serverID = JobID.make()
+    /// This server among the servers sharing the database: its row, lease and wake-ups.
+    let membership: PostgresCluster
+    /// This server's name (`servers.id`; the owner of its jobs, the holder of its claims).
+    var serverID: String { self.membership.nodeName }
     let logger: Logger
     let options: Options
     let writerPool = WorkerPool(name: "pg-writer", size: 1)
@@ -86,15 +107,23 @@ public final class PostgresJobRepository: JobRepository {
             )
         }
         try PostgresSchema.migrate(connection)
-        // Claims of deliveries were this process's predecessor's: none outlives its process.
-        try connection.query("UPDATE deliveries SET claimed_by = NULL WHERE claimed_by IS NOT NULL")
+        self.membership = try PostgresCluster(
+            nodeName: options.nodeName,
+            settings: settings,
+            options: options.cluster,
+            connection: connection,
+            logger: logger
+        )
         let count = Int(try connection.query("SELECT count(*) FROM jobs").int(0, 0))
         self.writer = WriterConnection(connection)
         self.cache.withLock { $0.count = count }
         if let retention = options.retention { self.scheduleRetention(retention) }
+        self.membership.flushWrites.withLock { $0 = { [weak self] in _ = try? self?.flush().wait() } }
     }
 
     public var isDurable: Bool { true }
+
+    public var cluster: (any Cluster)? { self.membership }
 
     /// Whether the database answers (`/readyz` says 503 while it does not).
     public var isAvailable: Bool { self.available.load(ordering: .relaxed) }
@@ -190,27 +219,52 @@ public final class PostgresJobRepository: JobRepository {
         return promise.future
     }
 
+    /// Claims the unfinished jobs no live server runs: without an owner (a delayed job woken by a
+    /// cancellation), this server's name's (its predecessor's, or its own left by a lost lease),
+    /// or a server's whose row a takeover deleted. What was queued is committed first, so that a
+    /// job handed back by this server is read with everything it wrote.
     public func claimUnfinished(excluding live: Set<String>) -> Future<[StoredJob]> {
-        self.read { db in
-            let rows = try db.query("SELECT id FROM jobs WHERE state IN ('pending', 'running') ORDER BY position")
-            let ids = (0..<rows.count).map { rows.text($0, 0) }.filter { !live.contains($0) }
-            rows.close()
-            var jobs: [StoredJob] = []
-            for id in ids {
-                do {
-                    guard let job = try self.load(id, db), !job.state.isTerminal else { continue }
-                    jobs.append(job)
-                } catch let error as PostgresError where error.connectionLost {
-                    throw error
-                } catch {
-                    self.logger.error(
-                        "cannot resume a stored job; it stays as it was",
-                        metadata: ["job.id": "\(id)", "error": "\(error)"]
+        self.flush().flatMap {
+            self.read { db -> [StoredJob] in
+                let token = self.membership.token.load(ordering: .sequentiallyConsistent)
+                let ids = try db.transaction { () -> [String] in
+                    try self.fence(db, token)
+                    let rows = try db.query(
+                        """
+                        UPDATE jobs SET owner = $1, owner_token = $2 WHERE position IN (
+                            SELECT position FROM jobs j WHERE state IN ('pending', 'running')
+                                AND (owner IS NULL OR owner = $1 OR NOT EXISTS (SELECT 1 FROM servers s WHERE s.id = j.owner))
+                                AND NOT (id = ANY($3::text[]))
+                            ORDER BY position FOR UPDATE SKIP LOCKED)
+                        RETURNING id, position
+                        """,
+                        [.text(self.serverID), .int(token), .textArray(live.map { $0 })]
                     )
+                    return (0..<rows.count).map { (rows.int($0, 1), rows.text($0, 0)) }.sorted { $0.0 < $1.0 }.map(\.1)
                 }
+                var jobs: [StoredJob] = []
+                for id in ids {
+                    do {
+                        guard let job = try self.load(id, db), !job.state.isTerminal else { continue }
+                        jobs.append(job)
+                    } catch let error as PostgresError where error.connectionLost {
+                        throw error
+                    } catch {
+                        self.logger.error(
+                            "cannot resume a stored job; it stays as it was",
+                            metadata: ["job.id": "\(id)", "error": "\(error)"]
+                        )
+                    }
+                }
+                return jobs
             }
-            return jobs
         }
+    }
+
+    /// Opens a write transaction of this server: fails (`PostgresError.isFenced`) once another
+    /// server has taken this one's jobs over.
+    func fence(_ db: PostgresConnection, _ token: Int64) throws {
+        try db.query("SELECT taskserver_fence($1, $2)", [.text(self.serverID), .int(token)])
     }
 
     public func claimSleeping(through: Timestamp, limit: Int) -> Future<[StoredJob]> {
@@ -290,8 +344,14 @@ public final class PostgresJobRepository: JobRepository {
 
     public func storedLeases() -> Future<[StoredLease]> {
         self.read { db in
+            // Not those of jobs another live server runs: they are its to keep.
             let rows = try db.query(
-                "SELECT lease_hash, job_id, task_id, executor, worker_id, attempt, heartbeat_timeout_ms, claimed_at FROM leases"
+                """
+                SELECT lease_hash, job_id, task_id, executor, worker_id, attempt, heartbeat_timeout_ms, claimed_at
+                FROM leases l WHERE NOT EXISTS (
+                    SELECT 1 FROM jobs j JOIN servers s ON s.id = j.owner WHERE j.id = l.job_id AND j.owner <> $1)
+                """,
+                [.text(self.serverID)]
             )
             return (0..<rows.count).map { row in
                 StoredLease(
@@ -339,7 +399,7 @@ public final class PostgresJobRepository: JobRepository {
     public func close() -> Future<Void> {
         if let timer = self.retentionTimer.withLock({ $0 }) { self.options.clock.cancel(timer) }
         let closed = Promise<Void>()
-        self.flush().whenComplete { _ in
+        self.flush().flatMap { self.membership.leave() }.whenComplete { _ in
             self.writerPool.execute {
                 self.writer.connection = nil
                 self.completionPool.execute {

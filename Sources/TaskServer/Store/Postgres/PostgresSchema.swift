@@ -129,7 +129,27 @@ enum PostgresSchema {
             created_at bigint NOT NULL
         );
         CREATE INDEX commands_by_job ON commands (job_id, id);
+        """,
+        // 2: the cluster (SPEC §9). Lease times are the database's clock (`taskserver_now_ms`), so
+        // servers whose clocks differ still agree on when a lease ends. `taskserver_fence` opens
+        // every write transaction of a server: it fails (SQLSTATE TSF01) once the server's row is
+        // gone or names another token — another server took its jobs over — and holds the row
+        // (FOR SHARE) until the transaction ends, so a takeover (which deletes the row) waits for
+        // a commit already past its check and then sees everything it wrote.
         """
+        CREATE FUNCTION taskserver_now_ms() RETURNS bigint LANGUAGE sql VOLATILE
+            AS $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
+        CREATE FUNCTION taskserver_fence(server text, server_token bigint) RETURNS void LANGUAGE plpgsql AS $$
+        BEGIN
+            PERFORM 1 FROM servers WHERE id = server AND token = server_token FOR SHARE;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'server % no longer holds its lease: another server took its jobs over', server
+                    USING ERRCODE = 'TSF01';
+            END IF;
+        END $$;
+        ALTER TABLE commands ADD COLUMN task_id text, ADD COLUMN applied_at bigint, ADD COLUMN result text;
+        CREATE INDEX commands_unapplied ON commands (job_id) WHERE applied_at IS NULL;
+        """,
     ]
 
     /// The advisory lock key of migrations (any fixed number; "TSMG" in ASCII).

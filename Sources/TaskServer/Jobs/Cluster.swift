@@ -1,0 +1,62 @@
+import TaskCore
+import TaskGraph
+
+/// The seam between the job service and servers sharing one store (SPEC §9): membership with a
+/// lease, takeover of a dead server's jobs, commands for jobs another server runs, wake-ups.
+///
+/// A store shared by several servers provides one (`JobRepository.cluster`; PostgreSQL:
+/// `PostgresCluster`); the service is its delegate. Memory and SQLite have none: one server owns
+/// every job.
+public protocol Cluster: AnyObject, Sendable {
+    /// This server's name among the servers (`--node-name`).
+    var nodeName: String { get }
+    /// Starts taking part: heartbeats, takeovers and wake-ups go to `delegate` from now on.
+    func start(_ delegate: any ClusterDelegate)
+    /// Stops telling the delegate anything (shutdown); the store's `close` ends the membership.
+    func stop()
+    /// Commits `command` for a job another server runs and wakes that server; completes with its
+    /// answer (`ClusterCommand.Answer`), or nil when no answer came within `timeout` (the owner
+    /// died and no server has taken the job over yet).
+    func relay(_ command: ClusterCommand, timeout: Duration) -> Future<JSONValue?>
+    /// Records the answer to relayed command `id`, which wakes the server waiting for it.
+    func answer(_ id: Int64, _ answer: JSONValue)
+}
+
+/// What a cluster tells the job service. Called on the cluster's own thread: return quickly.
+public protocol ClusterDelegate: AnyObject, Sendable {
+    /// This server lost its lease (another server took its jobs over, or it could not renew in
+    /// time): it must stop acting on every job it runs, at once.
+    func clusterLostJobs()
+    /// Jobs may be waiting for an owner (a server died, or this one registered again): claim them.
+    func clusterClaimJobs()
+    /// Whether this server runs job `id`.
+    func clusterRuns(_ id: String) -> Bool
+    /// Another server recorded a cancellation of job `id`, which this server runs.
+    func clusterCancel(_ id: String)
+    /// Another server relayed `command` (numbered `id`) for a job this server runs: apply it,
+    /// then `Cluster.answer` it.
+    func clusterApply(_ id: Int64, _ command: ClusterCommand)
+    /// Jobs that ended on another server: waits on their stored records read them again.
+    func clusterJobsEnded(_ ids: [String])
+}
+
+/// A command for a job another server runs.
+public struct ClusterCommand: Sendable {
+    public enum Kind: String, Sendable {
+        case cancelTask = "cancel-task"
+        case complete
+    }
+
+    public var jobID: String
+    public var kind: Kind
+    public var taskID: String
+    /// `complete`: the outcome, `{"result": …}` or `{"error": {…}}`.
+    public var body: JSONValue?
+
+    public init(jobID: String, kind: Kind, taskID: String, body: JSONValue? = nil) {
+        self.jobID = jobID
+        self.kind = kind
+        self.taskID = taskID
+        self.body = body
+    }
+}
