@@ -14,7 +14,11 @@ talk to any of them, as behind a load balancer: every request goes to a node pic
   3. A node is frozen (SIGSTOP) past its lease — alive, its connections idle — while another
      wave runs: the others take its jobs over; thawed (SIGCONT), its late writes are refused
      (fencing) and it registers again.
-  4. Every accepted job must finish as expected, read through any node (long-polls woken across
+  4. A schedule firing each minute, created through one node and read through the others; the
+     first kill is of the leader (the node that fires). Every minute that passed while the test
+     ran (it waits for at least one after the leader's death) started exactly one job, within
+     15 s of its fire time, whichever node was the leader then.
+  5. Every accepted job must finish as expected, read through any node (long-polls woken across
      nodes); no finished node ran again (a task's `attempts` equals its `task.started` events and
      it has at most one terminal event, seqs have no gaps); every end was delivered to the
      webhook; a delivery repeated for one event id is counted (at least once: only one in flight
@@ -30,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import datetime
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -229,8 +234,13 @@ def settle_awaits(fraction, cancel_fraction=0.0):
             completed[job_id] = expected
 
 
-def kill_and_measure(freeze=False):
-    victim = random.choice(live_nodes())
+def leader():
+    name = sql("SELECT id FROM servers WHERE lease_until >= taskserver_now_ms() ORDER BY token LIMIT 1")[0]
+    return next(node for node in nodes if node.name == name)
+
+
+def kill_and_measure(freeze=False, victim=None):
+    victim = victim or random.choice(live_nodes())
     owned = int(sql(f"SELECT count(*) FROM jobs WHERE owner = '{victim.name}' AND state IN ('pending', 'running')")[0])
     killed_at = time.monotonic()
     kills.append(killed_at)
@@ -308,28 +318,70 @@ def verify():
     check(not unexplained, f"webhooks delivered twice with no kill in between: {unexplained[:5]}")
 
 
+SCHEDULE = {"id": "chaos", "cron": "* * * * *",
+            "job": {"graph": {"type": "task", "id": "t", "action": "value", "params": {"value": "tick"}}}}
+
+
+def create_schedule():
+    status, body, taker = request("POST", "/v1/schedules", SCHEDULE)
+    check(status == 201, f"creating the schedule gave {status} {body}")
+    for node in nodes:
+        if node is not taker:
+            seen = wait_until(lambda: request("GET", "/v1/schedules/chaos", node=node)[0] == 200, 10)
+            check(seen, f"{node.name} does not show the schedule created through {taker.name}")
+    return time.time()
+
+
+def verify_schedule(created_at, leader_killed_at):
+    """Each whole minute after the schedule's creation started one job, within 15 s."""
+    minute = lambda t: (int(t) // 60 + 1) * 60  # noqa: E731 - the first whole minute after t
+    last = max(minute(created_at), minute(leader_killed_at))
+    if time.time() < last + 15:
+        print(f"waiting {last + 15 - time.time():.0f} s for a fire after the leader's death", flush=True)
+        time.sleep(last + 15 - time.time())
+    _, body, _ = request("GET", "/v1/jobs?label=schedule:chaos&limit=1000")
+    created = sorted(datetime.fromisoformat(job["createdAt"].replace("Z", "+00:00")).timestamp()
+                     for job in body["items"])
+    fires = range(minute(created_at), int(time.time()) - 15 + 1, 60)
+    for fire in fires:
+        count = sum(1 for t in created if fire <= t < fire + 15)
+        check(count == 1, f"the fire at {time.strftime('%H:%M:%S', time.gmtime(fire))} UTC started {count} jobs")
+    check(len(created) == len(fires), f"the schedule started {len(created)} jobs for {len(fires)} fires")
+    for job in body["items"]:
+        status, read, _ = request("GET", f"/v1/jobs/{job['id']}?waitMs=10000")
+        check(read.get("state") == "succeeded", f"the schedule's job {job['id']} ended {read.get('state')}")
+    figures["fires"] = len(fires)
+
+
 def main():
     subprocess.run(["psql", STORE_URL, "-qc", f"CREATE SCHEMA {SCHEMA}"], check=True)
     nodes.extend(Node(f"n{i}") for i in (1, 2, 3))
     started = time.monotonic()
     try:
         print(f"3 nodes on ports {[n.port for n in nodes]}", flush=True)
+        schedule_created_at = create_schedule()
         for round_number in range(2):
             wave(200)
             settle_awaits(0.4, cancel_fraction=0.15)
             time.sleep(random.uniform(0.3, 1.5))
-            kill_and_measure()
+            if round_number == 0:
+                leader_killed_at = time.time()
+                kill_and_measure(victim=leader())
+            else:
+                kill_and_measure()
         wave(100)
         settle_awaits(0.3)
         time.sleep(0.5)
         kill_and_measure(freeze=True)
         verify()
+        verify_schedule(schedule_created_at, leader_killed_at)
         fenced = sum(open(n.log, errors="replace").read().count("a commit was refused") for n in nodes)
         print(f"jobs accepted: {len(accepted)}, awaits completed: {len(completed)}, cancelled: {len(cancelled)}")
         takeovers = sorted(figures.get("takeover", []))
         print(f"takeover: {', '.join(f'{t:.2f} s' for t in takeovers)}")
         print(f"webhook deliveries: {figures['webhooks'][0]}, repeated after a kill: {figures['webhooks'][1]}")
         print(f"commits refused by the fence: {fenced}")
+        print(f"schedule fires checked: {figures.get('fires', 0)}")
         print(f"run time: {time.monotonic() - started:.1f} s")
     finally:
         for node in nodes:
@@ -338,7 +390,8 @@ def main():
             except Exception:
                 pass
             node.server.stop(timeout=30) if node.alive else node.server.kill()
-        subprocess.run(["psql", STORE_URL, "-qc", f"DROP SCHEMA {SCHEMA} CASCADE"], check=False)
+        subprocess.run(["psql", STORE_URL, "-qc", f"SET client_min_messages = warning; DROP SCHEMA {SCHEMA} CASCADE"],
+                       check=False)
     if failures:
         print(f"{len(failures)} failures (logs in {workdir})")
         sys.exit(1)

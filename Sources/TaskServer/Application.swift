@@ -143,7 +143,13 @@ public final class Application: Sendable {
             delayedStarts: configuration.delayedStarts,
             logger: logger
         )
-        self.scheduler = Scheduler(jobs: self.jobs, store: repository, clock: clock, logger: logger)
+        self.scheduler = Scheduler(
+            jobs: self.jobs,
+            store: repository,
+            cluster: repository.cluster,
+            clock: clock,
+            logger: logger
+        )
     }
 
     /// The routes of the API (the test that compares them with the contract reads this too).

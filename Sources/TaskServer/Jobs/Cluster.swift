@@ -20,6 +20,20 @@ public protocol Cluster: AnyObject, Sendable {
     func relay(_ command: ClusterCommand, timeout: Duration) -> Future<JSONValue?>
     /// Records the answer to relayed command `id`, which wakes the server waiting for it.
     func answer(_ id: Int64, _ answer: JSONValue)
+    /// Tells `observer`, until `stop`, whether this server fires the schedules and which schedules
+    /// changed.
+    func observeSchedules(_ observer: any ClusterScheduleObserver)
+}
+
+/// What a cluster tells the scheduler. Called on the cluster's own thread: return quickly.
+public protocol ClusterScheduleObserver: AnyObject, Sendable {
+    /// Whether this server holds the leader lease, so fires the schedules (every heartbeat: act on
+    /// a change). One server at a time, but for a moment around a change two may: a fire's
+    /// idempotency key makes a second start of one fire find the first job.
+    func clusterLeadership(_ leading: Bool)
+    /// Schedule `id` was created, changed, deleted or fired (by any server); nil: any may have
+    /// (the cluster's connection was lost, and notifications with it). Read them again.
+    func clusterSchedulesChanged(_ id: String?)
 }
 
 /// What a cluster tells the job service. Called on the cluster's own thread: return quickly.

@@ -23,6 +23,11 @@ import TaskSchedule
 ///   `maxCatchUp`, the latest ones).
 /// - A paused schedule does not fire; resumed, it goes on from then (no catch-up of the pause).
 ///   `trigger` starts a run at once whatever the schedule's state (a manual run, no overlap rule).
+/// - **In a cluster** (SPEC §9) every server keeps every schedule (each answers the API), but only
+///   the leader (`ClusterScheduleObserver.clusterLeadership`) arms the timer. A change made through
+///   any server, and each fire, is committed and announced (`clusterSchedulesChanged`): the others
+///   read that schedule again. A server that becomes the leader reads them all and fires what was
+///   missed since each one's last recorded fire, by its catch-up rule — as after a restart.
 public final class Scheduler: Sendable {
     public static let maxSchedules = 10_000
     public static let maxCatchUp = 100
@@ -59,19 +64,24 @@ public final class Scheduler: Sendable {
         var timer: ClockTimer?
         var timerAt: Int64 = .max
         var running = false
+        /// This server fires the schedules: always alone, in a cluster while it is the leader.
+        var leading: Bool
     }
 
     let jobs: JobService
     let store: any ScheduleStore
     let clock: any ServerClock
     let logger: Logger
-    private let state = Mutex(State())
+    let cluster: (any Cluster)?
+    private let state: Mutex<State>
 
-    init(jobs: JobService, store: any ScheduleStore, clock: any ServerClock, logger: Logger) {
+    init(jobs: JobService, store: any ScheduleStore, cluster: (any Cluster)?, clock: any ServerClock, logger: Logger) {
         self.jobs = jobs
         self.store = store
+        self.cluster = cluster
         self.clock = clock
         self.logger = logger
+        self.state = Mutex(State(leading: cluster == nil))
     }
 
     /// The idempotency key of the job a fire at `time` starts.
@@ -95,42 +105,138 @@ public final class Scheduler: Sendable {
     /// Reads the stored schedules, works out what each missed while the server was down, and
     /// starts firing.
     func start() async throws {
-        let stored = try await self.store.storedSchedules().value
+        let entries = self.entries(try await self.store.storedSchedules().value)
+        self.state.withLock { state in
+            state.entries = entries
+            state.running = true
+        }
+        self.cluster?.observeSchedules(ScheduleLink(self))
+        self.armTimer()
+    }
+
+    /// Entries for `stored`, each with the fires it missed since its last recorded one.
+    private func entries(_ stored: [StoredSchedule]) -> [String: Entry] {
         let now = self.clock.now()
         var entries: [String: Entry] = [:]
         for schedule in stored {
-            let definition: ScheduleDefinition
-            do {
-                definition = try ScheduleDefinition(
+            guard var entry = self.entry(schedule) else { continue }
+            if !entry.definition.paused {
+                entry.due = Self.missed(entry.definition, since: schedule.lastFireAt ?? schedule.createdAt, now: now)
+                entry.next = Self.next(entry.definition, after: now)
+            }
+            entries[schedule.id] = entry
+        }
+        return entries
+    }
+
+    /// `schedule` as an entry with nothing due (nil: its definition no longer reads).
+    private func entry(_ schedule: StoredSchedule) -> Entry? {
+        do {
+            return Entry(
+                definition: try ScheduleDefinition(
                     schedule.definition,
                     id: schedule.id,
                     decoder: self.jobs.engine.decoder
-                )
-            } catch {
-                self.logger.error(
-                    "a stored schedule no longer reads; it does not fire",
-                    metadata: ["schedule.id": "\(schedule.id)", "error": "\(error.detail)"]
-                )
-                continue
-            }
-            var entry = Entry(
-                definition: definition,
+                ),
                 createdAt: schedule.createdAt,
                 updatedAt: schedule.updatedAt,
                 lastFireAt: schedule.lastFireAt,
                 lastJobID: schedule.lastJobID
             )
-            if !definition.paused {
-                entry.due = Self.missed(definition, since: schedule.lastFireAt ?? schedule.createdAt, now: now)
-                entry.next = Self.next(definition, after: now)
+        } catch {
+            self.logger.error(
+                "a stored schedule no longer reads; it does not fire",
+                metadata: ["schedule.id": "\(schedule.id)", "error": "\(error.detail)"]
+            )
+            return nil
+        }
+    }
+
+    // MARK: - In a cluster
+
+    /// Becomes the server that fires (reading every schedule again: what the previous leader
+    /// recorded, and the fires missed since), or stops firing.
+    func setLeading(_ leading: Bool) {
+        let (changed, timer) = self.state.withLock { state -> (Bool, ClockTimer?) in
+            guard state.leading != leading else { return (false, nil) }
+            state.leading = leading
+            defer {
+                state.timer = nil
+                state.timerAt = .max
             }
-            entries[schedule.id] = entry
+            return (true, state.timer)
         }
+        guard changed else { return }
+        if let timer { self.clock.cancel(timer) }
+        guard leading else { return }
+        self.logger.notice("this server fires the schedules now")
+        self.store.storedSchedules().whenComplete { outcome in
+            switch outcome {
+            case .success(let stored):
+                let entries = self.entries(stored)
+                self.state.withLock { state in
+                    guard state.leading else { return }
+                    // A fire in flight keeps its entry: its end records it.
+                    let firing = state.entries.filter(\.value.firing)
+                    state.entries = entries.merging(firing) { _, inFlight in inFlight }
+                }
+                self.armTimer()
+            case .failure, .cancelled:
+                // Tried again at the next heartbeat.
+                self.logger.error(
+                    "could not read the schedules to fire them",
+                    metadata: ["error": "\(outcome.error.map { "\($0)" } ?? "cancelled")"]
+                )
+                self.state.withLock { $0.leading = false }
+            }
+        }
+    }
+
+    /// Reads schedule `id` again (nil: all of them) after another server changed it.
+    func refresh(_ id: String?) {
+        let read: Future<[StoredSchedule]> =
+            if let id { self.store.storedSchedule(id).map { $0.map { [$0] } ?? [] } } else {
+                self.store.storedSchedules()
+            }
+        read.whenComplete { outcome in
+            guard case .success(let stored) = outcome else {
+                self.logger.warning("could not read the schedules another server changed")
+                return
+            }
+            self.merge(stored, only: id)
+            self.armTimer()
+        }
+    }
+
+    /// Takes `stored` (schedule `only`, or all when nil) as kept now. A schedule whose timing did
+    /// not change keeps what it has due, less the fires recorded since; a new or re-timed one fires
+    /// from now on (as when created or updated through this server).
+    private func merge(_ stored: [StoredSchedule], only: String?) {
+        let now = self.clock.now()
+        let fresh = stored.compactMap { self.entry($0) }
         self.state.withLock { state in
-            state.entries = entries
-            state.running = true
+            let kept = Set(fresh.map(\.definition.id))
+            for id in only.map({ [$0] }) ?? Array(state.entries.keys) where !kept.contains(id) {
+                state.entries[id] = nil
+            }
+            for var entry in fresh {
+                let id = entry.definition.id
+                if let current = state.entries[id],
+                    (current.definition.cron, current.definition.timezone, current.definition.paused)
+                        == (entry.definition.cron, entry.definition.timezone, entry.definition.paused)
+                {
+                    entry.lastFireAt = [current.lastFireAt, entry.lastFireAt].compactMap { $0 }.max()
+                    entry.lastJobID = entry.lastJobID ?? current.lastJobID
+                    entry.due = current.due.filter { time in entry.lastFireAt.map { time > $0 } ?? true }
+                    entry.next = current.next
+                    entry.firing = current.firing
+                    entry.holdUntil = current.holdUntil
+                } else if !entry.definition.paused {
+                    entry.next = Self.next(entry.definition, after: now)
+                }
+                state.entries[id] = entry
+            }
         }
-        self.armTimer()
     }
 
     /// The fire times missed in (`since`, `now`] that `catchUp` says to fire.
@@ -171,6 +277,9 @@ public final class Scheduler: Sendable {
     }
 
     var count: Int { self.state.withLock { $0.entries.count } }
+
+    /// Whether this server fires the schedules (alone, or the cluster's leader).
+    var isLeading: Bool { self.state.withLock { $0.leading } }
 
     private func representation(_ entry: Entry) -> JSONValue {
         guard case .object(var object) = entry.definition.json else { return .null }
@@ -267,7 +376,7 @@ public final class Scheduler: Sendable {
     private func armTimer() {
         let now = self.clock.now().milliseconds
         let replaced: ClockTimer? = self.state.withLock { state in
-            guard state.running else { return nil }
+            guard state.running, state.leading else { return nil }
             var earliest = Int64.max
             for entry in state.entries.values where !entry.firing {
                 if !entry.due.isEmpty { earliest = min(earliest, max(now, entry.holdUntil)) }
@@ -290,6 +399,7 @@ public final class Scheduler: Sendable {
         let fires: [(Entry, Timestamp)] = self.state.withLock { state in
             state.timer = nil
             state.timerAt = .max
+            guard state.leading else { return [] }
             var fires: [(Entry, Timestamp)] = []
             for id in state.entries.keys {
                 guard var entry = state.entries[id], !entry.firing, entry.holdUntil <= now.milliseconds else {
@@ -366,4 +476,15 @@ public final class Scheduler: Sendable {
         buffer.writeBytes(entry.definition.document)
         return self.jobs.submit(entry.definition.spec, document: buffer, idempotency: idempotency)
     }
+}
+
+/// The scheduler as its cluster's observer, held weakly: the cluster lives in the store, which the
+/// scheduler holds.
+final class ScheduleLink: ClusterScheduleObserver {
+    private weak let scheduler: Scheduler?
+
+    init(_ scheduler: Scheduler) { self.scheduler = scheduler }
+
+    func clusterLeadership(_ leading: Bool) { self.scheduler?.setLeading(leading) }
+    func clusterSchedulesChanged(_ id: String?) { self.scheduler?.refresh(id) }
 }

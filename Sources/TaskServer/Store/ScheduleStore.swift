@@ -18,6 +18,15 @@ public protocol ScheduleStore: Sendable {
     /// Records that the schedule fired at `at` (the fire time) with job `jobID` (nil: the fire
     /// was skipped by its overlap rule); completes once durable.
     func recordFire(_ id: String, at: Timestamp, jobID: String?) -> Future<Void>
+    /// Schedule `id` as kept now (a cluster's servers read what another one changed).
+    func storedSchedule(_ id: String) -> Future<StoredSchedule?>
+}
+
+extension ScheduleStore {
+    /// Reads them all: a store that one server owns alone never needs one.
+    public func storedSchedule(_ id: String) -> Future<StoredSchedule?> {
+        self.storedSchedules().map { $0.first { $0.id == id } }
+    }
 }
 
 /// A schedule as the store keeps it: its definition as JSON (`ScheduleDefinition.json`), and what

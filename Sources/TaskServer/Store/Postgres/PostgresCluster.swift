@@ -28,7 +28,8 @@ import Darwin
 ///   share them).
 /// - **Wake-ups.** The connection `LISTEN`s on `taskserver`: a cancellation (`cancel <job>`), a
 ///   relayed command (`command <id> <job>`), its answer (`answered <id>`), jobs that ended
-///   (`ended <job> <job>…`, one notification per commit, sent only while other servers are alive).
+///   (`ended <job> <job>…`, one notification per commit, sent only while other servers are alive),
+///   a schedule changed or fired (`schedule <id>`).
 ///   Each heartbeat also looks for commands and answers a lost notification left behind (a
 ///   reconnection misses what was sent meanwhile), so a wake-up is never lost, only late.
 ///
@@ -52,11 +53,12 @@ final class PostgresCluster: Cluster {
     /// Other servers whose lease has not ended, as of the last heartbeat.
     let peers = Atomic<Int>(0)
     /// Whether this server holds the oldest live registration: it alone runs maintenance
-    /// (retention), as of the last heartbeat.
+    /// (retention) and fires the schedules, as of the last heartbeat.
     let isLeader = Atomic<Bool>(true)
     /// Set by the writer when a commit was fenced: the next heartbeat registers again.
     let fenced = Atomic<Bool>(false)
     private let delegate = Mutex<(any ClusterDelegate)?>(nil)
+    private let scheduleObserver = Mutex<(any ClusterScheduleObserver)?>(nil)
     /// Waits until the writes queued so far are committed (or refused): set by the repository.
     let flushWrites = Mutex<(@Sendable () -> Void)?>(nil)
     /// Relayed commands waiting for their answers, by id.
@@ -133,7 +135,14 @@ final class PostgresCluster: Cluster {
         self.thread.execute { self.run() }
     }
 
-    func stop() { self.delegate.withLock { $0 = nil } }
+    func stop() {
+        self.delegate.withLock { $0 = nil }
+        self.scheduleObserver.withLock { $0 = nil }
+    }
+
+    func observeSchedules(_ observer: any ClusterScheduleObserver) {
+        self.scheduleObserver.withLock { $0 = observer }
+    }
 
     /// Ends the membership: the thread stops and the row is deleted, so that the other servers
     /// claim at once whatever this one leaves unfinished (nothing, after a graceful shutdown).
@@ -274,6 +283,8 @@ final class PostgresCluster: Cluster {
                     let db = try PostgresConnection(self.settings, extra: Self.connectionSettings)
                     try db.execute("SET statement_timeout = 3000; LISTEN taskserver")
                     connection = db
+                    // What changed while no notification could arrive (also at the start).
+                    self.scheduleObserver.withLock { $0 }?.clusterSchedulesChanged(nil)
                     reconnectDelay = 100
                     nextBeat = 0
                 }
@@ -391,7 +402,9 @@ final class PostgresCluster: Cluster {
             [.text(self.nodeName)]
         )
         self.peers.store(Int(alive.int(0, 0)), ordering: .relaxed)
-        self.isLeader.store(alive.int(0, 1) == self.token.load(ordering: .relaxed), ordering: .relaxed)
+        let leading = alive.int(0, 1) == self.token.load(ordering: .relaxed)
+        self.isLeader.store(leading, ordering: .relaxed)
+        self.scheduleObserver.withLock { $0 }?.clusterLeadership(leading)
         // Commands for this server's jobs whose notification was lost (older than a second: the
         // notification of a newer one is on its way).
         if let delegate {
@@ -435,6 +448,8 @@ final class PostgresCluster: Cluster {
                 if let id = Int64(words[1]) { answered.append(id) }
             case "ended":
                 delegate?.clusterJobsEnded(words.dropFirst().map(String.init))
+            case "schedule" where words.count == 2:
+                self.scheduleObserver.withLock { $0 }?.clusterSchedulesChanged(String(words[1]))
             default:
                 continue
             }

@@ -562,15 +562,18 @@ extension PostgresJobRepository {
                     schedule.lastJobID.map(PostgresValue.text),
                 ]
             )
+            try self.notifyScheduleChanged(schedule.id, db)
             outcome.completions.append { promise.succeed(()) }
         case .deleteSchedule(let id, let promise):
             let deleted = try db.query("DELETE FROM schedules WHERE id = $1", [.text(id)]).affected > 0
+            try self.notifyScheduleChanged(id, db)
             outcome.completions.append { promise.succeed(deleted) }
         case .recordFire(let id, let at, let jobID, let promise):
             try db.query(
                 "UPDATE schedules SET last_fire_at = $1, last_job_id = coalesce($2, last_job_id) WHERE id = $3",
                 [.int(at.milliseconds), jobID.map(PostgresValue.text), .text(id)]
             )
+            try self.notifyScheduleChanged(id, db)
             outcome.completions.append { promise.succeed(()) }
         case .claimSleeping(let through, let limit, let promise):
             let rows = try db.query(
@@ -600,6 +603,12 @@ extension PostgresJobRepository {
 
     /// Turns a failed or cancelled job's row back into an unfinished one (`reopen`), keeping its
     /// node list as a redrive starts from it (`NodeRecord.redriven`).
+    /// Tells the other servers that schedule `id` changed (created, updated, deleted or fired):
+    /// they read it again (`schedule <id>`; an id has no spaces and at most 100 bytes).
+    func notifyScheduleChanged(_ id: String, _ db: PostgresConnection) throws {
+        try db.query("SELECT pg_notify('taskserver', 'schedule ' || $1)", [.text(id)])
+    }
+
     func writeReopen(_ id: String, _ db: PostgresConnection) throws -> StoredJob? {
         // Locked first: two servers redriving the job at once reopen it once.
         try db.query("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", [.text(id)])

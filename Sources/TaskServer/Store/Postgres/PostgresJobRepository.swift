@@ -316,17 +316,29 @@ public final class PostgresJobRepository: JobRepository {
             let rows = try db.query(
                 "SELECT id, definition, created_at, updated_at, last_fire_at, last_job_id FROM schedules ORDER BY id"
             )
-            return try (0..<rows.count).map { row in
-                StoredSchedule(
-                    id: rows.text(row, 0),
-                    definition: try JSONParser.parse(rows.text(row, 1), limits: StoredRecords.limits),
-                    createdAt: Timestamp(milliseconds: rows.int(row, 2)),
-                    updatedAt: Timestamp(milliseconds: rows.int(row, 3)),
-                    lastFireAt: rows.optionalInt(row, 4).map(Timestamp.init(milliseconds:)),
-                    lastJobID: rows.optionalText(row, 5)
-                )
-            }
+            return try (0..<rows.count).map { try Self.schedule(rows, $0) }
         }
+    }
+
+    public func storedSchedule(_ id: String) -> Future<StoredSchedule?> {
+        self.read { db in
+            let rows = try db.query(
+                "SELECT id, definition, created_at, updated_at, last_fire_at, last_job_id FROM schedules WHERE id = $1",
+                [.text(id)]
+            )
+            return try rows.count == 1 ? Self.schedule(rows, 0) : nil
+        }
+    }
+
+    private static func schedule(_ rows: PostgresRows, _ row: Int) throws -> StoredSchedule {
+        StoredSchedule(
+            id: rows.text(row, 0),
+            definition: try JSONParser.parse(rows.text(row, 1), limits: StoredRecords.limits),
+            createdAt: Timestamp(milliseconds: rows.int(row, 2)),
+            updatedAt: Timestamp(milliseconds: rows.int(row, 3)),
+            lastFireAt: rows.optionalInt(row, 4).map(Timestamp.init(milliseconds:)),
+            lastJobID: rows.optionalText(row, 5)
+        )
     }
 
     // MARK: - LeaseJournal
