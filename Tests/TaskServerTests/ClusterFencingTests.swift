@@ -1,3 +1,4 @@
+import Dispatch
 import Logging
 import Synchronization
 import TestSupport
@@ -18,6 +19,25 @@ struct ClusterFencingTests {
         var options = PostgresJobRepository.Options()
         options.nodeName = name
         return try PostgresJobRepository(settings: settings, options: options, logger: Records.Subject.logger)
+    }
+
+    /// Servers started together on an empty database (a cluster's first start): every one
+    /// migrates or finds the migrations done, none fails.
+    @Test func serversStartingTogetherOnAnEmptySchemaMigrateOnce() throws {
+        let settings = try TestPostgres.freshSchema()
+        defer { TestPostgres.drop(settings) }
+        let connections = try (0..<4).map { _ in try PostgresConnection(settings) }
+        let failures = Mutex<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: connections.count) { index in
+            do {
+                try PostgresSchema.migrate(connections[index])
+            } catch {
+                failures.withLock { $0.append("\(error)") }
+            }
+        }
+        #expect(failures.withLock { $0 }.isEmpty)
+        let applied = try connections[0].query("SELECT count(*) FROM taskserver_migrations").int(0, 0)
+        #expect(applied == Int64(PostgresSchema.migrations.count))
     }
 
     @Test func aServerWhoseJobsWereTakenOverCanWriteNothingMore() throws {

@@ -158,15 +158,20 @@ enum PostgresSchema {
     /// Applies the migrations this database lacks; throws when it was migrated past what this
     /// server knows.
     static func migrate(_ connection: PostgresConnection) throws {
-        try connection.execute(
-            """
-            CREATE TABLE IF NOT EXISTS taskserver_migrations (
-                version integer PRIMARY KEY,
-                applied_at timestamptz NOT NULL DEFAULT now(),
-                server_version text NOT NULL
+        // Under the lock too: servers starting together on an empty database would otherwise race
+        // in `CREATE TABLE IF NOT EXISTS` (one fails on the catalog's unique index).
+        try connection.transaction {
+            try connection.query("SELECT pg_advisory_xact_lock($1)", [.int(Self.lockKey)])
+            try connection.execute(
+                """
+                CREATE TABLE IF NOT EXISTS taskserver_migrations (
+                    version integer PRIMARY KEY,
+                    applied_at timestamptz NOT NULL DEFAULT now(),
+                    server_version text NOT NULL
+                )
+                """
             )
-            """
-        )
+        }
         for (index, sql) in Self.migrations.enumerated() {
             let version = index + 1
             try connection.transaction {
