@@ -366,14 +366,59 @@ extension PostgresJobRepository {
             )
         }
         if !deliveries.isEmpty { statements.append(Self.deliveriesStatement(deliveries)) }
-        // Waits on these jobs' records on other servers wake (one notification per commit, sent
-        // at its end; none while this server is alone).
+        // Waits on these jobs' records on other servers wake (none while this server is alone):
+        // with this commit when the window allows, else a moment after it.
         if !ends.positions.isEmpty, self.membership.peers.load(ordering: .relaxed) > 0 {
-            for payload in PostgresCluster.endedPayloads(entries.compactMap { $0.ended == nil ? nil : $0.id }) {
-                statements.append(.init(sql: "SELECT pg_notify('taskserver', $1)", values: [.text(payload)]))
+            let ids = entries.compactMap { $0.ended == nil ? nil : $0.id }
+            let now = monotonicNanoseconds()
+            let attached = self.endedNotices.withLock { notices -> [String]? in
+                guard now &- notices.lastSent >= EndedNotices.window else { return nil }
+                notices.lastSent = now
+                defer { notices.pending = [] }
+                return notices.pending + ids
+            }
+            if let attached {
+                for payload in PostgresCluster.endedPayloads(attached) {
+                    statements.append(.init(sql: "SELECT pg_notify('taskserver', $1)", values: [.text(payload)]))
+                }
+            } else {
+                outcome.completions.append { [weak self] in self?.noteEnded(ids) }
             }
         }
         return statements
+    }
+
+    /// Jobs whose end is committed and not yet told: sent with the next commit in the window, or
+    /// at the window's end on a connection of the readers.
+    func noteEnded(_ ids: [String]) {
+        let schedule = self.endedNotices.withLock { notices -> Bool in
+            notices.pending += ids
+            defer { notices.flushScheduled = true }
+            return !notices.flushScheduled
+        }
+        guard schedule else { return }
+        TimerQueue.shared.schedule(after: .nanoseconds(Int64(EndedNotices.window))) { [weak self] in
+            self?.sendEndedNotices()
+        }
+    }
+
+    private func sendEndedNotices() {
+        let now = monotonicNanoseconds()
+        let ids = self.endedNotices.withLock { notices -> [String] in
+            notices.flushScheduled = false
+            guard !notices.pending.isEmpty else { return [] }
+            notices.lastSent = now
+            defer { notices.pending = [] }
+            return notices.pending
+        }
+        guard !ids.isEmpty else { return }
+        // Unfenced: a notification changes no job, and a late one costs a wasted read. Lost (the
+        // database away): the waits' own polls find the ends.
+        _ = self.read { db in
+            for payload in PostgresCluster.endedPayloads(ids) {
+                try db.query("SELECT pg_notify('taskserver', $1)", [.text(payload)])
+            }
+        }
     }
 
     /// The columns of node rows, one array per column.
@@ -691,4 +736,16 @@ extension PostgresJobRepository {
         let timer = self.options.clock.schedule(after: period) { [weak self] in self?.scheduleRetention(retention) }
         self.retentionTimer.withLock { $0 = timer }
     }
+}
+
+/// `ended` notifications of one server, at most one commit's worth per `window`. On a busy
+/// server nearly every commit ends jobs; a notification with each would have PostgreSQL serialise
+/// those commits on its notification queue and wake every listening server once per commit
+/// (measured with 2 servers: half the database's transactions were listeners reading the queue).
+struct EndedNotices {
+    /// 20 ms: a long-poll on another server wakes at most this much later than it could.
+    static let window: UInt64 = 20_000_000
+    var pending: [String] = []
+    var lastSent: UInt64 = 0
+    var flushScheduled = false
 }

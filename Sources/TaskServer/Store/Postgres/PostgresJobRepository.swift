@@ -81,6 +81,8 @@ public final class PostgresJobRepository: JobRepository {
     /// Positions of jobs deleted by this process: late journal entries of theirs are dropped
     /// (used on the writer thread only; the lock is never contended).
     let deleted = Mutex(Set<Int64>())
+    /// Jobs that ended whose `ended` notification waits for the next window (`noteEnded`).
+    let endedNotices = Mutex(EndedNotices())
     /// Reconnection attempts since the connection was lost (for the backoff).
     let reconnectAttempts = Atomic(0)
 
