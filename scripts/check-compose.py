@@ -6,7 +6,8 @@
 Each Docker/compose*.yaml parses; every TASKSERVER_* variable it sets is one `taskserver serve
 --help` documents; no secret is written in it (passwords and keys come from the environment or a
 secret file); the PostgreSQL variant has a `postgres` service with a volume and a health check,
-TaskServer starts only once it is healthy, and its database URL carries no password.
+TaskServer starts only once it is healthy, and its database URL carries no password; the cluster
+variant runs several replicas behind HAProxy, whose configuration `haproxy -c` accepts.
 """
 import glob
 import re
@@ -51,5 +52,21 @@ for path in sorted(glob.glob("Docker/compose*.yaml")):
         check(url.startswith("postgres://") and not re.match(r"postgres://[^/@]*:[^/@]*@", url),
               f"{path}: TASKSERVER_DATABASE_URL names the database without a password ({url})")
         check("TASKSERVER_DATABASE_PASSWORD_FILE" in environment, f"{path}: the password comes from a secret file")
+
+    if "loadbalancer" in services:
+        # The cluster: several identical servers behind a load balancer that checks readiness.
+        replicas = server.get("deploy", {}).get("replicas", 1)
+        check(replicas >= 2, f"{path}: several TaskServers ({replicas})")
+        check("TASKSERVER_NODE_NAME" not in environment,
+              f"{path}: no fixed node name for replicas (each takes its container's host name)")
+        with open("Docker/haproxy.cfg") as f:
+            haproxy = f.read()
+        check("GET /readyz" in haproxy and "server-template" in haproxy and "taskserver:8080" in haproxy,
+              f"{path}: HAProxy sends requests to the replicas whose /readyz is 200")
+        check(re.search(r"timeout server\s+1h", haproxy) is not None,
+              f"{path}: HAProxy lets long-polls and event streams stay open")
+        # Debian's haproxy (2.6; the image runs 2.8) parses the file as the image will.
+        parsed = subprocess.run(["haproxy", "-c", "-f", "Docker/haproxy.cfg"], capture_output=True, text=True)
+        check(parsed.returncode == 0, f"Docker/haproxy.cfg is valid: {parsed.stdout.strip()}{parsed.stderr.strip()}")
 
 sys.exit(1 if failures else 0)

@@ -324,5 +324,6 @@ fi
 echo "HEALTHCHECK with the server stopped: exit non-zero"
 echo "(d) timings: copy of the root filesystem ${copy_s}s, start to /healthz ${start_s}s, stop ${stop_s}s"
 echo "== (e) the compose files (parsed; no compose plugin here to run them)"
+command -v haproxy >/dev/null 2>&1 || bash scripts/install-deps.sh haproxy
 python3 scripts/check-compose.py "$bin"
 echo "container checks passed"
