@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Chaos test of a cluster (SPEC §9): three real servers on one real PostgreSQL, nodes killed.
 
-    TEST_STORE_URL=postgres://… python3 scripts/cluster-test.py PATH/TO/taskserver
+    TEST_STORE_URL=postgres://… TEST_STORE_DIR=DIR python3 scripts/cluster-test.py PATH/TO/taskserver
 
 Three servers (`--node-name n1…n3`) share a fresh schema of TEST_STORE_URL's database. Clients
 talk to any of them, as behind a load balancer: every request goes to a node picked at random.
@@ -14,11 +14,15 @@ talk to any of them, as behind a load balancer: every request goes to a node pic
   3. A node is frozen (SIGSTOP) past its lease — alive, its connections idle — while another
      wave runs: the others take its jobs over; thawed (SIGCONT), its late writes are refused
      (fencing) and it registers again.
-  4. A schedule firing each minute, created through one node and read through the others; the
+  4. PostgreSQL (TEST_STORE_DIR, `postgres.sh`) stops for 4 s — past the servers' 3.5 s
+     self-fence — and starts again while clients submit through every node: every answer is a 201
+     or a 503 `store.*` (no 500, no reset), every node's /readyz is 503 while it is away, and all
+     three register again and go on with their jobs.
+  5. A schedule firing each minute, created through one node and read through the others; the
      first kill is of the leader (the node that fires). Every minute that passed while the test
      ran (it waits for at least one after the leader's death) started exactly one job, within
      15 s of its fire time, whichever node was the leader then.
-  5. Every accepted job must finish as expected, read through any node (long-polls woken across
+  6. Every accepted job must finish as expected, read through any node (long-polls woken across
      nodes); no finished node ran again (a task's `attempts` equals its `task.started` events and
      it has at most one terminal event, seqs have no gaps); every end was delivered to the
      webhook; a delivery repeated for one event id is counted (at least once: only one in flight
@@ -44,8 +48,9 @@ from testserver import ServerStartError, TestServer, wait_until  # noqa: E402
 
 BIN = sys.argv[1]
 STORE_URL = os.environ.get("TEST_STORE_URL", "")
-if not STORE_URL:
-    raise SystemExit("cluster-test.py needs TEST_STORE_URL (a PostgreSQL database; scripts/postgres.sh)")
+STORE_DIR = os.environ.get("TEST_STORE_DIR", "")
+if not STORE_URL or not STORE_DIR:
+    raise SystemExit("cluster-test.py needs TEST_STORE_URL and TEST_STORE_DIR (a PostgreSQL of scripts/postgres.sh)")
 SCHEMA = f"cluster{os.getpid()}_{int(time.time())}"
 SEPARATOR = "&" if "?" in STORE_URL else "?"
 DATABASE = f"{STORE_URL}{SEPARATOR}options=-csearch_path%3D{SCHEMA}"
@@ -318,6 +323,78 @@ def verify():
     check(not unexplained, f"webhooks delivered twice with no kill in between: {unexplained[:5]}")
 
 
+def restart_database_under_load():
+    stop = threading.Event()
+    wrong, refused = [], []
+    readiness = {node.name: [] for node in nodes}
+
+    def submitter():
+        while not stop.is_set():
+            kind = random.choice(["delay", "value"])
+            job, state, expected = make_job(kind, random.randint(1, 10**6))
+            node = random.choice(live_nodes())
+            req = urllib.request.Request(f"http://127.0.0.1:{node.port}/v1/jobs", data=json.dumps(job).encode(),
+                                         method="POST", headers={"content-type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=30) as response:
+                    body = json.loads(response.read())
+                    with lock:
+                        accepted[body["id"]] = (kind, state, expected, node)
+            except urllib.error.HTTPError as error:
+                body = json.loads(error.read() or b"null")
+                if error.code == 503 and body.get("code") in ("store.unavailable", "store.busy") \
+                        and error.headers.get("retry-after"):
+                    refused.append(body["code"])
+                    time.sleep(0.1)
+                else:
+                    wrong.append(f"{node.name}: {error.code} {body}")
+            except OSError as error:
+                wrong.append(f"{node.name}: {error!r}")
+
+    def probe(node):
+        while not stop.is_set():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{node.port}/readyz", timeout=5) as response:
+                    readiness[node.name].append((time.time(), response.status))
+            except urllib.error.HTTPError as error:
+                readiness[node.name].append((time.time(), error.code))
+            except OSError as error:
+                readiness[node.name].append((time.time(), repr(error)))
+            time.sleep(0.1)
+
+    threads = [threading.Thread(target=submitter) for _ in range(4)] + \
+        [threading.Thread(target=probe, args=(node,)) for node in nodes]
+    for thread in threads:
+        thread.start()
+    time.sleep(1.5)
+    down = time.time()
+    kills.append(time.monotonic())
+    subprocess.run(["bash", os.path.join(os.path.dirname(os.path.abspath(__file__)), "postgres.sh"), "stop", STORE_DIR],
+                   check=True, capture_output=True)
+    time.sleep(4)
+    subprocess.run(["bash", os.path.join(os.path.dirname(os.path.abspath(__file__)), "postgres.sh"), "start", STORE_DIR],
+                   check=True, capture_output=True)
+    up = time.time()
+    kills.append(time.monotonic())
+    back = wait_until(lambda: int(sql("SELECT count(*) FROM servers WHERE lease_until >= taskserver_now_ms()")[0]) == 3,
+                      20, interval=0.2)
+    time.sleep(2)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    print(f"PostgreSQL away for {up - down:.1f} s: {len(refused)} submissions refused with 503, "
+          f"all three registered again: {back}", flush=True)
+    check(back, "the three servers registered again after PostgreSQL came back")
+    check(not wrong, f"every answer while PostgreSQL restarted is a 201 or a 503 store.* ({len(wrong)}: {wrong[:3]})")
+    check(len(refused) > 0, "submissions were refused with 503 while PostgreSQL was away")
+    for name, samples in readiness.items():
+        during = {status for at, status in samples if down + 0.5 < at < up}
+        check(during == {503}, f"{name}'s /readyz while PostgreSQL was away: {sorted(map(str, during))}")
+        check(samples and samples[-1][1] == 200, f"{name}'s /readyz after: {samples[-1][1] if samples else None}")
+    for node in nodes:
+        check(node.server.proc.poll() is None, f"{node.name} is still running")
+
+
 SCHEDULE = {"id": "chaos", "cron": "* * * * *",
             "job": {"graph": {"type": "task", "id": "t", "action": "value", "params": {"value": "tick"}}}}
 
@@ -373,6 +450,7 @@ def main():
         settle_awaits(0.3)
         time.sleep(0.5)
         kill_and_measure(freeze=True)
+        restart_database_under_load()
         verify()
         verify_schedule(schedule_created_at, leader_killed_at)
         fenced = sum(open(n.log, errors="replace").read().count("a commit was refused") for n in nodes)

@@ -31,6 +31,10 @@ public final class JobService: JobObserver, Sendable {
     let logger: Logger
     /// Whether events are gated on commits (`repository.isDurable`).
     let durable: Bool
+    let clock: any ServerClock
+    /// A claim of ownerless jobs failed and is tried again (`claimOwnerless`).
+    private let claimRetrying = Atomic(false)
+    private let stopped = Atomic(false)
     /// Delayed jobs held until their start, and the loader of sleeping ones.
     let delayed: DelayedStarts
     /// The live runs, in shards by id: every submission adds one and every end removes one, from
@@ -82,6 +86,7 @@ public final class JobService: JobObserver, Sendable {
         self.eventFeed = eventFeed
         self.logger = logger
         self.durable = repository.isDurable
+        self.clock = clock
         self.delayed = DelayedStarts(repository: repository, clock: clock, options: delayedStarts)
         engine.addObserver(self)
         self.delayed.start { [weak self] stored in self?.adopt(stored) }
@@ -90,6 +95,7 @@ public final class JobService: JobObserver, Sendable {
 
     /// Stops starting delayed jobs, and hears no more from the cluster (shutdown).
     public func stop() {
+        self.stopped.store(true, ordering: .relaxed)
         self.delayed.stop()
         self.repository.cluster?.stop()
     }
@@ -154,7 +160,7 @@ public final class JobService: JobObserver, Sendable {
             if run.isAbandoned {
                 // Lost to a takeover while its insert was on its way: claimed again as any job
                 // this server's name owns and nobody runs.
-                self.recover()
+                self.claimOwnerless()
                 return Future(value: .created(run))
             }
             if let runAt {
@@ -584,6 +590,20 @@ public final class JobService: JobObserver, Sendable {
 
     /// Stops acting on every job this server runs: another server runs them from now on. Their
     /// runs are dropped (reads go to the database) and drain without running anything.
+    /// Claims the jobs without a live owner (a server died, or this one registered again), and
+    /// tries again every second while the store cannot answer (the database is away).
+    func claimOwnerless() {
+        self.recover().whenComplete { [weak self] outcome in
+            guard let self, outcome.value == nil, !self.stopped.load(ordering: .relaxed) else { return }
+            guard !self.claimRetrying.exchange(true, ordering: .relaxed) else { return }
+            self.logger.warning("cannot claim the jobs without an owner yet; trying again in a second")
+            _ = self.clock.schedule(after: .seconds(1)) { [weak self] in
+                self?.claimRetrying.store(false, ordering: .relaxed)
+                self?.claimOwnerless()
+            }
+        }
+    }
+
     func abandonAll() {
         var abandoned: [JobRun] = []
         for shard in self.live {
@@ -745,7 +765,7 @@ final class ClusterLink: ClusterDelegate {
     init(_ service: JobService) { self.service = service }
 
     func clusterLostJobs() { self.service?.abandonAll() }
-    func clusterClaimJobs() { self.service?.recover() }
+    func clusterClaimJobs() { self.service?.claimOwnerless() }
     func clusterRuns(_ id: String) -> Bool { self.service?.liveRun(id) != nil }
     func clusterCancel(_ id: String) { _ = self.service?.liveRun(id)?.cancel() }
     func clusterApply(_ id: Int64, _ command: ClusterCommand) { self.service?.applyRelayed(id, command) }

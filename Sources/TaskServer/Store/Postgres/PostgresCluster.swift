@@ -59,8 +59,9 @@ final class PostgresCluster: Cluster {
     let fenced = Atomic<Bool>(false)
     private let delegate = Mutex<(any ClusterDelegate)?>(nil)
     private let scheduleObserver = Mutex<(any ClusterScheduleObserver)?>(nil)
-    /// Waits until the writes queued so far are committed (or refused): set by the repository.
-    let flushWrites = Mutex<(@Sendable () -> Void)?>(nil)
+    /// Waits until the writes queued so far are committed (or refused); false when the store
+    /// cannot write now (its connection is away): set by the repository.
+    let flushWrites = Mutex<(@Sendable () -> Bool)?>(nil)
     /// Relayed commands waiting for their answers, by id.
     private let waiting = Mutex<[Int64: Promise<JSONValue?>]>([:])
     /// Work for the cluster's connection (relays, answers), run by its thread.
@@ -97,7 +98,7 @@ final class PostgresCluster: Cluster {
         _ = fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK)
         self.wakeRead = fds[0]
         self.wakeWrite = fds[1]
-        try self.register(connection)
+        try self.register(connection, releasingClaims: true)
     }
 
     /// libpq settings of the cluster's connection: TCP keep-alives and a send timeout, so that a
@@ -113,7 +114,9 @@ final class PostgresCluster: Cluster {
     }
 
     /// Takes this server's row (a new token); a predecessor under the same name is fenced by it.
-    private func register(_ db: PostgresConnection) throws {
+    /// At start, the webhook deliveries a predecessor was sending are released (sent again); when
+    /// this process registers again, its own dispatcher still sends and marks the ones it holds.
+    private func register(_ db: PostgresConnection, releasingClaims: Bool) throws {
         let rows = try db.query(
             """
             INSERT INTO servers (id, token, started_at, heartbeat_at, lease_until)
@@ -125,8 +128,10 @@ final class PostgresCluster: Cluster {
             [.text(self.nodeName), .int(self.options.lease.wholeMilliseconds)]
         )
         self.token.store(rows.int(0, 0), ordering: .sequentiallyConsistent)
-        // Deliveries this name's predecessor was sending: sent again (at least once).
-        try db.query("UPDATE deliveries SET claimed_by = NULL WHERE claimed_by = $1", [.text(self.nodeName)])
+        if releasingClaims {
+            // Deliveries this name's predecessor was sending: sent again (at least once).
+            try db.query("UPDATE deliveries SET claimed_by = NULL WHERE claimed_by = $1", [.text(self.nodeName)])
+        }
     }
 
     func start(_ delegate: any ClusterDelegate) {
@@ -273,6 +278,7 @@ final class PostgresCluster: Cluster {
         self.watch()
         var connection: PostgresConnection?
         var nextBeat: UInt64 = 0
+        var connectedAt: UInt64 = 0
         var reconnectDelay: Int32 = 100
         let heartbeat = UInt64(self.options.heartbeat.wholeMilliseconds) * 1_000_000
         while self.running.load(ordering: .sequentiallyConsistent) {
@@ -283,6 +289,7 @@ final class PostgresCluster: Cluster {
                     let db = try PostgresConnection(self.settings, extra: Self.connectionSettings)
                     try db.execute("SET statement_timeout = 3000; LISTEN taskserver")
                     connection = db
+                    connectedAt = monotonicNanoseconds()
                     // What changed while no notification could arrive (also at the start).
                     self.scheduleObserver.withLock { $0 }?.clusterSchedulesChanged(nil)
                     reconnectDelay = 100
@@ -296,7 +303,11 @@ final class PostgresCluster: Cluster {
                 for item in pending { try item(db) }
                 let now = monotonicNanoseconds()
                 if now >= nextBeat || self.fenced.load(ordering: .relaxed) {
-                    try self.beat(db)
+                    // Back after the database was away: the others' leases ran out meanwhile too.
+                    // They get a lease's time to reconnect and renew before they count as dead,
+                    // so a database restart is not a takeover of everyone by whoever came back first.
+                    let reaping = now &- connectedAt >= UInt64(self.options.lease.wholeMilliseconds) * 1_000_000
+                    try self.beat(db, reaping: reaping)
                     self.lastRenewal.store(now, ordering: .sequentiallyConsistent)
                     nextBeat = now + heartbeat
                 }
@@ -344,7 +355,7 @@ final class PostgresCluster: Cluster {
 
     /// One heartbeat: renew (or register again), take over the servers whose lease ended, and
     /// look for commands and answers a lost notification left behind.
-    private func beat(_ db: PostgresConnection) throws {
+    private func beat(_ db: PostgresConnection, reaping: Bool) throws {
         let delegate = self.delegate.withLock { $0 }
         let renewed =
             try db.query(
@@ -370,22 +381,25 @@ final class PostgresCluster: Cluster {
             // What the given-up runs queued before they were given up is sent under the old
             // token (and refused, if the row is gone) before the new token exists: no write of
             // theirs may pass a fence it was not made under.
-            self.flushWrites.withLock { $0 }?()
-            try self.register(db)
+            // The writer away (the database restarting): not before it is back and has sent them.
+            guard self.flushWrites.withLock({ $0 })?() ?? true else { return }
+            try self.register(db, releasingClaims: false)
             self.fenced.store(false, ordering: .sequentiallyConsistent)
             self.lostJobs.store(false, ordering: .sequentiallyConsistent)
             self.logger.notice("registered again", metadata: ["node": "\(self.nodeName)"])
             delegate?.clusterClaimJobs()
         }
-        let dead = try db.query(
-            """
-            DELETE FROM servers WHERE id IN (
-                SELECT id FROM servers WHERE lease_until < taskserver_now_ms() AND id <> $1 FOR UPDATE SKIP LOCKED)
-            RETURNING id
-            """,
-            [.text(self.nodeName)]
-        )
-        let deadNames = (0..<dead.count).map { dead.text($0, 0) }
+        let dead =
+            reaping
+            ? try db.query(
+                """
+                DELETE FROM servers WHERE id IN (
+                    SELECT id FROM servers WHERE lease_until < taskserver_now_ms() AND id <> $1 FOR UPDATE SKIP LOCKED)
+                RETURNING id
+                """,
+                [.text(self.nodeName)]
+            ) : nil
+        let deadNames = dead.map { dead in (0..<dead.count).map { dead.text($0, 0) } } ?? []
         if !deadNames.isEmpty {
             self.logger.notice("taking over from servers whose lease ended", metadata: ["nodes": "\(deadNames)"])
             try db.query(

@@ -49,14 +49,23 @@ extension PostgresJobRepository {
         let plan = CommitPlan(batch) { 0 }
         var outcome = CommitOutcome()
         let started = monotonicNanoseconds()
+        let token = self.membership.token.load(ordering: .sequentiallyConsistent)
         do {
             guard let db = self.writer.connection else {
                 throw PostgresError(message: "not connected", connectionLost: true)
             }
-            try self.write(plan, db, &outcome)
+            try self.write(plan, db, token: token, &outcome)
         } catch let error as PostgresError where error.connectionLost {
             self.connectionLost(error, batch)
             return false
+        } catch let error as PostgresError
+            where error.isFenced && token != self.membership.token.load(ordering: .sequentiallyConsistent)
+        {
+            // This server registered again while the batch was on its way under the previous
+            // token (the writes of given-up runs were flushed before that): sent again under the
+            // new one, not taken for another takeover.
+            self.queue.withLock { $0.items = batch + $0.items }
+            return true
         } catch let error as PostgresError where error.isFenced {
             // Another server took this one's jobs over: nothing of the batch may be stored. The
             // membership stops the jobs here and registers again (a new token) at once.
@@ -150,7 +159,7 @@ extension PostgresJobRepository {
 
     /// Writes `plan` in one transaction. A commit of new jobs and journal entries only (nearly
     /// every commit) is one round trip: BEGIN, a statement per table, COMMIT, pipelined.
-    func write(_ plan: CommitPlan, _ db: PostgresConnection, _ outcome: inout CommitOutcome) throws {
+    func write(_ plan: CommitPlan, _ db: PostgresConnection, token: Int64, _ outcome: inout CommitOutcome) throws {
         var inserts: [CommitPlan.NewJob] = []
         var entries: [JournalEntry] = []
         var others: [StoreWrite] = []
@@ -166,7 +175,6 @@ extension PostgresJobRepository {
         // sends a write that depends on an earlier one waits for that one's answer first), so the
         // statements go table by table.
         // Every transaction opens with the fence: refused once another server took over.
-        let token = self.membership.token.load(ordering: .sequentiallyConsistent)
         var statements: [PostgresConnection.Statement] = [
             .init(sql: "SELECT taskserver_fence($1, $2)", values: [.text(self.serverID), .int(token)])
         ]

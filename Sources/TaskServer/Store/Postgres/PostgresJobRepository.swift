@@ -120,7 +120,18 @@ public final class PostgresJobRepository: JobRepository {
         self.writer = WriterConnection(connection)
         self.cache.withLock { $0.count = count }
         if let retention = options.retention { self.scheduleRetention(retention) }
-        self.membership.flushWrites.withLock { $0 = { [weak self] in _ = try? self?.flush().wait() } }
+        self.membership.flushWrites.withLock {
+            $0 = { [weak self] in
+                guard let self else { return true }
+                // Refused by the fence: done. The database away: the journal stays queued.
+                do {
+                    try self.flush().wait()
+                    return true
+                } catch {
+                    return error as? StoreError != .unavailable
+                }
+            }
+        }
     }
 
     public var isDurable: Bool { true }
