@@ -48,7 +48,7 @@ struct ClusterScheduleTests {
         // The minute passes on both clocks: a fires, once.
         ScheduleTests.advanceToNextMinute(clockA)
         ScheduleTests.advanceToNextMinute(clockB)
-        let first = try await ScheduleTests.waitForJobs(b, "minutely", count: 1)
+        let first = try await ScheduleTests.waitForJobs(b, "minutely", count: 1, nudging: clockA)
         #expect(first.count == 1)
         // b hears of the fire: its record of the schedule shows it.
         #expect(
@@ -58,20 +58,10 @@ struct ClusterScheduleTests {
         )
 
         // Paused through a, seen by b.
-        let paused = try await a.request(
-            "PATCH",
-            "/v1/schedules/minutely",
-            headers: [("Content-Type", "application/json")],
-            body: Array(#"{"paused": true}"#.utf8)
-        )
+        let paused = try await a.patch("/v1/schedules/minutely", json: #"{"paused": true}"#)
         #expect(paused.status == 200, "\(paused)")
         #expect(try await Self.eventually { try await b.get("/v1/schedules/minutely").json["paused"] == true })
-        let resumed = try await b.request(
-            "PATCH",
-            "/v1/schedules/minutely",
-            headers: [("Content-Type", "application/json")],
-            body: Array(#"{"paused": false}"#.utf8)
-        )
+        let resumed = try await b.patch("/v1/schedules/minutely", json: #"{"paused": false}"#)
         #expect(resumed.status == 200, "\(resumed)")
         #expect(try await Self.eventually { try await a.get("/v1/schedules/minutely").json["paused"] == false })
 

@@ -182,22 +182,15 @@ struct ScheduleTests {
             #expect(triggered.status == 201, "\(triggered)")
             #expect(triggered.json["labels"]?["schedule"] == "s")
 
-            let patch = try await server.request(
-                "PATCH",
+            let patch = try await server.patch(
                 "/v1/schedules/s",
-                headers: [("Content-Type", "application/json")],
-                body: Array(#"{"paused": false, "cron": "@hourly", "timezone": "Asia/Kolkata"}"#.utf8)
+                json: #"{"paused": false, "cron": "@hourly", "timezone": "Asia/Kolkata"}"#
             )
             #expect(patch.status == 200, "\(patch)")
             #expect(patch.json["cron"] == "@hourly" && patch.json["timezone"] == "Asia/Kolkata")
             // Kolkata is UTC+5:30: its whole hours fall on half hours in UTC.
             #expect(patch.json["nextRuns"]?.arrayValue?.first?.stringValue?.hasSuffix(":30:00Z") == true, "\(patch)")
-            let renamed = try await server.request(
-                "PATCH",
-                "/v1/schedules/s",
-                headers: [("Content-Type", "application/json")],
-                body: Array(#"{"id": "t"}"#.utf8)
-            )
+            let renamed = try await server.patch("/v1/schedules/s", json: #"{"id": "t"}"#)
             expectProblem(renamed, 422, "request.invalid")
 
             #expect(try await server.delete("/v1/schedules/s").status == 204)

@@ -85,6 +85,11 @@ final class TestServer: Sendable {
         )
     }
 
+    /// PATCHes with `json` as `application/json`.
+    func patch(_ target: String, json: String) async throws -> HTTPResponse {
+        try await self.request("PATCH", target, headers: [("Content-Type", "application/json")], body: Array(json.utf8))
+    }
+
     /// POSTs raw text with the given content type (none when nil).
     func post(
         _ target: String,

@@ -66,6 +66,43 @@ public final class Scheduler: Sendable {
         var running = false
         /// This server fires the schedules: always alone, in a cluster while it is the leader.
         var leading: Bool
+        /// Numbers the store reads of other servers' changes and this server's own changes.
+        var epoch = 0
+        /// Schedules this server created, changed or deleted, with the `epoch` of the change: a
+        /// read sent before it does not undo it.
+        var changedHere: [String: Int] = [:]
+        /// The last read of other servers' changes (`readInOrder`).
+        var reads = Future<Void>(value: ())
+
+        mutating func changed(_ id: String) {
+            self.epoch += 1
+            self.changedHere[id] = self.epoch
+        }
+
+        /// Takes `fresh` (read as read number `issued`; schedule `only`, or all when nil) as the
+        /// store's: combined with this server's entry by `combine`, a schedule missing from the
+        /// read removed; but a schedule this server changed after the read was sent is kept, and
+        /// so is one being fired (its end records it).
+        mutating func take(
+            _ fresh: [Entry],
+            only: String?,
+            issued: Int,
+            combine: (Entry?, Entry) -> Entry
+        ) {
+            let changedHere = self.changedHere
+            let newer = { (id: String) in (changedHere[id] ?? 0) > issued }
+            let read = Set(fresh.map(\.definition.id))
+            for id in only.map({ [$0] }) ?? Array(self.entries.keys)
+            where !read.contains(id) && !newer(id) && self.entries[id]?.firing != true {
+                self.entries[id] = nil
+            }
+            for entry in fresh where !newer(entry.definition.id) {
+                let current = self.entries[entry.definition.id]
+                if current?.firing == true { continue }
+                self.entries[entry.definition.id] = combine(current, entry)
+            }
+            self.changedHere = changedHere.filter { id, epoch in epoch > issued || (only != nil && id != only) }
+        }
     }
 
     let jobs: JobService
@@ -170,71 +207,91 @@ public final class Scheduler: Sendable {
         if let timer { self.clock.cancel(timer) }
         guard leading else { return }
         self.logger.notice("this server fires the schedules now")
-        self.store.storedSchedules().whenComplete { outcome in
-            switch outcome {
-            case .success(let stored):
-                let entries = self.entries(stored)
-                self.state.withLock { state in
-                    guard state.leading else { return }
-                    // A fire in flight keeps its entry: its end records it.
-                    let firing = state.entries.filter(\.value.firing)
-                    state.entries = entries.merging(firing) { _, inFlight in inFlight }
-                }
-                self.armTimer()
-            case .failure, .cancelled:
+        self.readInOrder(self.store.storedSchedules) { outcome, issued in
+            guard case .success(let stored) = outcome else {
                 // Tried again at the next heartbeat.
                 self.logger.error(
                     "could not read the schedules to fire them",
                     metadata: ["error": "\(outcome.error.map { "\($0)" } ?? "cancelled")"]
                 )
                 self.state.withLock { $0.leading = false }
+                return
             }
+            let fresh = self.entries(stored)
+            self.state.withLock { state in
+                guard state.leading else { return }
+                state.take(Array(fresh.values), only: nil, issued: issued) { _, fresh in fresh }
+            }
+            self.armTimer()
         }
     }
 
     /// Reads schedule `id` again (nil: all of them) after another server changed it.
     func refresh(_ id: String?) {
-        let read: Future<[StoredSchedule]> =
-            if let id { self.store.storedSchedule(id).map { $0.map { [$0] } ?? [] } } else {
+        let read: @Sendable () -> Future<[StoredSchedule]> = {
+            if let id {
+                self.store.storedSchedule(id).map { $0.map { [$0] } ?? [] }
+            } else {
                 self.store.storedSchedules()
             }
-        read.whenComplete { outcome in
+        }
+        self.readInOrder(read) { outcome, issued in
             guard case .success(let stored) = outcome else {
                 self.logger.warning("could not read the schedules another server changed")
                 return
             }
-            self.merge(stored, only: id)
+            let now = self.clock.now()
+            let fresh = stored.compactMap { self.entry($0) }
+            self.state.withLock { state in
+                state.take(fresh, only: id, issued: issued) { current, entry in
+                    Self.merged(current, entry, now: now)
+                }
+            }
             self.armTimer()
         }
     }
 
-    /// Takes `stored` (schedule `only`, or all when nil) as kept now. A schedule whose timing did
-    /// not change keeps what it has due, less the fires recorded since; a new or re-timed one fires
-    /// from now on (as when created or updated through this server).
-    private func merge(_ stored: [StoredSchedule], only: String?) {
-        let now = self.clock.now()
-        let fresh = stored.compactMap { self.entry($0) }
-        self.state.withLock { state in
-            let kept = Set(fresh.map(\.definition.id))
-            for id in only.map({ [$0] }) ?? Array(state.entries.keys) where !kept.contains(id) {
-                state.entries[id] = nil
+    /// `read` over `current` (this server's entry): a schedule whose timing did not change keeps
+    /// what it has due, less the fires recorded since; a new or re-timed one fires from now on (as
+    /// when created or updated through this server).
+    private static func merged(_ current: Entry?, _ read: Entry, now: Timestamp) -> Entry {
+        var entry = read
+        if let current,
+            (current.definition.cron, current.definition.timezone, current.definition.paused)
+                == (entry.definition.cron, entry.definition.timezone, entry.definition.paused)
+        {
+            entry.lastFireAt = [current.lastFireAt, entry.lastFireAt].compactMap { $0 }.max()
+            entry.lastJobID = entry.lastJobID ?? current.lastJobID
+            entry.due = current.due.filter { time in entry.lastFireAt.map { time > $0 } ?? true }
+            entry.next = current.next
+            entry.firing = current.firing
+            entry.holdUntil = current.holdUntil
+        } else if !entry.definition.paused {
+            entry.next = Self.next(entry.definition, after: now)
+        }
+        return entry
+    }
+
+    /// Runs the store reads of other servers' changes one after another, each applied before the
+    /// next is sent, so that an older read never overwrites a newer one; `apply` gets the read's
+    /// number (`State.take` keeps what this server changed after it).
+    private func readInOrder(
+        _ read: @escaping @Sendable () -> Future<[StoredSchedule]>,
+        apply: @escaping @Sendable (Outcome<[StoredSchedule]>, Int) -> Void
+    ) {
+        let done = Promise<Void>()
+        let previous = self.state.withLock { state -> Future<Void> in
+            defer { state.reads = done.future }
+            return state.reads
+        }
+        previous.whenComplete { _ in
+            let issued = self.state.withLock { state -> Int in
+                state.epoch += 1
+                return state.epoch
             }
-            for var entry in fresh {
-                let id = entry.definition.id
-                if let current = state.entries[id],
-                    (current.definition.cron, current.definition.timezone, current.definition.paused)
-                        == (entry.definition.cron, entry.definition.timezone, entry.definition.paused)
-                {
-                    entry.lastFireAt = [current.lastFireAt, entry.lastFireAt].compactMap { $0 }.max()
-                    entry.lastJobID = entry.lastJobID ?? current.lastJobID
-                    entry.due = current.due.filter { time in entry.lastFireAt.map { time > $0 } ?? true }
-                    entry.next = current.next
-                    entry.firing = current.firing
-                    entry.holdUntil = current.holdUntil
-                } else if !entry.definition.paused {
-                    entry.next = Self.next(entry.definition, after: now)
-                }
-                state.entries[id] = entry
+            read().whenComplete { outcome in
+                apply(outcome, issued)
+                done.succeed(())
             }
         }
     }
@@ -317,6 +374,7 @@ public final class Scheduler: Sendable {
             var entry = Entry(definition: definition, createdAt: now, updatedAt: now)
             entry.next = definition.paused ? nil : Self.next(definition, after: now)
             state.entries[definition.id] = entry
+            state.changed(definition.id)
             return nil
         }
         if let added { return Future(value: added) }
@@ -338,6 +396,7 @@ public final class Scheduler: Sendable {
                 entry.next = definition.paused ? nil : Self.next(definition, after: now)
             }
             state.entries[id] = entry
+            state.changed(id)
             return true
         }
         guard found else { return Future(value: .notFound) }
@@ -355,7 +414,11 @@ public final class Scheduler: Sendable {
 
     /// Removes a schedule (its jobs stay).
     func delete(_ id: String) -> Future<Bool> {
-        guard self.state.withLock({ $0.entries.removeValue(forKey: id) }) != nil else { return Future(value: false) }
+        let removed = self.state.withLock { state in
+            defer { state.changed(id) }
+            return state.entries.removeValue(forKey: id) != nil
+        }
+        guard removed else { return Future(value: false) }
         return self.store.deleteSchedule(id).map { _ in true }
     }
 
