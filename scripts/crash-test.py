@@ -32,10 +32,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from testserver import ServerStartError, TestServer  # noqa: E402
+from webhook_recorder import WebhookRecorder  # noqa: E402
 
 BIN = sys.argv[1]
 STORE_URL = os.environ.get("TEST_STORE_URL", "")
@@ -137,40 +137,9 @@ def make_job(kind, n):
     return job, "succeeded", n
 
 
-class Receiver(BaseHTTPRequestHandler):
-    """Webhook receiver: 503 until `accepting` is set, then 204; records what it accepted."""
-    accepting = threading.Event()
-    received = {}  # job id -> set of event types delivered
-    lock = threading.Condition()  # notified at each delivery accepted
-
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers.get("content-length", 0)))
-        if not Receiver.accepting.is_set():
-            self.send_response(503)
-            self.send_header("content-length", "0")
-            self.end_headers()
-            return
-        event = json.loads(body)
-        data = event["data"]
-        job_id = data.get("job", {}).get("id") or data.get("jobId")
-        with Receiver.lock:
-            Receiver.received.setdefault(job_id, set()).add(event["type"])
-            Receiver.lock.notify_all()
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-
-class QuietServer(ThreadingHTTPServer):
-    request_queue_size = 512
-    daemon_threads = True
-
-
-receiver = QuietServer(("127.0.0.1", 0), Receiver)
-threading.Thread(target=receiver.serve_forever, daemon=True).start()
-WEBHOOK = {"url": f"http://127.0.0.1:{receiver.server_address[1]}/hook", "events": ["job.succeeded", "job.failed"],
+# Refuses every delivery (503) until `accepting` is set.
+receiver = WebhookRecorder(accepting=False)
+WEBHOOK = {"url": receiver.url, "events": ["job.succeeded", "job.failed"],
            "retry": {"maxAttempts": 100, "delayMs": 100, "backoff": 1.5, "maxDelayMs": 500}}
 
 accepted = {}      # id -> (kind, state, expected)
@@ -275,9 +244,7 @@ def verify(server):
             check(job.get("startedAt", "") >= job.get("runAt", "~"), f"{job_id} (delayed) started before its runAt: {job}")
         if kind in ("delay", "await"):
             # Its webhook: the job's end was delivered (queued before a kill or not).
-            with Receiver.lock:
-                Receiver.lock.wait_for(lambda: f"job.{state}" in Receiver.received.get(job_id, set()), timeout=20)
-            check(f"job.{state}" in Receiver.received.get(job_id, set()), f"{job_id} ({kind}): no job.{state} webhook arrived")
+            check(receiver.wait_for_end(job_id, f"job.{state}", 20), f"{job_id} ({kind}): no job.{state} webhook arrived")
         if job_id in completed:
             gate = next(n for n in tasks["items"] if n["id"] == "gate")
             check(gate["state"] == "succeeded" and gate.get("result") == completed[job_id],
@@ -328,7 +295,7 @@ def main():
         action(server)
         print(f"round '{name}': {len(accepted) - before} jobs accepted before SIGKILL", flush=True)
         queued = pending_deliveries(data)
-        Receiver.accepting.set()
+        receiver.accepting.set()
         restart = time.time()
         server = Server(data)
         print(f"  restarted and healthy in {time.time() - restart:.2f} s; {queued} webhook deliveries were pending at the kill", flush=True)
