@@ -654,14 +654,14 @@ extension PostgresJobRepository {
         }
     }
 
-    /// Turns a failed or cancelled job's row back into an unfinished one (`reopen`), keeping its
-    /// node list as a redrive starts from it (`NodeRecord.redriven`).
     /// Tells the other servers that schedule `id` changed (created, updated, deleted or fired):
     /// they read it again (`schedule <id>`; an id has no spaces and at most 100 bytes).
     func notifyScheduleChanged(_ id: String, _ db: PostgresConnection) throws {
         try db.query("SELECT pg_notify('taskserver', 'schedule ' || $1)", [.text(id)])
     }
 
+    /// Turns a failed or cancelled job's row back into an unfinished one (`reopen`), keeping its
+    /// node list as a redrive starts from it (`NodeRecord.redriven`).
     func writeReopen(_ id: String, _ db: PostgresConnection) throws -> StoredJob? {
         // Locked first: two servers redriving the job at once reopen it once.
         try db.query("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", [.text(id)])
