@@ -28,7 +28,8 @@ import Darwin
 ///   share them).
 /// - **Wake-ups.** The connection `LISTEN`s on `taskserver`: a cancellation (`cancel <job>`), a
 ///   relayed command (`command <id> <job>`), its answer (`answered <id>`), jobs that ended
-///   (`ended <job> <job>…`, one notification per commit, sent only while other servers are alive),
+///   (`ended <job> <job>…`, at most one commit's worth per 20 ms, sent only while other servers
+///   are alive: `EndedNotices`),
 ///   a schedule changed or fired (`schedule <id>`).
 ///   Each heartbeat also looks for commands and answers a lost notification left behind (a
 ///   reconnection misses what was sent meanwhile), so a wake-up is never lost, only late.
