@@ -228,8 +228,8 @@ stage "PostgreSQL store: crash test, worker kill test, dashboard"
 PATH="$(dirname "$py"):$PATH" bash scripts/worker-kill-test.sh "$bin"
 bash scripts/check-ui.sh "$bin" --skip-big
 
-stage "cluster: three servers on one PostgreSQL, nodes killed, frozen and restarted"
-TEST_STORE_DIR="$pgdir" "$py" scripts/cluster-test.py "$bin"
+stage "cluster: three servers on one PostgreSQL, nodes killed, frozen and restarted, PostgreSQL restarted"
+CLUSTER_TEST_DB_RESTART=1 TEST_STORE_DIR="$pgdir" "$py" scripts/cluster-test.py "$bin"
 unset TEST_STORE_URL
 
 stage "lifecycle"

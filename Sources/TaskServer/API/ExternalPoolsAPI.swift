@@ -25,6 +25,8 @@ struct ExternalPoolsAPI: Sendable {
     }
 
     private var pools: ExternalPools { self.app.externalPools }
+    /// Claims and leases through the other servers of a cluster; nil on one server.
+    private var relay: PoolRelay? { self.app.poolRelay }
 
     /// The external pool `name`, or the 404/409 problem.
     private func pool(_ request: Request) throws(HTTPProblem) -> String {
@@ -42,9 +44,8 @@ struct ExternalPoolsAPI: Sendable {
     @Sendable func claim(_ request: Request) throws -> Future<Response> {
         let pool = try self.pool(request)
         let claim = try ClaimRequest(try self.app.jsonBody(request))
-        let pools = self.pools
         return try self.claim(claim, pool: pool, withdrawnBy: request.connectionClosed).map { items in
-            Self.givingBack(items, to: pools, .json(["items": .array(items)]))
+            self.givingBack(items, .json(["items": .array(items)]))
         }
     }
 
@@ -60,14 +61,20 @@ struct ExternalPoolsAPI: Sendable {
         withdrawnBy withdrawal: CancellationToken
     ) throws(HTTPProblem) -> Future<[JSONValue]> {
         do {
-            return try self.pools.claim(
-                pool: pool,
-                workerId: claim.workerId,
-                actions: claim.actions,
-                max: claim.max,
-                waitMs: claim.waitMs,
-                withdrawnBy: withdrawal
-            ).map { claimed in claimed.map(Self.json) }
+            let claimed =
+                if let relay {
+                    try relay.claim(claim, pool: pool, withdrawnBy: withdrawal)
+                } else {
+                    try self.pools.claim(
+                        pool: pool,
+                        workerId: claim.workerId,
+                        actions: claim.actions,
+                        max: claim.max,
+                        waitMs: claim.waitMs,
+                        withdrawnBy: withdrawal
+                    )
+                }
+            return claimed.map { claimed in claimed.map(Self.json) }
         } catch {
             throw Self.problem(error)
         }
@@ -91,17 +98,50 @@ struct ExternalPoolsAPI: Sendable {
     /// `response`, which hands out the leases of `items`: if it never reaches the worker, they are
     /// given back without consuming their attempts (issue #27: a parked claim whose client had just
     /// gone used to waste an attempt, and fail a one-attempt job with task.heartbeatTimeout).
-    static func givingBack(_ items: [JSONValue], to pools: ExternalPools, _ response: Response) -> Response {
+    func givingBack(_ items: [JSONValue], _ response: Response) -> Response {
         let leases = items.compactMap { $0["leaseId"]?.stringValue }
         guard !leases.isEmpty else { return response }
         var response = response
-        response.onUndelivered = { pools.giveBack(leases) }
+        let pools = self.pools
+        let relay = self.relay
+        response.onUndelivered = {
+            let elsewhere = pools.giveBack(leases)
+            if let relay, !elsewhere.isEmpty { relay.giveBackElsewhere(elsewhere) }
+        }
         return response
+    }
+
+    /// A heartbeat of lease `id`: here, or (in a cluster) at the server that holds it.
+    private func heartbeat(_ id: String, progress: JSONValue?) -> Future<ExternalPools.HeartbeatResult> {
+        let here = self.pools.heartbeat(id, progress: progress)
+        guard here == .notFound, let relay else { return Future(value: here) }
+        return relay.heartbeatElsewhere(id, progress: progress)
+    }
+
+    /// Completes lease `id`: here, or (in a cluster) at the server that holds it; answered once
+    /// the outcome is durable.
+    private func complete(_ id: String, _ completion: CompletionBody) -> Future<LeaseCompletion> {
+        switch self.pools.complete(id, with: completion.outcome, retryable: completion.isRetryable) {
+        case .done(let task, let pool, let workerId):
+            return self.app.jobs.durable(task.jobID).map {
+                .done(node: task.node?.json ?? .null, pool: pool, workerId: workerId)
+            }
+        case .gone(let pool, let workerId):
+            return Future(value: .gone(pool: pool, workerId: workerId))
+        case .notFound:
+            guard let relay else { return Future(value: .notFound) }
+            return relay.completeElsewhere(id, with: completion.outcome, retryable: completion.isRetryable)
+        }
     }
 
     /// A claim item (SPEC §6).
     static func json(_ claimed: ExternalPools.Claimed) -> JSONValue {
-        let task = claimed.task
+        guard case .local(let task, let deadline) = claimed.item else {
+            guard case .relayed(var item) = claimed.item, case .object(var object) = item else { return .null }
+            object["leaseId"] = .string(claimed.leaseID)
+            item = .object(object)
+            return item
+        }
         return ClaimItem(
             leaseId: claimed.leaseID,
             jobId: task.jobID,
@@ -111,7 +151,7 @@ struct ExternalPoolsAPI: Sendable {
             input: task.input,
             attempt: task.attempt,
             heartbeatTimeoutMs: task.heartbeatTimeoutMs,
-            deadline: claimed.deadline?.rfc3339
+            deadline: deadline?.rfc3339
         ).json
     }
 
@@ -136,31 +176,30 @@ struct ExternalPoolsAPI: Sendable {
             progress = reader.object["progress"]
             try reader.check("heartbeat")
         }
-        switch self.pools.heartbeat(leaseId, progress: progress) {
-        case .ok(let cancelRequested): return Future(value: .json(["cancelRequested": .bool(cancelRequested)]))
-        case .gone: throw Self.gone
-        case .notFound: throw Self.notFound
+        return self.heartbeat(leaseId, progress: progress).map { result in
+            switch result {
+            case .ok(let cancelRequested): return .json(["cancelRequested": .bool(cancelRequested)])
+            case .gone: throw Self.gone
+            case .notFound: throw Self.notFound
+            }
         }
     }
 
     @Sendable func complete(_ request: Request) throws -> Future<Response> {
         let completion = try CompleteRequest(try self.app.jsonBody(request), leaseId: request.parameter("leaseId"))
         let outcome = completion.outcome
-        let completed = outcome.completion
-        switch self.pools.complete(outcome.leaseId, with: completed.outcome, retryable: completed.isRetryable) {
-        case .notFound: throw Self.notFound
-        case .gone: throw Self.gone
-        case .done(let task, let pool, let workerId):
-            // Answered once the outcome is durable: a restart never forgets an acknowledged one.
-            let node = self.app.jobs.durable(task.jobID).map { task.node?.json ?? .null }
-            guard var next = completion.claimNext else { return node.map { .json($0) } }
-            next.workerId = workerId
-            let claimed = self.claimNext(next, pool: pool, request)
-            return node.flatMap { node in
-                claimed.map { items in
+        // Answered once the outcome is durable: a restart never forgets an acknowledged one.
+        return self.complete(outcome.leaseId, outcome.completion).flatMap { completed in
+            switch completed {
+            case .notFound: throw Self.notFound
+            case .gone: throw Self.gone
+            case .done(let node, let pool, let workerId):
+                guard var next = completion.claimNext else { return Future(value: .json(node)) }
+                next.workerId = workerId
+                return self.claimNext(next, pool: pool, request).map { items in
                     guard case .object(var object) = node else { return .json(node) }
                     object["claimed"] = .array(items)
-                    return Self.givingBack(items, to: self.pools, .json(.object(object)))
+                    return self.givingBack(items, .json(.object(object)))
                 }
             }
         }
@@ -170,64 +209,56 @@ struct ExternalPoolsAPI: Sendable {
 
     @Sendable func batchHeartbeat(_ request: Request) throws -> Future<Response> {
         let batch = try BatchHeartbeatRequest(try self.app.jsonBody(request))
-        let items: [JSONValue] = batch.items.map { item in
-            var object: JSONObject = ["leaseId": .string(item.leaseId)]
-            switch self.pools.heartbeat(item.leaseId, progress: item.progress) {
-            case .ok(let cancelRequested):
-                object["status"] = 200
-                object["cancelRequested"] = .bool(cancelRequested)
-            case .gone:
-                object["status"] = 409
-                object["code"] = "lease.gone"
-            case .notFound:
-                object["status"] = 404
-                object["code"] = "lease.notFound"
+        let items = batch.items.map { item in
+            self.heartbeat(item.leaseId, progress: item.progress).map { result -> JSONValue in
+                var object: JSONObject = ["leaseId": .string(item.leaseId)]
+                switch result {
+                case .ok(let cancelRequested):
+                    object["status"] = 200
+                    object["cancelRequested"] = .bool(cancelRequested)
+                case .gone:
+                    object["status"] = 409
+                    object["code"] = "lease.gone"
+                case .notFound:
+                    object["status"] = 404
+                    object["code"] = "lease.notFound"
+                }
+                return .object(object)
             }
-            return .object(object)
         }
-        return Future(value: .json(["items": .array(items)]))
+        return Future.whenAll(items).map { items in .json(["items": .array(items)]) }
     }
 
     @Sendable func batchComplete(_ request: Request) throws -> Future<Response> {
         let batch = try BatchCompleteRequest(try self.app.jsonBody(request))
-        var items: [JSONValue] = []
-        items.reserveCapacity(batch.items.count)
-        var claimFrom: (pool: String, workerId: String)?
-        var completedJobs: Set<String> = []
-        for item in batch.items {
-            var object: JSONObject = ["leaseId": .string(item.leaseId)]
-            let completion = item.completion
-            switch self.pools.complete(item.leaseId, with: completion.outcome, retryable: completion.isRetryable) {
-            case .done(let task, let pool, let workerId):
-                completedJobs.insert(task.jobID)
-                object["status"] = 200
-                if claimFrom == nil { claimFrom = (pool, workerId) }
-            case .gone(let pool, let workerId):
-                object["status"] = 409
-                object["code"] = "lease.gone"
-                if claimFrom == nil, let pool, let workerId { claimFrom = (pool, workerId) }
-            case .notFound:
-                object["status"] = 404
-                object["code"] = "lease.notFound"
+        // Each answered once its outcome is durable (here, or where its lease is held).
+        let completions = batch.items.map { item in self.complete(item.leaseId, item.completion) }
+        return Future.whenAll(completions).flatMap { completions in
+            var items: [JSONValue] = []
+            items.reserveCapacity(completions.count)
+            var claimFrom: (pool: String, workerId: String)?
+            for (item, completed) in zip(batch.items, completions) {
+                var object: JSONObject = ["leaseId": .string(item.leaseId)]
+                switch completed {
+                case .done(_, let pool, let workerId):
+                    object["status"] = 200
+                    if claimFrom == nil { claimFrom = (pool, workerId) }
+                case .gone(let pool, let workerId):
+                    object["status"] = 409
+                    object["code"] = "lease.gone"
+                    if claimFrom == nil, let pool, let workerId { claimFrom = (pool, workerId) }
+                case .notFound:
+                    object["status"] = 404
+                    object["code"] = "lease.notFound"
+                }
+                items.append(.object(object))
             }
-            items.append(.object(object))
-        }
-        // Answered once every outcome is durable.
-        let answered = Future.whenAll(completedJobs.map { self.app.jobs.durable($0) }).asVoid()
-        let results = items
-        guard var next = batch.claimNext else {
-            return answered.map { .json(["items": .array(results)]) }
-        }
-        let claimed: Future<[JSONValue]>
-        if let claimFrom {
+            let results = items
+            guard var next = batch.claimNext else { return Future(value: .json(["items": .array(results)])) }
+            guard let claimFrom else { return Future(value: .json(["items": .array(results), "claimed": []])) }
             next.workerId = claimFrom.workerId
-            claimed = self.claimNext(next, pool: claimFrom.pool, request)
-        } else {
-            claimed = Future(value: [])
-        }
-        return answered.flatMap { _ in
-            claimed.map { claimed in
-                Self.givingBack(claimed, to: self.pools, .json(["items": .array(results), "claimed": .array(claimed)]))
+            return self.claimNext(next, pool: claimFrom.pool, request).map { claimed in
+                self.givingBack(claimed, .json(["items": .array(results), "claimed": .array(claimed)]))
             }
         }
     }

@@ -36,6 +36,9 @@ public final class ExternalPools: Sendable {
         let id: UInt64
         let workerId: String
         let actions: [String]?
+        /// How many attempts it asked for (a waiter handed an attempt here gets one; one relayed
+        /// to another server, up to this many).
+        let max: Int
         let promise: Promise<[Claimed]>
     }
 
@@ -67,8 +70,14 @@ public final class ExternalPools: Sendable {
     /// A lease handed to a worker: what a claim answers with.
     struct Claimed {
         let leaseID: String
-        let task: WorkerTask
-        let deadline: Timestamp?
+        let item: Item
+
+        enum Item {
+            /// An attempt of a job this server runs.
+            case local(WorkerTask, deadline: Timestamp?)
+            /// A claim item another server leased for this claim (`PoolRelay`), its `leaseId` set.
+            case relayed(JSONValue)
+        }
     }
 
     public init(pools names: some Sequence<String>, clock: any ServerClock = SystemClock()) {
@@ -187,13 +196,20 @@ public final class ExternalPools: Sendable {
     /// The answer of a claim never reached its worker (the connection closed first): its leases
     /// end without consuming their attempts, which go back to their pools as the same attempts — to
     /// a waiting claim, or the queue. (A late call with one of the lease ids is told `lease.gone`.)
-    func giveBack(_ leaseIDs: [String]) {
+    /// Returns the keys that name no live lease here (a relayed claim's: its owner gives them back).
+    /// `keys`: lease ids, or `#` and a hash.
+    @discardableResult
+    func giveBack(_ keys: [String]) -> [String] {
         let now = self.clock.monotonicNanoseconds()
         var ended: [LeaseTable.Actions] = []
         var handedOff: [(Waiter, ClockTimer?, Claimed, StoredLease?, LeaseTable.Actions)] = []
+        var unknown: [String] = []
         self.state.withLock { state in
-            for id in leaseIDs {
-                guard let (lease, actions) = self.endLease(id, cancelled: false, in: &state) else { continue }
+            for id in keys {
+                guard let (lease, actions) = self.endLease(id, cancelled: false, in: &state) else {
+                    unknown.append(id)
+                    continue
+                }
                 ended.append(actions)
                 let attempt = lease.attempt
                 state.pools[attempt.pool].claimed -= 1
@@ -221,6 +237,7 @@ public final class ExternalPools: Sendable {
             self.run(actions)
             self.deliver([claimed], stored: stored.map { [$0] } ?? [], to: waiter.promise)
         }
+        return unknown
     }
 
     /// Marks the handed-out attempts claimed, makes their leases durable, then answers `promise`.
@@ -230,7 +247,8 @@ public final class ExternalPools: Sendable {
         for item in claimed {
             let workerId = self.state.withLock { $0.leases.live[item.leaseID]?.workerId }
             // A lease that ended meanwhile (its job was cancelled) is not handed out.
-            if let workerId, item.task.markClaimed(by: workerId) { live.append(item) }
+            guard case .local(let task, _) = item.item else { continue }
+            if let workerId, task.markClaimed(by: workerId) { live.append(item) }
         }
         guard !stored.isEmpty, let journal = self.journal else {
             promise.succeed(live)
@@ -246,16 +264,19 @@ public final class ExternalPools: Sendable {
         }
     }
 
-    /// Creates a lease on `attempt` for `workerId` (under the lock).
+    /// Creates a lease on `attempt` for `workerId` (under the lock): under a new lease id, or —
+    /// for a claim relayed by another server — under `peerHash`, the hash of the id that server
+    /// made (the id itself never leaves it).
     private func lease(
         _ attempt: ReadyAttempt,
         workerId: String,
         now: UInt64,
+        peerHash: String? = nil,
         in state: inout State
     ) -> (Claimed, StoredLease?, LeaseTable.Actions) {
-        let id = LeaseID.make()
+        let id = peerHash.map { "#" + $0 } ?? LeaseID.make()
         let durable = self.journalSlot.withLock { $0 != nil }
-        let hash = durable ? LeaseID.hash(id) : nil
+        let hash = peerHash ?? (durable ? LeaseID.hash(id) : nil)
         let actions = self.startLease(attempt, key: id, workerId: workerId, storedHash: hash, now: now, in: &state)
         let task = attempt.task
         let wall = self.clock.now()
@@ -272,7 +293,7 @@ public final class ExternalPools: Sendable {
                 claimedAt: wall
             )
         }
-        return (Claimed(leaseID: id, task: task, deadline: deadline), stored, actions)
+        return (Claimed(leaseID: id, item: .local(task, deadline: deadline)), stored, actions)
     }
 
     private func startLease(
@@ -322,23 +343,12 @@ public final class ExternalPools: Sendable {
                     state.nextWaiterID += 1
                     let id = state.nextWaiterID
                     state.pools[pool].waiters.append(
-                        Waiter(id: id, workerId: workerId, actions: actions, promise: promise)
+                        Waiter(id: id, workerId: workerId, actions: actions, max: max, promise: promise)
                     )
                     state.pools[pool].waitTimers[id] = .some(nil)
                     return ([], [], [], id)
                 }
-                var taken: [Claimed] = []
-                var stored: [StoredLease] = []
-                var leaseActions: [LeaseTable.Actions] = []
-                leaseActions.reserveCapacity(picked.count)
-                for attempt in picked {
-                    var (claimed, record, actions) = self.lease(attempt, workerId: workerId, now: now, in: &state)
-                    // Its schedule timeout ends with its wait.
-                    actions.cancel.0 = attempt.scheduleTimer
-                    taken.append(claimed)
-                    leaseActions.append(actions)
-                    if let record { stored.append(record) }
-                }
+                let (taken, stored, leaseActions) = self.lease(picked, workerId: workerId, now: now, in: &state)
                 return (taken, stored, leaseActions, nil)
             }
         if let waiterID {
@@ -363,6 +373,121 @@ public final class ExternalPools: Sendable {
         if taken.isEmpty { return Future(value: []) }
         self.deliver(taken, stored: stored, to: promise)
         return promise.future
+    }
+
+    /// Leases `picked` (just taken from their queue) for `workerId`, under `peerHashes` when given
+    /// (one per attempt, in order).
+    private func lease(
+        _ picked: [ReadyAttempt],
+        workerId: String,
+        now: UInt64,
+        peerHashes: [String]? = nil,
+        in state: inout State
+    ) -> ([Claimed], [StoredLease], [LeaseTable.Actions]) {
+        var taken: [Claimed] = []
+        var stored: [StoredLease] = []
+        var leaseActions: [LeaseTable.Actions] = []
+        leaseActions.reserveCapacity(picked.count)
+        for (index, attempt) in picked.enumerated() {
+            var (claimed, record, actions) = self.lease(
+                attempt,
+                workerId: workerId,
+                now: now,
+                peerHash: peerHashes?[index],
+                in: &state
+            )
+            // Its schedule timeout ends with its wait.
+            actions.cancel.0 = attempt.scheduleTimer
+            taken.append(claimed)
+            leaseActions.append(actions)
+            if let record { stored.append(record) }
+        }
+        return (taken, stored, leaseActions)
+    }
+
+    // MARK: - Claims relayed between servers (SPEC §9, `PoolRelay`)
+
+    /// Up to `peerHashes.count` queued attempts of pool `name`, leased for a claim another server
+    /// relayed: each under one of the hashes that server made of the lease ids it will hand out
+    /// (in order), stored before the answer. Never waits: the claim waits on its own server.
+    func claimForPeer(
+        pool name: String,
+        workerId: String,
+        actions: [String]?,
+        peerHashes: [String]
+    )
+        -> Future<[Claimed]>
+    {
+        guard let pool = self.poolIndex[name], !peerHashes.isEmpty else { return Future(value: []) }
+        let now = self.clock.monotonicNanoseconds()
+        let (taken, stored, leaseActions) = self.state.withLock { state in
+            self.noteWorker(workerId, pool: pool, leases: 0, in: &state)
+            let picked = state.pools[pool].queue.pop(
+                max: peerHashes.count,
+                accepting: actions.map { actions in { actions.contains($0.task.action) } }
+            )
+            return self.lease(picked, workerId: workerId, now: now, peerHashes: peerHashes, in: &state)
+        }
+        for actions in leaseActions { self.run(actions) }
+        if taken.isEmpty { return Future(value: []) }
+        let promise = Promise<[Claimed]>()
+        self.deliver(taken, stored: stored, to: promise)
+        return promise.future
+    }
+
+    /// The number of queued attempts of each pool that has any (what a server tells the others).
+    func queuedCounts() -> [String: Int] {
+        self.state.withLock { state in
+            var counts: [String: Int] = [:]
+            for (index, pool) in state.pools.enumerated() where pool.queue.count > 0 {
+                counts[self.names[index]] = pool.queue.count
+            }
+            return counts
+        }
+    }
+
+    /// The names of the pools with waiting claims.
+    func poolsWithWaitingClaims() -> [String] {
+        self.state.withLock { state in
+            state.pools.indices.filter { !state.pools[$0].waiters.isEmpty }.map { self.names[$0] }
+        }
+    }
+
+    /// A waiting claim taken out of its pool's line to be answered from another server's queue.
+    struct WithdrawnClaim: Sendable {
+        fileprivate let waiter: Waiter
+        fileprivate let pool: Int
+        var workerId: String { self.waiter.workerId }
+        var actions: [String]? { self.waiter.actions }
+        var max: Int { self.waiter.max }
+    }
+
+    /// Takes the oldest waiting claim on pool `name` out of its line (nil: none waits). Its wait
+    /// timer stays: when it fires meanwhile, `answerWithdrawn` with nothing answers `[]`.
+    func withdrawWaiter(pool name: String) -> WithdrawnClaim? {
+        guard let pool = self.poolIndex[name] else { return nil }
+        return self.state.withLock { state in
+            state.pools[pool].waiters.popFirst().map { WithdrawnClaim(waiter: $0, pool: pool) }
+        }
+    }
+
+    /// Answers a withdrawn claim with what another server leased for it; with nothing, it goes
+    /// back to the head of its line — unless its wait ended meanwhile (then it is answered `[]`).
+    func answerWithdrawn(_ claim: WithdrawnClaim, with items: [Claimed]) {
+        let waiter = claim.waiter
+        let pool = claim.pool
+        let (waiting, timer): (Bool, ClockTimer?) = self.state.withLock { state in
+            guard let timer = state.pools[pool].waitTimers[waiter.id] else { return (false, nil) }
+            if items.isEmpty && !state.draining {
+                state.pools[pool].waiters.prepend(waiter)
+                return (true, nil)
+            }
+            state.pools[pool].waitTimers[waiter.id] = nil
+            return (false, timer)
+        }
+        if waiting { return }
+        if let timer { self.clock.cancel(timer) }
+        waiter.promise.succeed(items)
     }
 
     private func expireWaiter(_ id: UInt64, pool: Int) {
@@ -401,10 +526,11 @@ public final class ExternalPools: Sendable {
     private func locate(_ id: String) -> (key: String, found: LeaseTable.Found) {
         let found = self.state.withLock { state -> LeaseTable.Found? in
             let found = state.leases.find(id)
-            return found == .unknown && state.leases.hasRestoredLeases ? nil : found
+            return found == .unknown && state.leases.hasHashKeys ? nil : found
         }
         if let found { return (id, found) }
-        // Maybe a lease from before a restart, known by its hash only.
+        // Maybe a lease from before a restart, or leased for another server's claim: known by
+        // its hash only.
         let key = "#" + LeaseID.hash(id)
         let restored = self.state.withLock { $0.leases.find(key) }
         return restored == .unknown ? (id, .unknown) : (key, restored)
@@ -420,6 +546,16 @@ public final class ExternalPools: Sendable {
     func heartbeat(_ id: String, progress: JSONValue?) -> HeartbeatResult {
         guard LeaseID.isPlausible(id) else { return .notFound }
         let (key, found) = self.locate(id)
+        return self.heartbeat(key: key, found: found, progress: progress)
+    }
+
+    /// `heartbeat` of the lease whose id hashes to `hash` (relayed by another server).
+    func heartbeat(leaseHash hash: String, progress: JSONValue?) -> HeartbeatResult {
+        let (key, found) = self.locate(hash: hash)
+        return self.heartbeat(key: key, found: found, progress: progress)
+    }
+
+    private func heartbeat(key: String, found: LeaseTable.Found, progress: JSONValue?) -> HeartbeatResult {
         switch found {
         case .unknown: return .notFound
         case .gone: return .gone
@@ -432,7 +568,9 @@ public final class ExternalPools: Sendable {
             self.noteWorker(lease.workerId, pool: lease.attempt.pool, leases: 0, in: &state)
             return lease.attempt.task
         }
-        guard let task else { return self.heartbeat(id, progress: progress) }  // it ended meanwhile
+        guard let task else {  // it ended meanwhile
+            return self.heartbeat(key: key, found: self.state.withLock { $0.leases.find(key) }, progress: progress)
+        }
         if let progress { task.setProgress(progress) }
         return .ok(cancelRequested: task.isCancelled)
     }
@@ -448,6 +586,34 @@ public final class ExternalPools: Sendable {
     func complete(_ id: String, with outcome: Outcome<JSONValue>, retryable: Bool) -> CompleteResult {
         guard LeaseID.isPlausible(id) else { return .notFound }
         let (key, found) = self.locate(id)
+        return self.complete(key: key, found: found, with: outcome, retryable: retryable)
+    }
+
+    /// `complete` of the lease whose id hashes to `hash` (relayed by another server).
+    func complete(leaseHash hash: String, with outcome: Outcome<JSONValue>, retryable: Bool) -> CompleteResult {
+        let (key, found) = self.locate(hash: hash)
+        return self.complete(key: key, found: found, with: outcome, retryable: retryable)
+    }
+
+    /// The key of the lease whose id hashes to `hash`, and what the table knows of it.
+    private func locate(hash: String) -> (key: String, found: LeaseTable.Found) {
+        self.state.withLock { state in
+            let key = state.leases.key(forHash: hash)
+            return (key, state.leases.find(key))
+        }
+    }
+
+    /// `giveBack` of the leases whose ids hash to `hashes` (relayed by another server).
+    func giveBack(leaseHashes hashes: [String]) {
+        self.giveBack(self.state.withLock { state in hashes.map { state.leases.key(forHash: $0) } })
+    }
+
+    private func complete(
+        key: String,
+        found: LeaseTable.Found,
+        with outcome: Outcome<JSONValue>,
+        retryable: Bool
+    ) -> CompleteResult {
         guard case .live = found else { return found == .unknown ? .notFound : .gone(pool: nil, workerId: nil) }
         let ended = self.state.withLock { state in
             self.endLease(key, cancelled: false, finishing: (outcome, retryable), in: &state)

@@ -13,8 +13,8 @@ import TaskGraph
 /// (`timeoutMs` from the claim), or cancelled with its job or node. Ended leases are remembered
 /// (the last `maxRemembered`) so that a late call is told `409 lease.gone`, not `404`.
 ///
-/// Keys are lease ids, or — for a lease restored after a restart, whose id only its worker knows —
-/// `#` and the id's hash.
+/// Keys are lease ids, or — for a lease restored after a restart, or leased for a claim another
+/// server relayed (SPEC §9), whose id only its worker (and that server) knows — `#` and the id's hash.
 struct LeaseTable: Sendable {
     struct Lease: Sendable {
         let attempt: ReadyAttempt
@@ -67,11 +67,21 @@ struct LeaseTable: Sendable {
     private var endedOrder = CircularBuffer<String>()
     /// Leases stored before a restart, by job and task, until their attempts come back.
     private(set) var restored: [String: StoredLease] = [:]
-    private(set) var hasRestoredLeases = false
+    /// The keys of stored leases made under their ids, by hash (and back), while live or
+    /// remembered as ended: another server relays a worker's call for one by its hash (SPEC §9).
+    private var keyByHash: [String: String] = [:]
+    private var hashByKey: [String: String] = [:]
+    /// Whether any key was ever `#` and a hash (restored, or leased for another server's claim):
+    /// only then may an unknown lease id be one of them.
+    private(set) var hasHashKeys = false
 
     init(maxRemembered: Int) {
         self.maxRemembered = maxRemembered
     }
+
+    /// The key of the lease whose id hashes to `hash`: its id, when it was made here under it;
+    /// otherwise `#` and the hash.
+    func key(forHash hash: String) -> String { self.keyByHash[hash] ?? "#" + hash }
 
     func find(_ key: String) -> Found {
         if self.live[key] != nil { return .live }
@@ -91,6 +101,12 @@ struct LeaseTable: Sendable {
     ) -> Actions {
         let task = attempt.task
         let heartbeat = UInt64(task.heartbeatTimeoutMs) * 1_000_000
+        if key.hasPrefix("#") {
+            self.hasHashKeys = true
+        } else if let storedHash {
+            self.keyByHash[storedHash] = key
+            self.hashByKey[key] = storedHash
+        }
         self.live[key] = Lease(
             attempt: attempt,
             workerId: workerId,
@@ -159,6 +175,7 @@ struct LeaseTable: Sendable {
         self.endedOrder.append(key)
         if self.endedOrder.count > self.maxRemembered, let oldest = self.endedOrder.popFirst() {
             self.ended[oldest] = nil
+            if let hash = self.hashByKey.removeValue(forKey: oldest) { self.keyByHash[hash] = nil }
         }
         var actions = Actions()
         actions.cancel = (lease.expiryTimer, lease.attemptTimer)
@@ -175,7 +192,7 @@ struct LeaseTable: Sendable {
     mutating func restore(_ leases: some Sequence<StoredLease>) {
         for lease in leases {
             self.restored[Self.restoreKey(lease.jobID, lease.taskID)] = lease
-            self.hasRestoredLeases = true
+            self.hasHashKeys = true
         }
     }
 

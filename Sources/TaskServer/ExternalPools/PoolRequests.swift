@@ -127,3 +127,11 @@ struct BatchHeartbeatRequest: Sendable {
         try reader.check("batch heartbeat")
     }
 }
+
+/// What a worker's completion of a lease did, on this server or on the one that holds the lease.
+enum LeaseCompletion: Sendable {
+    /// Recorded and durable: the task's node, and where a `claimNext` claims.
+    case done(node: JSONValue, pool: String, workerId: String)
+    case gone(pool: String?, workerId: String?)
+    case notFound
+}

@@ -23,6 +23,21 @@ public protocol Cluster: AnyObject, Sendable {
     /// Tells `observer`, until `stop`, whether this server fires the schedules and which schedules
     /// changed.
     func observeSchedules(_ observer: any ClusterScheduleObserver)
+    /// Publishes `observer`'s queued counts with every heartbeat, tells it the other servers', and
+    /// hands it the pool commands relayed to this server, until `stop`.
+    func observePools(_ observer: any ClusterPoolsObserver)
+}
+
+/// What a cluster asks of, and tells, the external pools (`PoolRelay`). Called on the cluster's
+/// own thread: return quickly.
+public protocol ClusterPoolsObserver: AnyObject, Sendable {
+    /// This server's queued attempts by pool (pools with none left out), published each heartbeat.
+    func clusterQueuedCounts() -> [String: Int]
+    /// The other live servers' queued attempts by pool and server, as of this heartbeat.
+    func clusterPeersQueued(_ queued: [String: [String: Int]])
+    /// Another server relayed a pool command (`claim`, or one for a lease of a job this server
+    /// runs), numbered `id`: apply it, then `Cluster.answer` it.
+    func clusterApplyPoolCommand(_ id: Int64, _ command: ClusterCommand)
 }
 
 /// What a cluster tells the scheduler. Called on the cluster's own thread: return quickly.
@@ -54,23 +69,54 @@ public protocol ClusterDelegate: AnyObject, Sendable {
     func clusterJobsEnded(_ ids: [String])
 }
 
-/// A command for a job another server runs.
+/// A command for another server: for a job it runs, for a lease of such a job, or for the server
+/// itself (a claim of its queued attempts).
 public struct ClusterCommand: Sendable {
     public enum Kind: String, Sendable {
         case cancelTask = "cancel-task"
         case complete
+        /// `claim`: `{"pool", "workerId", "actions"?, "leases": [hash…]}` for server `server`.
+        case claim
+        /// For the lease whose id hashes to `lease`: `{"progress"?}`.
+        case leaseHeartbeat = "lease-heartbeat"
+        /// For lease `lease`: `{"outcome": {"result"} | {"error"}, "retryable"}`.
+        case leaseComplete = "lease-complete"
+        /// For lease `lease`: its claim's answer never reached the worker; give the attempt back.
+        case leaseRelease = "lease-release"
+
+        /// Whether the external pools apply it (the job service applies the others).
+        public var isPoolCommand: Bool { self != .cancelTask && self != .complete }
     }
 
-    public var jobID: String
+    /// The job whose owner applies it (for a lease command: filled in from the stored lease).
+    public var jobID: String?
     public var kind: Kind
+    /// The task (`cancel-task`, `complete`); the pool (`claim`).
     public var taskID: String
-    /// `complete`: the outcome, `{"result": …}` or `{"error": {…}}`.
+    /// `complete`: the outcome, `{"result": …}` or `{"error": {…}}`; the others: as their kind says.
     public var body: JSONValue?
+    /// The server that applies a `claim`.
+    public var server: String?
+    /// The hash of the lease a lease command is for (never the lease id).
+    public var lease: String?
 
-    public init(jobID: String, kind: Kind, taskID: String, body: JSONValue? = nil) {
+    public init(
+        jobID: String?,
+        kind: Kind,
+        taskID: String,
+        body: JSONValue? = nil,
+        server: String? = nil,
+        lease: String? = nil
+    ) {
         self.jobID = jobID
         self.kind = kind
         self.taskID = taskID
         self.body = body
+        self.server = server
+        self.lease = lease
     }
+
+    /// The answer a relay completes with when the lease of a lease command is not stored (never
+    /// issued, or ended and forgotten): no server holds it.
+    public static let leaseNotStored: JSONValue = ["outcome": "leaseNotStored"]
 }

@@ -48,6 +48,13 @@ public final class JobService: JobObserver, Sendable {
     /// `waitingForEnds` counts them, so that a job's end looks at them only when there are any.
     private let endWaiters = Mutex<[String: [Promise<Void>]]>([:])
     private let waitingForEnds = Atomic<Int>(0)
+    /// The jobs that left the live set while a recovery was in flight. A recovery's claim reads
+    /// the jobs this server owns and does not run; one that ended here while the claim was on its
+    /// way may have been read before its end was committed, and must not run again from that
+    /// record. `recovering` counts the recoveries in flight (changed under this lock), so that an
+    /// end looks only when there are any; the set is emptied when the last one ends.
+    private let leftWhileRecovering = Mutex<Set<String>>([])
+    private let recovering = Atomic<Int>(0)
 
     /// The shard of `key` (its random bytes pick it).
     private func shard(_ key: JobIDKey) -> Shard {
@@ -513,10 +520,11 @@ public final class JobService: JobObserver, Sendable {
     /// outcome keep it and do not run again); returns how many. Safe to call at any time.
     @discardableResult
     public func recover() -> Future<Int> {
+        self.leftWhileRecovering.withLock { _ in _ = self.recovering.add(1, ordering: .sequentiallyConsistent) }
         let live = self.live.reduce(into: Set<String>()) { ids, shard in
             shard.runs.withLock { runs in ids.formUnion(runs.values.lazy.map { $0.id }) }
         }
-        return self.repository.claimUnfinished(excluding: live).map { stored in
+        let claimed = self.repository.claimUnfinished(excluding: live).map { stored in
             var resumed: [JobRun] = []
             for job in stored {
                 do {
@@ -532,7 +540,9 @@ public final class JobService: JobObserver, Sendable {
                             cancelRequested: job.cancelRequested
                         )
                     )
-                    let added = self.addLive(run, key: job.key)
+                    let added = self.leftWhileRecovering.withLock { left in
+                        !left.contains(job.id) && self.addLive(run, key: job.key)
+                    }
                     if added { resumed.append(run) }
                 } catch {
                     self.logger.error(
@@ -554,6 +564,12 @@ public final class JobService: JobObserver, Sendable {
             }
             return resumed.count
         }
+        claimed.whenComplete { _ in
+            self.leftWhileRecovering.withLock { left in
+                if self.recovering.subtract(1, ordering: .sequentiallyConsistent).newValue == 0 { left = [] }
+            }
+        }
+        return claimed
     }
 
     /// Makes a sleeping job the loader took live (nil when it is live already or cannot be
@@ -619,18 +635,22 @@ public final class JobService: JobObserver, Sendable {
     }
 
     func applyRelayed(_ id: Int64, _ command: ClusterCommand) {
-        guard let cluster = self.repository.cluster else { return }
+        guard let cluster = self.repository.cluster, let jobID = command.jobID else { return }
         guard self.applying.withLock({ $0.insert(id).inserted }) else { return }
         let applied: Future<TaskCommandOutcome>
         switch command.kind {
         case .cancelTask:
-            applied = self.cancelTask(command.jobID, task: command.taskID)
+            applied = self.cancelTask(jobID, task: command.taskID)
         case .complete:
             guard let outcome = command.body.flatMap(ClusterCommand.decodeOutcome) else {
                 applied = Future(value: .notRunning)
                 break
             }
-            applied = self.completeTask(command.jobID, task: command.taskID, with: outcome)
+            applied = self.completeTask(jobID, task: command.taskID, with: outcome)
+        case .claim, .leaseHeartbeat, .leaseComplete, .leaseRelease:
+            // The external pools' (`PoolRelay`): the cluster hands them there.
+            self.applying.withLock { _ = $0.remove(id) }
+            return
         }
         applied.whenComplete { outcome in
             self.applying.withLock { _ = $0.remove(id) }
@@ -744,8 +764,14 @@ public final class JobService: JobObserver, Sendable {
 
     /// `run`'s end is recorded (or lost with a failed commit): reads find its record from now on.
     private func ended(_ run: JobRun) {
-        self.withLive(run.id) { live, key in
-            if live[key] === run { live[key] = nil }
+        if self.recovering.load(ordering: .sequentiallyConsistent) > 0 {
+            // Noted and removed together, so that a recovery either finds the run live or noted.
+            self.leftWhileRecovering.withLock { left in
+                left.insert(run.id)
+                self.forget(run)
+            }
+        } else {
+            self.forget(run)
         }
         // A delete that found the run live registered before the run left (both under its
         // shard's lock), so it is counted by now.

@@ -60,6 +60,7 @@ final class PostgresCluster: Cluster {
     let fenced = Atomic<Bool>(false)
     private let delegate = Mutex<(any ClusterDelegate)?>(nil)
     private let scheduleObserver = Mutex<(any ClusterScheduleObserver)?>(nil)
+    private let poolsObserver = Mutex<(any ClusterPoolsObserver)?>(nil)
     /// Waits until the writes queued so far are committed (or refused); false when the store
     /// cannot write now (its connection is away): set by the repository.
     let flushWrites = Mutex<(@Sendable () -> Bool)?>(nil)
@@ -144,10 +145,15 @@ final class PostgresCluster: Cluster {
     func stop() {
         self.delegate.withLock { $0 = nil }
         self.scheduleObserver.withLock { $0 = nil }
+        self.poolsObserver.withLock { $0 = nil }
     }
 
     func observeSchedules(_ observer: any ClusterScheduleObserver) {
         self.scheduleObserver.withLock { $0 = observer }
+    }
+
+    func observePools(_ observer: any ClusterPoolsObserver) {
+        self.poolsObserver.withLock { $0 = observer }
     }
 
     /// Ends the membership: the thread stops and the row is deleted, so that the other servers
@@ -195,19 +201,29 @@ final class PostgresCluster: Cluster {
     func relay(_ command: ClusterCommand, timeout: Duration) -> Future<JSONValue?> {
         let promise = Promise<JSONValue?>()
         self.enqueue { db in
+            // A lease command goes to the server that runs the lease's job (none stored: no one
+            // holds the lease); a claim to its server.
             let rows = try db.query(
                 """
                 WITH c AS (
-                    INSERT INTO commands (job_id, kind, task_id, body, created_at)
-                    VALUES ($1, $2, $3, $4, taskserver_now_ms()) RETURNING id, job_id
+                    INSERT INTO commands (job_id, server, kind, task_id, body, created_at)
+                    SELECT target.job_id, $5::text, $2, $3, $4, taskserver_now_ms() FROM (SELECT coalesce($1::text,
+                        (SELECT job_id FROM leases WHERE lease_hash = $6::text)) AS job_id) AS target
+                    WHERE target.job_id IS NOT NULL OR $5::text IS NOT NULL
+                    RETURNING id, job_id, server
                 )
-                SELECT id, pg_notify('taskserver', 'command ' || id || ' ' || job_id) FROM c
+                SELECT id, pg_notify('taskserver', 'command ' || id || ' ' || coalesce(job_id, '@' || server)) FROM c
                 """,
                 [
-                    .text(command.jobID), .text(command.kind.rawValue), .text(command.taskID),
-                    command.body.map { .bytes(Array($0.jsonString.utf8)) },
+                    command.jobID.map { .text($0) }, .text(command.kind.rawValue), .text(command.taskID),
+                    command.body.map { .bytes(Array($0.jsonString.utf8)) }, command.server.map { .text($0) },
+                    command.lease.map { .text($0) },
                 ]
             )
+            guard rows.count == 1 else {
+                promise.succeed(ClusterCommand.leaseNotStored)
+                return
+            }
             let id = rows.int(0, 0)
             self.waiting.withLock { $0[id] = promise }
             TimerQueue.shared.schedule(after: timeout) {
@@ -223,7 +239,7 @@ final class PostgresCluster: Cluster {
         self.enqueue { db in
             try db.query(
                 """
-                UPDATE commands SET applied_at = taskserver_now_ms(), result = $2 WHERE id = $1
+                UPDATE commands SET applied_at = taskserver_now_ms(), result = $2 WHERE id = $1 AND applied_at IS NULL
                 RETURNING pg_notify('taskserver', 'answered ' || id)
                 """,
                 [.int(id), .text(answer.jsonString)]
@@ -308,8 +324,7 @@ final class PostgresCluster: Cluster {
                     // They get a lease's time to reconnect and renew before they count as dead,
                     // so a database restart is not a takeover of everyone by whoever came back first.
                     let reaping = now &- connectedAt >= UInt64(self.options.lease.wholeMilliseconds) * 1_000_000
-                    try self.beat(db, reaping: reaping)
-                    self.lastRenewal.store(now, ordering: .sequentiallyConsistent)
+                    try self.beat(db, reaping: reaping, sentAt: now)
                     nextBeat = now + heartbeat
                 }
                 try self.dispatch(try db.notifications(read: false), db)
@@ -355,20 +370,28 @@ final class PostgresCluster: Cluster {
     }
 
     /// One heartbeat: renew (or register again), take over the servers whose lease ended, and
-    /// look for commands and answers a lost notification left behind.
-    private func beat(_ db: PostgresConnection, reaping: Bool) throws {
+    /// look for commands and answers a lost notification left behind. `sentAt` becomes the last
+    /// renewal once the lease is renewed or taken again — before the jobs are claimed, so that the
+    /// watchdog never takes a claim made under a fresh lease for one made under a stale one.
+    private func beat(_ db: PostgresConnection, reaping: Bool, sentAt: UInt64) throws {
         let delegate = self.delegate.withLock { $0 }
+        let pools = self.poolsObserver.withLock { $0 }
+        let queued = pools?.clusterQueuedCounts() ?? [:]
         let renewed =
             try db.query(
                 """
-                UPDATE servers SET heartbeat_at = now_ms, lease_until = now_ms + $3 FROM taskserver_now_ms() AS now_ms
-                WHERE id = $1 AND token = $2
+                UPDATE servers SET heartbeat_at = now_ms, lease_until = now_ms + $3, queued = $4
+                FROM taskserver_now_ms() AS now_ms WHERE id = $1 AND token = $2
                 """,
                 [
                     .text(self.nodeName), .int(self.token.load(ordering: .sequentiallyConsistent)),
                     .int(self.options.lease.wholeMilliseconds),
+                    queued.isEmpty ? nil : .text(Self.queuedJSON(queued)),
                 ]
             ).affected == 1
+        if renewed && !self.lostJobs.load(ordering: .sequentiallyConsistent) {
+            self.lastRenewal.store(sentAt, ordering: .sequentiallyConsistent)
+        }
         if !renewed || self.lostJobs.load(ordering: .sequentiallyConsistent)
             || self.fenced.load(ordering: .sequentiallyConsistent)
         {
@@ -385,6 +408,7 @@ final class PostgresCluster: Cluster {
             // The writer away (the database restarting): not before it is back and has sent them.
             guard self.flushWrites.withLock({ $0 })?() ?? true else { return }
             try self.register(db, releasingClaims: false)
+            self.lastRenewal.store(sentAt, ordering: .sequentiallyConsistent)
             self.fenced.store(false, ordering: .sequentiallyConsistent)
             self.lostJobs.store(false, ordering: .sequentiallyConsistent)
             self.logger.notice("registered again", metadata: ["node": "\(self.nodeName)"])
@@ -411,11 +435,15 @@ final class PostgresCluster: Cluster {
         }
         let alive = try db.query(
             """
-            SELECT count(*) FILTER (WHERE id <> $1), coalesce(min(token), 0) FROM servers
-            WHERE lease_until >= taskserver_now_ms()
+            SELECT count(*) FILTER (WHERE id <> $1), coalesce(min(token), 0),
+                json_object_agg(id, queued::json) FILTER (WHERE id <> $1 AND queued IS NOT NULL)::text
+            FROM servers WHERE lease_until >= taskserver_now_ms()
             """,
             [.text(self.nodeName)]
         )
+        if let pools {
+            pools.clusterPeersQueued(try Self.queuedByPool(alive.optionalText(0, 2)))
+        }
         self.peers.store(Int(alive.int(0, 0)), ordering: .relaxed)
         let leading = alive.int(0, 1) == self.token.load(ordering: .relaxed)
         self.isLeader.store(leading, ordering: .relaxed)
@@ -425,20 +453,24 @@ final class PostgresCluster: Cluster {
         if let delegate {
             let commands = try db.query(
                 """
-                SELECT c.id, c.job_id, c.kind, c.task_id, c.body FROM commands c JOIN jobs j ON j.id = c.job_id
+                SELECT c.id, c.job_id, c.kind, c.task_id, c.body, c.server FROM commands c JOIN jobs j ON j.id = c.job_id
                 WHERE c.applied_at IS NULL AND j.owner = $1 AND c.created_at < taskserver_now_ms() - 1000
                 """,
                 [.text(self.nodeName)]
             )
             for row in 0..<commands.count where delegate.clusterRuns(commands.text(row, 1)) {
-                if let command = try Self.command(commands, row) {
-                    delegate.clusterApply(commands.int(row, 0), command)
-                }
+                if let command = try Self.command(commands, row) { self.apply(commands.int(row, 0), command) }
             }
         }
         let waitingIDs = self.waiting.withLock { Array($0.keys) }
         if !waitingIDs.isEmpty { try self.collectAnswers(waitingIDs, db) }
-        try db.query("DELETE FROM commands WHERE applied_at < taskserver_now_ms() - 60000")
+        // Answered a minute ago, or claims nobody applied in time (never applied later).
+        try db.query(
+            """
+            DELETE FROM commands WHERE applied_at < taskserver_now_ms() - 60000
+                OR (kind = 'claim' AND applied_at IS NULL AND created_at < taskserver_now_ms() - 60000)
+            """
+        )
     }
 
     private func dispatch(_ notifications: [(channel: String, payload: String)], _ db: PostgresConnection) throws {
@@ -453,12 +485,22 @@ final class PostgresCluster: Cluster {
                 let id = String(words[1])
                 if delegate?.clusterRuns(id) == true { delegate?.clusterCancel(id) }
             case "command" where words.count == 3:
-                guard let delegate, let id = Int64(words[1]), delegate.clusterRuns(String(words[2])) else { continue }
+                // For a job (its owner applies it) or for a server (`@name`: a claim).
+                let target = words[2]
+                let mine =
+                    target.hasPrefix("@")
+                    ? target.dropFirst() == self.nodeName[...] : delegate?.clusterRuns(String(target)) == true
+                guard mine, let id = Int64(words[1]) else { continue }
+                // A claim is worth applying only while its server still waits for the answer (the
+                // attempts it leased would otherwise wait for a heartbeat timeout).
                 let rows = try db.query(
-                    "SELECT id, job_id, kind, task_id, body FROM commands WHERE id = $1 AND applied_at IS NULL",
-                    [.int(id)]
+                    """
+                    SELECT id, job_id, kind, task_id, body, server FROM commands WHERE id = $1 AND applied_at IS NULL
+                        AND (kind <> 'claim' OR created_at >= taskserver_now_ms() - $2)
+                    """,
+                    [.int(id), .int(Self.claimFreshness.wholeMilliseconds)]
                 )
-                if rows.count == 1, let command = try Self.command(rows, 0) { delegate.clusterApply(id, command) }
+                if rows.count == 1, let command = try Self.command(rows, 0) { self.apply(id, command) }
             case "answered" where words.count == 2:
                 if let id = Int64(words[1]) { answered.append(id) }
             case "ended":
@@ -486,12 +528,51 @@ final class PostgresCluster: Cluster {
         }
     }
 
+    /// How long after it was relayed a claim is still applied (the relaying server waits a
+    /// little longer for the answer).
+    static let claimFreshness: Duration = .seconds(2)
+
+    /// Hands `command` to whoever applies its kind.
+    private func apply(_ id: Int64, _ command: ClusterCommand) {
+        if command.kind.isPoolCommand {
+            self.poolsObserver.withLock { $0 }?.clusterApplyPoolCommand(id, command)
+        } else {
+            self.delegate.withLock { $0 }?.clusterApply(id, command)
+        }
+    }
+
+    /// This server's queued counts as its row publishes them: `{"pool": count, …}`.
+    static func queuedJSON(_ queued: [String: Int]) -> String {
+        JSONValue.object(JSONObject(queued.sorted { $0.key < $1.key }.map { ($0.key, .int($0.value)) })).jsonString
+    }
+
+    /// Other servers' published queued counts (`{"server": {"pool": count}}`) by pool and server.
+    static func queuedByPool(_ text: String?) throws -> [String: [String: Int]] {
+        guard let text, case .object(let servers) = try JSONParser.parse(text, limits: StoredRecords.limits) else {
+            return [:]
+        }
+        var byPool: [String: [String: Int]] = [:]
+        for (server, counts) in servers {
+            guard case .object(let counts) = counts else { continue }
+            for (pool, count) in counts {
+                if let count = count.intValue, count > 0 { byPool[pool, default: [:]][server] = count }
+            }
+        }
+        return byPool
+    }
+
     private static func command(_ rows: PostgresRows, _ row: Int) throws -> ClusterCommand? {
         guard let kind = ClusterCommand.Kind(rawValue: rows.text(row, 2)), let taskID = rows.optionalText(row, 3)
         else { return nil }
         let body =
             try rows.isNull(row, 4)
             ? nil : rows.withBytes(row, 4) { try JSONParser.parse($0, limits: StoredRecords.limits) }
-        return ClusterCommand(jobID: rows.text(row, 1), kind: kind, taskID: taskID, body: body)
+        return ClusterCommand(
+            jobID: rows.optionalText(row, 1),
+            kind: kind,
+            taskID: taskID,
+            body: body,
+            server: rows.optionalText(row, 5)
+        )
     }
 }

@@ -150,6 +150,13 @@ enum PostgresSchema {
         ALTER TABLE commands ADD COLUMN task_id text, ADD COLUMN applied_at bigint, ADD COLUMN result text;
         CREATE INDEX commands_unapplied ON commands (job_id) WHERE applied_at IS NULL;
         """,
+        // 3: worker claims through any server (SPEC §9). Each heartbeat publishes the server's
+        // queued attempts per pool; a claim with nothing queued where it arrives is relayed to a
+        // server that has some (`commands.server`, no job).
+        """
+        ALTER TABLE servers ADD COLUMN queued text;    -- {"pool": count, …}, as of its last heartbeat
+        ALTER TABLE commands ALTER COLUMN job_id DROP NOT NULL, ADD COLUMN server text;
+        """,
     ]
 
     /// The advisory lock key of migrations (any fixed number; "TSMG" in ASCII).

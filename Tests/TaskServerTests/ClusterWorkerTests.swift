@@ -1,0 +1,140 @@
+import TestSupport
+import Testing
+
+@testable import TaskGraph
+@testable import TaskServer
+
+/// Worker claims and leases through any server of a cluster (SPEC §9): a task queued on the server
+/// that runs its job is claimed through another, heartbeated and completed through either, and a
+/// claim waiting on one server gets a task submitted on another. Two servers on one PostgreSQL
+/// schema, real heartbeats (1 s).
+@Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
+struct ClusterWorkerTests {
+    static func start(_ settings: PostgresSettings, _ name: String) async throws -> TestServer {
+        try await TestServer.start { configuration in
+            configuration.database = settings
+            configuration.nodeName = name
+            configuration.externalExecutors = ["images"]
+        }
+    }
+
+    /// Polls `condition` every 50 ms for up to 10 s (scaled).
+    static func eventually(_ condition: () async throws -> Bool) async throws -> Bool {
+        for _ in 0..<(200 * TestTiming.slowdown) {
+            if try await condition() { return true }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return false
+    }
+
+    static let job = jsonValue(
+        #"{"input": {"w": 3}, "graph": {"type": "task", "id": "thumb", "executor": "images", "action": "resize", "params": {"width": "${input.w}"}, "heartbeatTimeoutMs": 20000}}"#
+    )
+
+    @Test func aTaskQueuedOnOneServerIsClaimedHeartbeatedAndCompletedThroughTheOther() async throws {
+        let settings = try TestPostgres.freshSchema()
+        defer { TestPostgres.drop(settings) }
+        let a = try await Self.start(settings, "a")
+        let b = try await Self.start(settings, "b")
+
+        // Queued on a (it runs the job); b learns of it with a's next heartbeat.
+        let first = try await a.submitID(Self.job)
+        var items: [JSONValue] = []
+        #expect(
+            try await Self.eventually {
+                items = try await ExternalPoolsAPITests.claim(b, worker: "w-b", max: 5)
+                return !items.isEmpty
+            }
+        )
+        try #require(items.count == 1)
+        let item = items[0]
+        #expect(item["jobId"]?.stringValue == first)
+        #expect(item["params"] == ["width": 3])
+        #expect(item["attempt"] == 1)
+        let leaseId = try #require(item["leaseId"]?.stringValue)
+        #expect(LeaseID.isPlausible(leaseId), "a lease id made by the claiming server")
+        // Only its hash was stored; the id is nowhere in the database.
+        let admin = try PostgresConnection(settings)
+        let stored = try admin.query(
+            "SELECT count(*) FROM leases WHERE lease_hash = $1",
+            [.text(LeaseID.hash(leaseId))]
+        )
+        #expect(stored.int(0, 0) == 1)
+        #expect(
+            try admin.query(
+                "SELECT count(*) FROM commands WHERE position($1 in coalesce(result, '') || coalesce(convert_from(body, 'UTF8'), '')) > 0",
+                [.text(leaseId)]
+            ).int(0, 0) == 0
+        )
+
+        // Heartbeats through either server reach a's lease.
+        let throughB = try await b.post("/v1/leases/\(leaseId)/heartbeat", json: ["progress": ["done": 0.5]])
+        #expect(throughB.status == 200, "\(throughB)")
+        #expect(throughB.json["cancelRequested"] == false)
+        let throughA = try await a.post("/v1/leases/heartbeat", json: ["items": [["leaseId": .string(leaseId)]]])
+        #expect(throughA.json["items"]?.arrayValue?.first?["status"] == 200, "\(throughA)")
+        #expect(try await a.get("/v1/jobs/\(first)/tasks/thumb").json["progress"] == ["done": 0.5])
+
+        // Completed through b: answered once durable, with the node as a recorded it.
+        let done = try await b.post("/v1/leases/\(leaseId)/complete", json: ["result": ["url": "s3://x"]])
+        #expect(done.status == 200, "\(done)")
+        #expect(done.json["state"] == "succeeded")
+        #expect(done.json["result"] == ["url": "s3://x"])
+        let job = try await b.get("/v1/jobs/\(first)?waitMs=5000").json
+        #expect(job["state"] == "succeeded")
+        #expect(job["result"] == ["url": "s3://x"])
+
+        // The ended lease: its stored row is gone, so through b no one holds it (404); a, which
+        // held it under its hash, remembers it ended (409).
+        expectProblem(try await b.post("/v1/leases/\(leaseId)/complete", json: ["result": 1]), 404, "lease.notFound")
+        expectProblem(try await a.post("/v1/leases/\(leaseId)/heartbeat", json: [:]), 409, "lease.gone")
+
+        // Claimed through a, which runs the job (a lease under its id): heartbeated and completed
+        // through b, which finds a by the lease's hash.
+        let second = try await a.submitID(Self.job)
+        let local = try await ExternalPoolsAPITests.claim(a, worker: "w-a", waitMs: 5000)
+        try #require(local.count == 1)
+        #expect(local[0]["jobId"]?.stringValue == second)
+        let localLease = try #require(local[0]["leaseId"]?.stringValue)
+        let beat = try await b.post("/v1/leases/heartbeat", json: ["items": [["leaseId": .string(localLease)]]])
+        #expect(beat.json["items"]?.arrayValue?.first?["status"] == 200, "\(beat)")
+        let completed = try await b.post("/v1/leases/\(localLease)/complete", json: ["result": 2])
+        #expect(completed.status == 200, "\(completed)")
+        #expect(try await a.get("/v1/jobs/\(second)?waitMs=5000").json["result"] == 2)
+        // The ended lease's stored row is gone: through a server that never held it, no one does.
+        let twice = try await b.post("/v1/leases/\(localLease)/complete", json: ["result": 3])
+        expectProblem(twice, 404, "lease.notFound")
+        expectProblem(try await a.post("/v1/leases/\(localLease)/complete", json: ["result": 3]), 409, "lease.gone")
+
+        await b.stop()
+        await a.stop()
+    }
+
+    @Test func aClaimWaitingOnOneServerGetsATaskSubmittedOnTheOther() async throws {
+        let settings = try TestPostgres.freshSchema()
+        defer { TestPostgres.drop(settings) }
+        let a = try await Self.start(settings, "a")
+        let b = try await Self.start(settings, "b")
+
+        // A claim waits on b with nothing queued anywhere; a gets a task.
+        async let waiting = ExternalPoolsAPITests.claim(b, worker: "w-b", max: 2, waitMs: 8000)
+        try await Task.sleep(for: .milliseconds(200))
+        let id = try await a.submitID(Self.job)
+        let items = try await waiting
+        try #require(items.count == 1, "the waiting claim on b got a's task within a heartbeat or two")
+        #expect(items[0]["jobId"]?.stringValue == id)
+        let leaseId = try #require(items[0]["leaseId"]?.stringValue)
+
+        // Completed through a (it holds the lease, by the id's hash) with claimNext: nothing more.
+        let done = try await a.post(
+            "/v1/leases/complete",
+            json: ["items": [["leaseId": .string(leaseId), "result": 7]], "claimNext": ["max": 1]]
+        )
+        #expect(done.json["items"]?.arrayValue?.first?["status"] == 200, "\(done)")
+        #expect(done.json["claimed"] == [])
+        #expect(try await b.get("/v1/jobs/\(id)?waitMs=5000").json["state"] == "succeeded")
+
+        await b.stop()
+        await a.stop()
+    }
+}
