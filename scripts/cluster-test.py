@@ -16,15 +16,19 @@ talk to any of them, as behind a load balancer: every request goes to a node pic
   3. A node is frozen (SIGSTOP) past its lease — alive, its connections idle — while another
      wave runs: the others take its jobs over; thawed (SIGCONT), its late writes are refused
      (fencing) and it registers again.
-  4. With CLUSTER_TEST_DB_RESTART=1: PostgreSQL (TEST_STORE_DIR, `postgres.sh`) stops for 4 s —
+  4. n3 reaches PostgreSQL through a TCP proxy in this script, which cuts it off (a partition:
+     the process alive, its connections open, nothing through either way): it must stop acting
+     on its jobs before they are taken over; the others take them over within 10 s; healed, what
+     it sent meanwhile arrives late and is refused, and it registers again.
+  5. With CLUSTER_TEST_DB_RESTART=1: PostgreSQL (TEST_STORE_DIR, `postgres.sh`) stops for 4 s —
      past the servers' 3.5 s self-fence — and starts again while clients submit through every
      node: every answer is a 201 or a 503 `store.*` (no 500, no reset), every node's /readyz is
      503 while it is away, and all three register again and go on with their jobs.
-  5. A schedule firing each minute, created through one node and read through the others; the
+  6. A schedule firing each minute, created through one node and read through the others; the
      first kill is of the leader (the node that fires). Every minute that passed while the test
      ran (it waits for at least one after the leader's death) started exactly one job, within
      15 s of its fire time, whichever node was the leader then.
-  6. Every accepted job must finish as expected, read through any node (long-polls woken across
+  7. Every accepted job must finish as expected, read through any node (long-polls woken across
      nodes); no finished node ran again (a task's `attempts` equals its `task.started` and
      `task.retrying` events and it has at most one terminal event, seqs have no gaps); every end
      was delivered to the webhook; a delivery repeated for one event id is counted (at least once:
@@ -36,6 +40,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -43,6 +48,7 @@ import threading
 import time
 from datetime import datetime
 import urllib.error
+import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -77,15 +83,69 @@ def sql(query):
     return [line for line in output if line and line != "SET"]
 
 
+class Proxy:
+    """A TCP proxy between one node and PostgreSQL that can cut the node off: a network partition
+    with the process alive and its connections open, nothing getting through either way. What was
+    sent meanwhile arrives once healed (late writes)."""
+
+    def __init__(self, upstream):
+        self.upstream = upstream
+        self.open = threading.Event()
+        self.open.set()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            client, _ = self.listener.accept()
+            self.open.wait()
+            try:
+                upstream = socket.create_connection(self.upstream)
+            except OSError:
+                client.close()
+                continue
+            for source, target in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self.pipe, args=(source, target), daemon=True).start()
+
+    def pipe(self, source, target):
+        try:
+            while data := source.recv(65536):
+                self.open.wait()
+                target.sendall(data)
+        except OSError:
+            pass
+        for end in (source, target):
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self):
+        self.open.clear()
+
+    def heal(self):
+        self.open.set()
+
+
+def proxied(url, proxy):
+    """`url` with its host and port replaced by the proxy's."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = (parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else "") + f"127.0.0.1:{proxy.port}"
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
 class Node:
-    def __init__(self, name):
+    def __init__(self, name, proxy=None):
         self.name = name
         self.log = os.path.join(workdir, f"{name}.log")
+        self.proxy = proxy
         self.start()
 
     def start(self):
+        database = proxied(DATABASE, self.proxy) if self.proxy else DATABASE
         try:
-            self.server = TestServer(BIN, ["--database", DATABASE, "--node-name", self.name, "--executor", "default=8",
+            self.server = TestServer(BIN, ["--database", database, "--node-name", self.name, "--executor", "default=8",
                                            "--executor", "ext=external", "--log-level", "info"], log=self.log, timeout=60)
         except ServerStartError as error:
             raise SystemExit(f"{self.name} did not start: {error}")
@@ -299,6 +359,42 @@ def kill_and_measure(freeze=False, victim=None):
         print(f"{victim.name} started again on port {victim.port}", flush=True)
 
 
+def partition_and_measure(victim):
+    """Cuts `victim` off from PostgreSQL (its proxy), process alive: it must stop acting on its jobs
+    before its lease ends (self-fence at 3.5 s), the others take them over, and once healed its
+    late writes are refused and it registers again."""
+    owned = int(sql(f"SELECT count(*) FROM jobs WHERE owner = '{victim.name}' AND state IN ('pending', 'running')")[0])
+    log_before = len(open(victim.log, errors="replace").read())
+    cut_at = time.monotonic()
+    kills.append(cut_at)
+    victim.alive = False
+    victim.proxy.cut()
+    fenced_at = []
+
+    def taken_over():
+        if not fenced_at and "stops acting on its jobs" in open(victim.log, errors="replace").read()[log_before:]:
+            fenced_at.append(time.monotonic())
+        return int(sql(f"SELECT count(*) FROM jobs WHERE owner = '{victim.name}' "
+                       "AND state IN ('pending', 'running')")[0]) == 0
+    taken = wait_until(taken_over, 30, interval=0.05)
+    takeover = time.monotonic() - cut_at
+    fence = (fenced_at[0] - cut_at) if fenced_at else None
+    print(f"{victim.name} cut off from PostgreSQL owning {owned} unfinished jobs: stopped acting on them after "
+          f"{fence if fence is None else f'{fence:.2f} s'}, taken over in {takeover:.2f} s", flush=True)
+    check(taken, f"{victim.name}'s jobs were not taken over within 30 s of its partition")
+    check(takeover <= 10, f"takeover after a partition took {takeover:.2f} s (> 10 s)")
+    check(fence is not None and fence < takeover,
+          f"{victim.name} stopped acting on its jobs ({fence}) before they were taken over ({takeover:.2f} s)")
+    figures.setdefault("takeover", []).append(takeover)
+    time.sleep(1)
+    victim.proxy.heal()
+    # Healed: what it sent meanwhile arrives late and is refused; it registers again.
+    ok = wait_until(lambda: "registered again" in open(victim.log, errors="replace").read()[log_before:], 30,
+                    interval=0.1)
+    check(ok, f"{victim.name} did not register again after its partition healed")
+    victim.alive = True
+
+
 def verify():
     for job_id, (kind, _, expected, _) in accepted.items():
         if kind == "await" and job_id not in completed and job_id not in cancelled:
@@ -463,7 +559,8 @@ def verify_schedule(created_at, leader_killed_at):
 
 def main():
     subprocess.run(["psql", STORE_URL, "-qc", f"CREATE SCHEMA {SCHEMA}"], check=True)
-    nodes.extend(Node(f"n{i}") for i in (1, 2, 3))
+    upstream = urllib.parse.urlsplit(STORE_URL)
+    nodes.extend([Node("n1"), Node("n2"), Node("n3", proxy=Proxy((upstream.hostname, upstream.port)))])
     started = time.monotonic()
     try:
         print(f"3 nodes on ports {[n.port for n in nodes]}", flush=True)
@@ -486,6 +583,9 @@ def main():
         settle_awaits(0.3)
         time.sleep(0.5)
         kill_and_measure(freeze=True)
+        wave(100)
+        time.sleep(0.5)
+        partition_and_measure(nodes[2])
         if DB_RESTART:
             restart_database_under_load()
         verify()
