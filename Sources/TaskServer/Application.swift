@@ -181,6 +181,17 @@ public final class Application: Sendable {
         self.externalPools.restore(try await self.repository.storedLeases().value)
         let recovered = try await self.jobs.recover().value
         self.externalPools.finishRestoring()
+        if self.repository.cluster != nil {
+            // From now on a recovery is a takeover (or this server registering again): the jobs'
+            // leases carry on here, as after a restart.
+            let (repository, pools) = (self.repository, self.externalPools)
+            self.jobs.setResumeHooks(
+                JobService.ResumeHooks(
+                    before: { ids in repository.storedLeases(ofJobs: ids).map { pools.restore($0) } },
+                    after: { pools.finishRestoring() }
+                )
+            )
+        }
         try await self.scheduler.start()
         if recovered > 0 {
             self.logger.notice("resumed unfinished jobs", metadata: ["count": "\(recovered)"])

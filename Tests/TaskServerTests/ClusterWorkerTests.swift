@@ -106,6 +106,42 @@ struct ClusterWorkerTests {
         await a.stop()
     }
 
+    @Test func aLeaseCarriesOnWhenItsJobIsTakenUpAgain() async throws {
+        let settings = try TestPostgres.freshSchema()
+        defer { TestPostgres.drop(settings) }
+        let a = try await Self.start(settings, "a")
+        let b = try await Self.start(settings, "b")
+        let id = try await a.submitID(Self.job)
+        let items = try await ExternalPoolsAPITests.claim(a, worker: "w-a", waitMs: 5000)
+        let leaseId = try #require(items.first?["leaseId"]?.stringValue)
+
+        // a's registration is gone, as after a takeover: a gives its runs up, registers again and
+        // claims its jobs back; the job's stored lease carries on (by its hash) instead of a new
+        // attempt being queued.
+        let admin = try PostgresConnection(settings)
+        try admin.query("DELETE FROM servers WHERE id = 'a'")
+        #expect(
+            try await Self.eventually {
+                try admin.query("SELECT count(*) FROM servers WHERE id = 'a'").int(0, 0) == 1
+                    && a.app.jobs.liveRun(id) != nil
+            }
+        )
+        for server in [b, a] {
+            let beat = try await server.post("/v1/leases/\(leaseId)/heartbeat", json: [:])
+            #expect(beat.status == 200, "\(beat)")
+            #expect(beat.json["cancelRequested"] == false, "\(beat)")
+        }
+        let done = try await b.post("/v1/leases/\(leaseId)/complete", json: ["result": 5])
+        #expect(done.status == 200, "\(done)")
+        let task = try await a.get("/v1/jobs/\(id)/tasks/thumb").json
+        #expect(task["state"] == "succeeded")
+        #expect(task["attempts"] == 1, "the attempt carried on: \(task)")
+        #expect(try await b.get("/v1/jobs/\(id)?waitMs=5000").json["result"] == 5)
+
+        await b.stop()
+        await a.stop()
+    }
+
     @Test func aClaimWaitingOnOneServerGetsATaskSubmittedOnTheOther() async throws {
         let settings = try TestPostgres.freshSchema()
         defer { TestPostgres.drop(settings) }

@@ -524,16 +524,14 @@ public final class ExternalPools: Sendable {
 
     /// The key of lease `id` in the table (an id or, after a restart, `#` and its hash).
     private func locate(_ id: String) -> (key: String, found: LeaseTable.Found) {
-        let found = self.state.withLock { state -> LeaseTable.Found? in
-            let found = state.leases.find(id)
-            return found == .unknown && state.leases.hasHashKeys ? nil : found
-        }
-        if let found { return (id, found) }
-        // Maybe a lease from before a restart, or leased for another server's claim: known by
-        // its hash only.
+        let (found, hashKeys) = self.state.withLock { ($0.leases.find(id), $0.leases.hasHashKeys) }
+        if found == .live || !hashKeys { return (id, found) }
+        // Maybe a lease from before a restart, leased for another server's claim, or carried on
+        // after a takeover (which wins over its end under its id here): known by its hash only.
         let key = "#" + LeaseID.hash(id)
-        let restored = self.state.withLock { $0.leases.find(key) }
-        return restored == .unknown ? (id, .unknown) : (key, restored)
+        let byHash = self.state.withLock { $0.leases.find(key) }
+        if byHash == .live || (found == .unknown && byHash != .unknown) { return (key, byHash) }
+        return (id, found)
     }
 
     enum HeartbeatResult: Equatable {
@@ -598,6 +596,9 @@ public final class ExternalPools: Sendable {
     /// The key of the lease whose id hashes to `hash`, and what the table knows of it.
     private func locate(hash: String) -> (key: String, found: LeaseTable.Found) {
         self.state.withLock { state in
+            // A lease taken up by hash (carried on after a takeover) wins over an ended one that
+            // was made here under its id.
+            if state.leases.find("#" + hash) == .live { return ("#" + hash, .live) }
             let key = state.leases.key(forHash: hash)
             return (key, state.leases.find(key))
         }

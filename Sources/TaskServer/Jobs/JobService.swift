@@ -55,6 +55,23 @@ public final class JobService: JobObserver, Sendable {
     /// end looks only when there are any; the set is emptied when the last one ends.
     private let leftWhileRecovering = Mutex<Set<String>>([])
     private let recovering = Atomic<Int>(0)
+    private let resumeHooks = Mutex<ResumeHooks?>(nil)
+
+    /// What a recovery does around resuming the jobs it claimed (set once the server started: a
+    /// takeover's): `before`, given their ids, the external pools take up the jobs' stored leases,
+    /// so a dead server's leases carry on here; `after`, they forget those whose attempts did not
+    /// come back.
+    public struct ResumeHooks: Sendable {
+        public var before: @Sendable (_ jobs: [String]) -> Future<Void>
+        public var after: @Sendable () -> Void
+
+        public init(before: @escaping @Sendable ([String]) -> Future<Void>, after: @escaping @Sendable () -> Void) {
+            self.before = before
+            self.after = after
+        }
+    }
+
+    public func setResumeHooks(_ hooks: ResumeHooks) { self.resumeHooks.withLock { $0 = hooks } }
 
     /// The shard of `key` (its random bytes pick it).
     private func shard(_ key: JobIDKey) -> Shard {
@@ -524,7 +541,12 @@ public final class JobService: JobObserver, Sendable {
         let live = self.live.reduce(into: Set<String>()) { ids, shard in
             shard.runs.withLock { runs in ids.formUnion(runs.values.lazy.map { $0.id }) }
         }
-        let claimed = self.repository.claimUnfinished(excluding: live).map { stored in
+        let hooks = self.resumeHooks.withLock { $0 }
+        let claimed = self.repository.claimUnfinished(excluding: live).flatMap { stored -> Future<[StoredJob]> in
+            guard let hooks, !stored.isEmpty else { return Future(value: stored) }
+            // Without its leases (the database away a moment): its attempts are queued anew.
+            return hooks.before(stored.map(\.id)).continueWith(on: .immediate) { _ in stored }
+        }.map { stored in
             var resumed: [JobRun] = []
             for job in stored {
                 do {
@@ -562,6 +584,7 @@ public final class JobService: JobObserver, Sendable {
                     run.start()
                 }
             }
+            if !stored.isEmpty { hooks?.after() }
             return resumed.count
         }
         claimed.whenComplete { _ in

@@ -13,6 +13,15 @@ public protocol LeaseJournal: Sendable {
     func removeLeases(_ hashes: [String])
     /// Every lease stored before this process started.
     func storedLeases() -> Future<[StoredLease]>
+    /// The stored leases of these jobs (a takeover carries a dead server's leases on).
+    func storedLeases(ofJobs ids: [String]) -> Future<[StoredLease]>
+}
+
+extension LeaseJournal {
+    public func storedLeases(ofJobs ids: [String]) -> Future<[StoredLease]> {
+        let wanted = Set(ids)
+        return self.storedLeases().map { $0.filter { wanted.contains($0.jobID) } }
+    }
 }
 
 /// A lease as the store keeps it.

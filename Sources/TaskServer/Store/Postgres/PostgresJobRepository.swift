@@ -379,6 +379,20 @@ public final class PostgresJobRepository: JobRepository {
         if !hashes.isEmpty { self.enqueue(.removeLeases(hashes)) }
     }
 
+    public func storedLeases(ofJobs ids: [String]) -> Future<[StoredLease]> {
+        if ids.isEmpty { return Future(value: []) }
+        return self.read { db in
+            let rows = try db.query(
+                """
+                SELECT lease_hash, job_id, task_id, executor, worker_id, attempt, heartbeat_timeout_ms, claimed_at
+                FROM leases WHERE job_id = ANY($1::text[])
+                """,
+                [.textArray(ids)]
+            )
+            return Self.leases(rows)
+        }
+    }
+
     public func storedLeases() -> Future<[StoredLease]> {
         self.read { db in
             // Not those of jobs another live server runs: they are its to keep.
@@ -390,18 +404,22 @@ public final class PostgresJobRepository: JobRepository {
                 """,
                 [.text(self.serverID)]
             )
-            return (0..<rows.count).map { row in
-                StoredLease(
-                    hash: rows.text(row, 0),
-                    jobID: rows.text(row, 1),
-                    taskID: rows.text(row, 2),
-                    executor: rows.text(row, 3),
-                    workerId: rows.text(row, 4),
-                    attempt: Int(rows.int(row, 5)),
-                    heartbeatTimeoutMs: Int(rows.int(row, 6)),
-                    claimedAt: Timestamp(milliseconds: rows.int(row, 7))
-                )
-            }
+            return Self.leases(rows)
+        }
+    }
+
+    private static func leases(_ rows: PostgresRows) -> [StoredLease] {
+        (0..<rows.count).map { row in
+            StoredLease(
+                hash: rows.text(row, 0),
+                jobID: rows.text(row, 1),
+                taskID: rows.text(row, 2),
+                executor: rows.text(row, 3),
+                workerId: rows.text(row, 4),
+                attempt: Int(rows.int(row, 5)),
+                heartbeatTimeoutMs: Int(rows.int(row, 6)),
+                claimedAt: Timestamp(milliseconds: rows.int(row, 7))
+            )
         }
     }
 
