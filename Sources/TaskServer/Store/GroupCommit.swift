@@ -146,9 +146,9 @@ struct JournalEntry {
     /// The job ended in this commit.
     var ended: EndedJob?
     var deliveries: [Delivery] = []
-    /// The `job.*` events for the server-wide feed the repository keeps (`JournalBatch.feedJob`),
-    /// each with the job as its batch left it.
-    var feed: [(event: JobEvent, job: FeedJob)] = []
+    /// The server-wide feed's entries of the `job.*` events (`JournalBatch.feedJob`): each event's
+    /// type and its JSON as `FeedEntry.body` makes it.
+    var feed: [(type: String, body: [UInt8])] = []
     var committed: [@Sendable (Bool) -> Void] = []
     /// How many batches were merged into this entry.
     var batches = 1
@@ -174,8 +174,9 @@ struct JournalEntry {
         if let ended = batch.ended { self.ended = ended }
         self.deliveries += batch.deliveries
         if let job = batch.feedJob {
-            let shared = FeedJob(job)
-            for event in batch.events where event.type.isJobEvent { self.feed.append((event, shared)) }
+            for event in batch.events where event.type.isJobEvent {
+                self.feed.append((event.type.rawValue, FeedEntry.body(jobID: batch.id, event: event, job: job)))
+            }
         }
         if let committed = batch.committed { self.committed.append(committed) }
     }

@@ -27,13 +27,6 @@ public protocol EventFeed: Sendable {
     func waitForEntries(after position: Int, timeout: Duration) -> Future<Void>
     /// The cursor of `position`.
     func cursor(_ position: Int) -> String
-    /// Completes once the feed holds what was committed before the call (a feed read from a store
-    /// may have let its window fall behind while nobody read it).
-    func refresh() -> Future<Void>
-}
-
-extension EventFeed {
-    public func refresh() -> Future<Void> { Future(value: ()) }
 }
 
 /// Where a reader of the feed starts.
@@ -45,70 +38,104 @@ public enum FeedStart: Equatable, Sendable {
 }
 
 /// One event of the feed: its place, its job's id, the event, and the job as it was when the event
-/// was committed (shared by the entries published together; none when a feed read the entry back
-/// from its store after the job was deleted). A class, so that a reader copies a reference, not the
-/// fields; its JSON and its stream frame are made once, by the first reader that needs them, and
-/// shared by every other.
+/// was committed (shared by the entries published together). A class, so that a reader copies a
+/// reference, not the fields; its JSON and its stream frame are made once, by the first reader that
+/// needs them, and shared by every other.
+///
+/// An entry a feed read back from a store (`PostgresEventFeed`) holds its JSON as stored (`body`:
+/// the entry without its cursor), not the event and the job.
 public final class FeedEntry: Sendable {
     let position: Int
     /// The entry's cursor (the feed's format: `EventFeed.cursor`).
     let cursor: String
-    let jobID: String
-    let event: JobEvent
-    let job: FeedJob?
+    /// The event's type: the stream frame's `event`.
+    let type: String
+    private let content: Content
     private let encoded = Mutex<(json: [UInt8]?, frame: [UInt8]?)>((nil, nil))
 
-    init(position: Int, cursor: String, jobID: String, event: JobEvent, job: FeedJob?) {
-        self.position = position
-        self.cursor = cursor
-        self.jobID = jobID
-        self.event = event
-        self.job = job
+    private enum Content {
+        case event(jobID: String, JobEvent, FeedJob)
+        /// `{"jobId": …, …}`: the entry's JSON without its cursor (`body(jobID:event:job:)`).
+        case stored([UInt8])
     }
 
-    /// The entry as JSON: the event, its job's id and cursor, and the job as it was (as list views
-    /// show it: without input and result).
+    init(position: Int, cursor: String, jobID: String, event: JobEvent, job: FeedJob) {
+        self.position = position
+        self.cursor = cursor
+        self.type = event.type.rawValue
+        self.content = .event(jobID: jobID, event, job)
+    }
+
+    init(position: Int, cursor: String, type: String, body: [UInt8]) {
+        self.position = position
+        self.cursor = cursor
+        self.type = type
+        self.content = .stored(body)
+    }
+
+    /// The entry as JSON: its cursor, then the event, its job's id, and the job as it was (as
+    /// list views show it: without input and result).
     var json: [UInt8] {
         if let json = self.encoded.withLock({ $0.json }) { return json }
+        var bytes: [UInt8]
+        switch self.content {
+        case .event(let jobID, let event, let job):
+            var json = JSONWriter(capacity: 512)
+            json.beginObject()
+            json.key("cursor")
+            json.string(self.cursor)
+            Self.members(jobID: jobID, event: event, job: job.snapshot, to: &json)
+            json.endObject()
+            bytes = json.bytes
+        case .stored(let body):
+            var json = JSONWriter(capacity: 64)
+            json.beginObject()
+            json.key("cursor")
+            json.string(self.cursor)
+            bytes = json.bytes
+            // The stored object's members follow the cursor's.
+            if body.count > 2 { bytes.append(UInt8(ascii: ",")) }
+            bytes += body.dropFirst()
+        }
+        let json = bytes
+        self.encoded.withLock { $0.json = json }
+        return json
+    }
+
+    /// The JSON a store keeps of an entry: `json` without its cursor.
+    static func body(jobID: String, event: JobEvent, job: JobSnapshot) -> [UInt8] {
         var json = JSONWriter(capacity: 512)
         json.beginObject()
-        json.key("cursor")
-        json.string(self.cursor)
+        Self.members(jobID: jobID, event: event, job: job, to: &json)
+        json.endObject()
+        return json.bytes
+    }
+
+    private static func members(jobID: String, event: JobEvent, job: JobSnapshot, to json: inout JSONWriter) {
         json.key("jobId")
-        json.string(self.jobID)
+        json.string(jobID)
         json.key("seq")
-        json.int(self.event.seq)
+        json.int(event.seq)
         json.key("type")
-        json.string(self.event.type.rawValue)
+        json.string(event.type.rawValue)
         json.key("time")
-        json.timestamp(self.event.time)
-        if let data = self.event.data {
+        json.timestamp(event.time)
+        if let data = event.data {
             json.key("data")
             json.value(data)
         }
-        if let job = self.job {
-            json.key("job")
-            job.snapshot.write(to: &json, includePayloads: false)
-        }
-        json.endObject()
-        let bytes = json.bytes
-        self.encoded.withLock { $0.json = bytes }
-        return bytes
+        json.key("job")
+        job.write(to: &json, includePayloads: false)
     }
 
     /// The entry as a server-sent event (`id` its cursor).
     var frame: [UInt8] {
         if let frame = self.encoded.withLock({ $0.frame }) { return frame }
         var frame: [UInt8] = []
-        ServerSentEvents.append(id: self.cursor, event: self.event.type.rawValue, data: self.json, to: &frame)
+        ServerSentEvents.append(id: self.cursor, event: self.type, data: self.json, to: &frame)
         self.encoded.withLock { $0.frame = frame }
         return frame
     }
-}
-
-extension FeedEntry {
-    /// What an entry is made of, before it has a place: its job's id, the event, the job.
-    typealias Parts = (jobID: String, event: JobEvent, job: FeedJob?)
 }
 
 /// The job of the entries published together: one object per publication, none per entry.

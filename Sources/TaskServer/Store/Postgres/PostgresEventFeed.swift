@@ -7,24 +7,21 @@ import TaskGraph
 /// one server means the same on every other — and after a restart.
 ///
 /// - **Writing** (`PostgresJobRepository.feedStatement`): a commit whose journal has `job.*` events
-///   adds one row of them (the events only, a line each), numbered from `feed_head`, which it
-///   updates last before committing. A commit holds the head's row lock from there to its end, so
-///   positions are given in commit order, and a reader never sees a position without every earlier
-///   one: no gap, and no entry ever appears behind a cursor a reader was given.
+///   adds one row of them, numbered from `feed_head`, which it updates last before committing. A
+///   commit holds the head's row lock from there to its end, so positions are given in commit
+///   order, and a reader never sees a position without every earlier one: no gap, and no entry
+///   ever appears behind a cursor a reader was given.
 /// - **Reading**: each server keeps the latest `FeedWindow.capacity` entries, read at start. Its
-///   own commits join them as they commit when nothing came between (one server: never a read),
-///   with the job as the commit left it. When other servers' rows came between, or on another
-///   server's `ended` notification, it reads the rows after its latest — at once if a reader
-///   waits, else when the next reader comes (`refresh`): a server nobody reads the feed on reads
-///   no other server's rows. While a reader waits it also reads every 200–300 ms. Rows read carry
-///   their jobs as they are then (their rows, as list views show them).
+///   own commits join them as they commit when nothing came between (one server: never a read);
+///   otherwise, and on another server's `ended` notification, and every 200–300 ms while a reader
+///   waits (never while none does), it reads the rows after its latest.
 ///
 /// Cursors are `pg.<position>`; another feed's cursor is stale.
 final class PostgresEventFeed: EventFeed {
-    /// One row of `feed`: its first position and its entries, in order.
+    /// One row of `feed`: its first position and its entries (type and stored JSON), in order.
     struct Row: Sendable {
         let first: Int
-        let entries: [FeedEntry.Parts]
+        let entries: [(type: String, body: [UInt8])]
     }
 
     /// Reads at most `limit` rows after position `after` (a row boundary).
@@ -34,19 +31,7 @@ final class PostgresEventFeed: EventFeed {
     private let window = Mutex(FeedWindow())
     /// The repository's reader (`attach`); none: nothing is read.
     private let reader = Mutex<Read?>(nil)
-    private let reading = Mutex(Reading())
-    /// Set when rows were committed that the window does not hold and no reader waited for them:
-    /// the next reader reads them first (`refresh`), so a server nobody reads the feed on reads
-    /// no other server's rows.
-    private let stale = Atomic(false)
-
-    private struct Reading {
-        var running = false
-        var again = false
-        var ticking = false
-        /// Completed when a read ends with nothing more to read.
-        var refreshed: [Promise<Void>] = []
-    }
+    private let reading = Mutex<(running: Bool, again: Bool, ticking: Bool)>((false, false, false))
 
     /// A feed whose latest position is `last`, holding `rows` (the newest ones).
     init(last: Int, rows: [Row]) {
@@ -70,29 +55,14 @@ final class PostgresEventFeed: EventFeed {
 
     /// This server committed `entries` at positions from `first`: held at once when they follow
     /// the latest held; otherwise other servers committed in between, and the rows are read.
-    func committed(first: Int, _ entries: [FeedEntry.Parts]) {
+    func committed(first: Int, _ entries: [(type: String, body: [UInt8])]) {
         let waiters = self.window.withLock { window -> [Promise<Void>]? in
             guard first == window.next else { return nil }
             Self.append([Row(first: first, entries: entries)], to: &window, cursor: self.cursor)
             return window.takeWaiters()
         }
-        guard let waiters else { return self.fellBehind() }
+        guard let waiters else { return self.poll() }
         for waiter in waiters { waiter.trySucceed(()) }
-    }
-
-    /// Rows were committed that the window does not hold: read now if a reader waits, else when
-    /// the next one comes.
-    func fellBehind() {
-        self.stale.store(true, ordering: .sequentiallyConsistent)
-        if self.window.withLock({ !$0.waiters.isEmpty }) { self.poll() }
-    }
-
-    func refresh() -> Future<Void> {
-        guard self.stale.load(ordering: .sequentiallyConsistent) else { return Future(value: ()) }
-        let promise = Promise<Void>()
-        self.reading.withLock { $0.refreshed.append(promise) }
-        self.poll()
-        return promise.future
     }
 
     func cursor(_ position: Int) -> String { "pg.\(position)" }
@@ -112,10 +82,7 @@ final class PostgresEventFeed: EventFeed {
     }
 
     func waitForEntries(after position: Int, timeout: Duration) -> Future<Void> {
-        FeedWindow.wait(in: self.window, after: position, timeout: timeout) {
-            if self.stale.load(ordering: .sequentiallyConsistent) { self.poll() }
-            self.tick()
-        }
+        FeedWindow.wait(in: self.window, after: position, timeout: timeout) { self.tick() }
     }
 
     /// Reads the rows after the latest held (one read at a time; a call meanwhile reads again
@@ -131,8 +98,6 @@ final class PostgresEventFeed: EventFeed {
             return true
         }
         guard start else { return }
-        // What becomes stale from here on is read by this read or flagged again.
-        self.stale.store(false, ordering: .sequentiallyConsistent)
         let after = self.latest
         let read = self.reader.withLock { $0 } ?? { _, _ in Future(value: []) }
         read(after, Self.rowsPerRead).whenComplete { outcome in
@@ -142,15 +107,10 @@ final class PostgresEventFeed: EventFeed {
                 return rows.isEmpty ? [] : window.takeWaiters()
             }
             for waiter in waiters { waiter.trySucceed(()) }
-            if outcome.value == nil { self.stale.store(true, ordering: .sequentiallyConsistent) }
-            let (again, refreshed) = self.reading.withLock { reading -> (Bool, [Promise<Void>]) in
+            let again = self.reading.withLock { reading -> Bool in
                 reading.running = false
-                let again = outcome.value != nil && (reading.again || rows.count == Self.rowsPerRead)
-                if again { return (true, []) }
-                defer { reading.refreshed = [] }
-                return (false, reading.refreshed)
+                return reading.again || rows.count == Self.rowsPerRead
             }
-            for promise in refreshed { promise.trySucceed(()) }
             if again { self.poll() }
         }
     }
@@ -181,44 +141,20 @@ final class PostgresEventFeed: EventFeed {
                 let position = row.first + offset
                 if position < window.next && !window.entries.isEmpty { continue }
                 window.append(
-                    FeedEntry(
-                        position: position,
-                        cursor: cursor(position),
-                        jobID: entry.jobID,
-                        event: entry.event,
-                        job: entry.job
-                    )
+                    FeedEntry(position: position, cursor: cursor(position), type: entry.type, body: entry.body)
                 )
             }
         }
     }
 
-    /// The rows of `feed` after `after`, at most `limit`, with their jobs as their rows say now.
+    /// The rows of `feed` after `after`, at most `limit`.
     static func rows(_ db: PostgresConnection, after: Int, limit: Int) throws -> [Row] {
         let rows = try db.query(
             "SELECT first_position, entries FROM feed WHERE first_position > $1 ORDER BY first_position LIMIT $2",
             [.int(Int64(after)), .int(Int64(limit))]
         )
-        var lines: [(first: Int, entries: [(jobID: String, event: JobEvent)])] = []
-        for row in 0..<rows.count {
-            lines.append((Int(rows.int(row, 0)), try rows.withBytes(row, 1) { try Self.entries($0) }))
-        }
-        let ids = Set(lines.flatMap { $0.entries.map(\.jobID) })
-        var jobs: [String: FeedJob] = [:]
-        if !ids.isEmpty {
-            let found = try db.query(
-                """
-                SELECT position, id, name, labels, state, error, progress, created_at, started_at, finished_at, run_at,
-                    priority FROM jobs WHERE id = ANY($1::text[])
-                """,
-                [.textArray(Array(ids))]
-            )
-            for row in 0..<found.count {
-                jobs[found.text(row, 1)] = FeedJob(try PostgresJobRepository.snapshot(found, row))
-            }
-        }
-        return lines.map { line in
-            Row(first: line.first, entries: line.entries.map { ($0.jobID, $0.event, jobs[$0.jobID]) })
+        return (0..<rows.count).map { row in
+            Row(first: Int(rows.int(row, 0)), entries: rows.withBytes(row, 1) { Self.entries($0) })
         }
     }
 
@@ -242,39 +178,12 @@ final class PostgresEventFeed: EventFeed {
         return (last, rows)
     }
 
-    /// An entry as a row keeps it: the job's id, the event's seq, type and time (milliseconds), and
-    /// its data as JSON (nothing when none), separated by tabs (JSON escapes its own).
-    static func line(jobID: String, _ event: JobEvent, to line: inout [UInt8]) {
-        let tab = UInt8(ascii: "\t")
-        line += Array(jobID.utf8)
-        line.append(tab)
-        line += Array(String(event.seq).utf8)
-        line.append(tab)
-        line += Array(event.type.rawValue.utf8)
-        line.append(tab)
-        line += Array(String(event.time.milliseconds).utf8)
-        line.append(tab)
-        if let data = event.data { line += Array(data.jsonString.utf8) }
-    }
-
-    /// A row's entries, from its lines (`line`).
-    static func entries(_ bytes: UnsafeRawBufferPointer) throws -> [(jobID: String, event: JobEvent)] {
-        var entries: [(jobID: String, event: JobEvent)] = []
+    /// A row's entries: lines of type, a tab, and the entry's JSON.
+    private static func entries(_ bytes: UnsafeRawBufferPointer) -> [(type: String, body: [UInt8])] {
+        var entries: [(type: String, body: [UInt8])] = []
         for line in bytes.split(separator: UInt8(ascii: "\n")) {
-            let fields = line.split(separator: UInt8(ascii: "\t"), maxSplits: 4, omittingEmptySubsequences: false)
-            guard fields.count == 5, let seq = Int(String(decoding: fields[1], as: UTF8.self)),
-                let type = JobEventType(rawValue: String(decoding: fields[2], as: UTF8.self)),
-                let time = Int64(String(decoding: fields[3], as: UTF8.self))
-            else { continue }
-            // (Typed: JSONValue takes `nil` as its own null.)
-            let data: JSONValue? =
-                fields[4].isEmpty ? .none : try JSONParser.parse(Array(fields[4]), limits: StoredRecords.limits)
-            entries.append(
-                (
-                    String(decoding: fields[0], as: UTF8.self),
-                    JobEvent(seq: seq, type: type, time: Timestamp(milliseconds: time), data: data)
-                )
-            )
+            guard let tab = line.firstIndex(of: UInt8(ascii: "\t")) else { continue }
+            entries.append((String(decoding: line[line.startIndex..<tab], as: UTF8.self), Array(line[(tab + 1)...])))
         }
         return entries
     }

@@ -210,29 +210,30 @@ extension PostgresJobRepository {
     /// The row of the server-wide feed for the `job.*` events of `entries` (nil: none), numbered
     /// from `feed_head`. Sent last before the commit: the head's row lock is held from there to
     /// the commit's end, so positions are given in commit order and a reader never sees a later
-    /// position without every earlier one (`PostgresEventFeed`). The row keeps the events only
-    /// (`PostgresEventFeed.line`); readers take the jobs from their rows. Returns the entries too:
-    /// once committed, the feed holds them at once when nothing came between.
-    static func feedStatement(_ entries: [JournalEntry]) -> (PostgresConnection.Statement?, [FeedEntry.Parts]) {
-        var parts: [FeedEntry.Parts] = []
+    /// position without every earlier one (`PostgresEventFeed`).
+    /// Returns the entries too: once committed, the feed holds them at once when nothing came
+    /// between (`PostgresEventFeed.committed`).
+    static func feedStatement(
+        _ entries: [JournalEntry]
+    ) -> (PostgresConnection.Statement?, [(type: String, body: [UInt8])]) {
+        let feed = entries.flatMap(\.feed)
+        guard !feed.isEmpty else { return (nil, []) }
         var lines: [UInt8] = []
-        for entry in entries {
-            for (event, job) in entry.feed {
-                if !parts.isEmpty { lines.append(UInt8(ascii: "\n")) }
-                PostgresEventFeed.line(jobID: entry.id, event, to: &lines)
-                parts.append((entry.id, event, job))
-            }
+        for (index, (type, body)) in feed.enumerated() {
+            if index > 0 { lines.append(UInt8(ascii: "\n")) }
+            lines += Array(type.utf8)
+            lines.append(UInt8(ascii: "\t"))
+            lines += body
         }
-        guard !parts.isEmpty else { return (nil, []) }
         let statement = PostgresConnection.Statement(
             sql: """
                 WITH head AS (UPDATE feed_head SET last = last + $1 RETURNING last)
                 INSERT INTO feed (first_position, count, entries, created_at)
                 SELECT last - $1 + 1, $1, $2, taskserver_now_ms() FROM head RETURNING first_position
                 """,
-            values: [.int(Int64(parts.count)), .bytes(lines)]
+            values: [.int(Int64(feed.count)), .bytes(lines)]
         )
-        return (statement, parts)
+        return (statement, feed)
     }
 
     /// New jobs with their labels, in one statement that also reads back the jobs whose

@@ -129,7 +129,7 @@ public final class PostgresJobRepository: JobRepository {
             return self.read { db in try PostgresEventFeed.rows(db, after: after, limit: limit) }
         }
         let feed = self.feed
-        self.membership.feedWake.withLock { $0 = { feed.fellBehind() } }
+        self.membership.feedWake.withLock { $0 = { feed.poll() } }
         self.membership.flushWrites.withLock {
             $0 = { [weak self] in
                 guard let self else { return true }
