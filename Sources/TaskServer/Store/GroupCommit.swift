@@ -146,9 +146,6 @@ struct JournalEntry {
     /// The job ended in this commit.
     var ended: EndedJob?
     var deliveries: [Delivery] = []
-    /// The server-wide feed's entries of the `job.*` events (`JournalBatch.feedJob`): each event's
-    /// type and its JSON as `FeedEntry.body` makes it.
-    var feed: [(type: String, body: [UInt8])] = []
     var committed: [@Sendable (Bool) -> Void] = []
     /// How many batches were merged into this entry.
     var batches = 1
@@ -173,11 +170,6 @@ struct JournalEntry {
         if let startedAt = batch.startedAt { self.startedAt = startedAt }
         if let ended = batch.ended { self.ended = ended }
         self.deliveries += batch.deliveries
-        if let job = batch.feedJob {
-            for event in batch.events where event.type.isJobEvent {
-                self.feed.append((event.type.rawValue, FeedEntry.body(jobID: batch.id, event: event, job: job)))
-            }
-        }
         if let committed = batch.committed { self.committed.append(committed) }
     }
 

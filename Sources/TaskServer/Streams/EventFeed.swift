@@ -8,8 +8,8 @@ import TaskGraph
 ///
 /// The job service publishes a job's events once they are committed, each with the job as it was
 /// then; the feed holds values (ids, events, snapshots, their encoded bytes), never a live job.
-/// `InProcessEventFeed` is this process's feed; with PostgreSQL the feed is a table every server
-/// of a cluster reads (`PostgresEventFeed`), and a cursor means the same on every server.
+/// `InProcessEventFeed` is this process's feed; in a cluster the feed is the events table, and a
+/// cursor means the same on every node.
 public protocol EventFeed: Sendable {
     /// Adds committed `events` of job `jobID` (its `job.*` events only are kept), with the job as
     /// it was when they were committed, and wakes the readers.
@@ -41,98 +41,58 @@ public enum FeedStart: Equatable, Sendable {
 /// was committed (shared by the entries published together). A class, so that a reader copies a
 /// reference, not the fields; its JSON and its stream frame are made once, by the first reader that
 /// needs them, and shared by every other.
-///
-/// An entry a feed read back from a store (`PostgresEventFeed`) holds its JSON as stored (`body`:
-/// the entry without its cursor), not the event and the job.
 public final class FeedEntry: Sendable {
     let position: Int
-    /// The entry's cursor (the feed's format: `EventFeed.cursor`).
-    let cursor: String
-    /// The event's type: the stream frame's `event`.
-    let type: String
-    private let content: Content
+    let jobID: String
+    let event: JobEvent
+    let job: FeedJob
+    /// The feed's part of the cursor (`InProcessEventFeed.boot`).
+    let boot: String
     private let encoded = Mutex<(json: [UInt8]?, frame: [UInt8]?)>((nil, nil))
 
-    private enum Content {
-        case event(jobID: String, JobEvent, FeedJob)
-        /// `{"jobId": …, …}`: the entry's JSON without its cursor (`body(jobID:event:job:)`).
-        case stored([UInt8])
-    }
-
-    init(position: Int, cursor: String, jobID: String, event: JobEvent, job: FeedJob) {
+    init(position: Int, jobID: String, event: JobEvent, job: FeedJob, boot: String) {
         self.position = position
-        self.cursor = cursor
-        self.type = event.type.rawValue
-        self.content = .event(jobID: jobID, event, job)
+        self.jobID = jobID
+        self.event = event
+        self.job = job
+        self.boot = boot
     }
 
-    init(position: Int, cursor: String, type: String, body: [UInt8]) {
-        self.position = position
-        self.cursor = cursor
-        self.type = type
-        self.content = .stored(body)
-    }
+    var cursor: String { "\(self.boot).\(self.position)" }
 
-    /// The entry as JSON: its cursor, then the event, its job's id, and the job as it was (as
-    /// list views show it: without input and result).
+    /// The entry as JSON: the event, its job's id and cursor, and the job as it was (as list views
+    /// show it: without input and result).
     var json: [UInt8] {
         if let json = self.encoded.withLock({ $0.json }) { return json }
-        var bytes: [UInt8]
-        switch self.content {
-        case .event(let jobID, let event, let job):
-            var json = JSONWriter(capacity: 512)
-            json.beginObject()
-            json.key("cursor")
-            json.string(self.cursor)
-            Self.members(jobID: jobID, event: event, job: job.snapshot, to: &json)
-            json.endObject()
-            bytes = json.bytes
-        case .stored(let body):
-            var json = JSONWriter(capacity: 64)
-            json.beginObject()
-            json.key("cursor")
-            json.string(self.cursor)
-            bytes = json.bytes
-            // The stored object's members follow the cursor's.
-            if body.count > 2 { bytes.append(UInt8(ascii: ",")) }
-            bytes += body.dropFirst()
-        }
-        let json = bytes
-        self.encoded.withLock { $0.json = json }
-        return json
-    }
-
-    /// The JSON a store keeps of an entry: `json` without its cursor.
-    static func body(jobID: String, event: JobEvent, job: JobSnapshot) -> [UInt8] {
         var json = JSONWriter(capacity: 512)
         json.beginObject()
-        Self.members(jobID: jobID, event: event, job: job, to: &json)
-        json.endObject()
-        return json.bytes
-    }
-
-    private static func members(jobID: String, event: JobEvent, job: JobSnapshot, to json: inout JSONWriter) {
+        json.key("cursor")
+        json.string(self.cursor)
         json.key("jobId")
-        json.string(jobID)
+        json.string(self.jobID)
         json.key("seq")
-        json.int(event.seq)
+        json.int(self.event.seq)
         json.key("type")
-        json.string(event.type.rawValue)
+        json.string(self.event.type.rawValue)
         json.key("time")
-        json.timestamp(event.time)
-        if let data = event.data {
+        json.timestamp(self.event.time)
+        if let data = self.event.data {
             json.key("data")
             json.value(data)
         }
         json.key("job")
-        job.write(to: &json, includePayloads: false)
+        self.job.snapshot.write(to: &json, includePayloads: false)
+        json.endObject()
+        let bytes = json.bytes
+        self.encoded.withLock { $0.json = bytes }
+        return bytes
     }
 
     /// The entry as a server-sent event (`id` its cursor).
     var frame: [UInt8] {
         if let frame = self.encoded.withLock({ $0.frame }) { return frame }
         var frame: [UInt8] = []
-        ServerSentEvents.append(id: self.cursor, event: self.type, data: self.json, to: &frame)
+        ServerSentEvents.append(id: self.cursor, event: self.event.type.rawValue, data: self.json, to: &frame)
         self.encoded.withLock { $0.frame = frame }
         return frame
     }
@@ -145,94 +105,38 @@ public final class FeedJob: Sendable {
     init(_ snapshot: JobSnapshot) { self.snapshot = snapshot }
 }
 
-/// The latest `capacity` entries of a feed, in position order with no gap, and the readers
-/// waiting for the next: what both feeds hold, under their lock.
-struct FeedWindow {
-    static let capacity = 10_000
-
-    var entries = CircularBuffer<FeedEntry>()
-    /// The position of the next entry.
-    var next = 1
-    var waiters: [Promise<Void>] = []
-
-    /// Appends `entry` (at `next`), dropping the oldest past the capacity.
-    mutating func append(_ entry: FeedEntry) {
-        self.entries.append(entry)
-        self.next = entry.position + 1
-        if self.entries.count > Self.capacity { self.entries.removeFirst() }
-    }
-
-    /// The waiters to wake, taken.
-    mutating func takeWaiters() -> [Promise<Void>] {
-        defer { self.waiters = [] }
-        return self.waiters
-    }
-
-    var latest: Int { self.next - 1 }
-
-    var beforeOldest: Int { (self.entries.first?.position ?? self.next) - 1 }
-
-    func entries(after position: Int, limit: Int) -> (entries: [FeedEntry], gap: Bool) {
-        guard let first = self.entries.first else { return ([], position < self.next - 1) }
-        let gap = position < first.position - 1
-        let start = max(0, position - first.position + 1)
-        guard start < self.entries.count else { return ([], gap) }
-        let end = min(self.entries.count, start + limit)
-        let from = self.entries.index(self.entries.startIndex, offsetBy: start)
-        let to = self.entries.index(self.entries.startIndex, offsetBy: end)
-        return (Array(self.entries[from..<to]), gap)
-    }
-
-    /// Completes when `window` has an entry after `position` (or a reader fell out of it), or
-    /// after `timeout`; `waiting` is told when the reader starts waiting.
-    static func wait(
-        in window: borrowing Mutex<FeedWindow>,
-        after position: Int,
-        timeout: Duration,
-        waiting: () -> Void = {}
-    ) -> Future<Void> {
-        let promise = Promise<Void>()
-        let ready = window.withLock { window -> Bool in
-            let (entries, gap) = window.entries(after: position, limit: 1)
-            if gap || !entries.isEmpty { return true }
-            window.waiters.append(promise)
-            return false
-        }
-        if ready { return Future(value: ()) }
-        waiting()
-        let timer = TimerQueue.shared.schedule(after: timeout) { promise.trySucceed(()) }
-        promise.future.whenComplete { _ in TimerQueue.shared.cancel(timer) }
-        return promise.future
-    }
-}
-
-/// The feed of one process: a bounded window of the latest `FeedWindow.capacity` entries.
+/// The feed of one process: a bounded window of the latest `capacity` entries.
 ///
 /// Cursors are `<boot>.<n>`: `n` counts from 1 in this process and `boot` names the process (its
 /// start time), so a cursor from before a restart is recognised as stale rather than misread.
 public final class InProcessEventFeed: EventFeed {
+    static let capacity = 10_000
+
     public init() {}
 
-    private let window = Mutex(FeedWindow())
+    private struct State {
+        var entries = CircularBuffer<FeedEntry>()
+        var next = 1
+        var waiters: [Promise<Void>] = []
+    }
+
+    private let state = Mutex(State())
     /// This process's part of every cursor.
     let boot = String(UInt64(Timestamp.now().milliseconds), radix: 36)
 
     public func publish(jobID: String, events: some Collection<JobEvent>, job: JobSnapshot) {
         let shared = FeedJob(job)
-        let waiters: [Promise<Void>] = self.window.withLock { window in
+        let waiters: [Promise<Void>] = self.state.withLock { state in
             for event in events where event.type.isJobEvent {
-                let position = window.next
-                window.append(
-                    FeedEntry(
-                        position: position,
-                        cursor: self.cursor(position),
-                        jobID: jobID,
-                        event: event,
-                        job: shared
-                    )
+                let position = state.next
+                state.entries.append(
+                    FeedEntry(position: position, jobID: jobID, event: event, job: shared, boot: self.boot)
                 )
+                state.next += 1
+                if state.entries.count > Self.capacity { state.entries.removeFirst() }
             }
-            return window.takeWaiters()
+            defer { state.waiters = [] }
+            return state.waiters
         }
         for waiter in waiters { waiter.trySucceed(()) }
     }
@@ -248,15 +152,36 @@ public final class InProcessEventFeed: EventFeed {
         return .after(position)
     }
 
-    public var latest: Int { self.window.withLock { $0.latest } }
+    public var latest: Int { self.state.withLock { $0.next - 1 } }
 
-    public var beforeOldest: Int { self.window.withLock { $0.beforeOldest } }
+    public var beforeOldest: Int { self.state.withLock { ($0.entries.first?.position ?? $0.next) - 1 } }
 
     public func entries(after position: Int, limit: Int) -> (entries: [FeedEntry], gap: Bool) {
-        self.window.withLock { $0.entries(after: position, limit: limit) }
+        self.state.withLock { state in Self.entries(after: position, limit: limit, in: state) }
+    }
+
+    private static func entries(after position: Int, limit: Int, in state: State) -> (entries: [FeedEntry], gap: Bool) {
+        guard let first = state.entries.first else { return ([], position < state.next - 1) }
+        let gap = position < first.position - 1
+        let start = max(0, position - first.position + 1)
+        guard start < state.entries.count else { return ([], gap) }
+        let end = min(state.entries.count, start + limit)
+        let from = state.entries.index(state.entries.startIndex, offsetBy: start)
+        let to = state.entries.index(state.entries.startIndex, offsetBy: end)
+        return (Array(state.entries[from..<to]), gap)
     }
 
     public func waitForEntries(after position: Int, timeout: Duration) -> Future<Void> {
-        FeedWindow.wait(in: self.window, after: position, timeout: timeout)
+        let promise = Promise<Void>()
+        let ready = self.state.withLock { state -> Bool in
+            let (entries, gap) = Self.entries(after: position, limit: 1, in: state)
+            if gap || !entries.isEmpty { return true }
+            state.waiters.append(promise)
+            return false
+        }
+        if ready { return Future(value: ()) }
+        let timer = TimerQueue.shared.schedule(after: timeout) { promise.trySucceed(()) }
+        promise.future.whenComplete { _ in TimerQueue.shared.cancel(timer) }
+        return promise.future
     }
 }
