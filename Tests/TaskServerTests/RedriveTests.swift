@@ -98,6 +98,59 @@ struct RedriveTests {
         }
     }
 
+    /// A delayed job cancelled before its time never started; redriven, it runs now, and a
+    /// running job has a `startedAt` (the redrive's time): read live, listed, and after a crash.
+    static func cancelledBeforeItsTimeThenRedriven(
+        _ server: TestServer
+    ) async throws -> (id: String, startedAt: JSONValue?) {
+        let job =
+            #"{"delayMs": 604800000, "graph": {"type": "series", "id": "s", "steps": ["#
+            + #"{"type": "task", "id": "a", "action": "value", "params": {"value": 42}},"#
+            + #"{"type": "task", "id": "gate", "action": "await"}]}}"#
+        let id = try await server.submitID(jsonValue(job))
+        #expect(try await server.post("/v1/jobs/\(id)/cancel").status == 202)
+        let cancelled = try await server.finished(id)
+        #expect(cancelled["state"] == "cancelled" && cancelled["startedAt"] == nil, "\(cancelled)")
+        let before = Timestamp.now()
+        let redriven = try await server.post("/v1/jobs/\(id)/redrive")
+        #expect(redriven.status == 202 && redriven.json["state"] == "running", "\(redriven)")
+        let startedAt = redriven.json["startedAt"]?.stringValue.flatMap(Timestamp.init(rfc3339:))
+        #expect(startedAt.map { $0.milliseconds >= before.milliseconds } ?? false, "running, so started: \(redriven)")
+        try await server.waitUntilStarted(id, task: "gate")
+        let listed = try await server.get("/v1/jobs?state=running").json["items"]?.arrayValue ?? []
+        #expect(listed.filter { $0["id"] == .string(id) }.map { $0["startedAt"] } == [redriven.json["startedAt"]])
+        return (id, redriven.json["startedAt"])
+    }
+
+    @Test func aJobRedrivenBeforeItEverStartedHasAStartTime() async throws {
+        try await withServer { server in
+            let (id, startedAt) = try await Self.cancelledBeforeItsTimeThenRedriven(server)
+            #expect(try await server.post("/v1/jobs/\(id)/tasks/gate/complete", text: #"{"result": 1}"#).status == 200)
+            let job = try await server.finished(id)
+            #expect(job["state"] == "succeeded" && job["startedAt"] == startedAt, "\(job)")
+        }
+        let path = try SQLiteStoreTests.temporaryDirectory() + "/taskserver.sqlite"
+        let first = try await SQLiteStoreTests.server(path)
+        let (id, startedAt) = try await Self.cancelledBeforeItsTimeThenRedriven(first)
+        let image = try await SQLiteStoreTests.crashImage(of: first, path: path)
+        await first.stop()
+        let second = try await SQLiteStoreTests.server(image)
+        let resumed = try await second.get("/v1/jobs/\(id)").json
+        #expect(resumed["state"] == "running" && resumed["startedAt"] == startedAt, "\(resumed)")
+        await second.stop()
+
+        // PostgreSQL: another server reads the job from its row.
+        let settings = try TestPostgres.freshSchema()
+        defer { TestPostgres.drop(settings) }
+        let one = try await ClusterWorkerTests.start(settings, "one")
+        let two = try await ClusterWorkerTests.start(settings, "two")
+        let (shared, sharedStartedAt) = try await Self.cancelledBeforeItsTimeThenRedriven(one)
+        let read = try await two.get("/v1/jobs/\(shared)").json
+        #expect(read["state"] == "running" && read["startedAt"] == sharedStartedAt, "\(read)")
+        await two.stop()
+        await one.stop()
+    }
+
     /// A redriven job is an unfinished job like any other: a crash resumes it, and what had
     /// succeeded before the redrive still does not run again.
     @Test func aRedrivenJobResumesAfterACrash() async throws {

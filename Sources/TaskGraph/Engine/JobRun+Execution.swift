@@ -73,6 +73,9 @@ extension JobRun {
             guard state.jobState == .pending else { return (false, .now(), []) }
             state.jobState = .running
             let now = Timestamp.now()
+            // Cancelled before it ever started (a delayed job): it starts now, and a running job
+            // has a `startedAt`; `job.redriven` says so (`JobRun.startedAt`).
+            if state.startedAt == nil { state.startedAt = now }
             return (true, now, Self.appendEvent(.jobRedriven, taskId: nil, data: nil, time: now, in: &state))
         }
         guard shouldStart else { return }

@@ -188,6 +188,9 @@ public final class JobRun: Sendable {
     /// The job's state, without building a snapshot.
     public var jobState: JobState { self.state.withLock { $0.jobState } }
 
+    /// When the job started (nil: not yet).
+    public var startedAt: Timestamp? { self.state.withLock { $0.startedAt } }
+
     /// Whether a cancellation of the whole job has been requested.
     public var isCancelRequested: Bool { self.state.withLock { $0.cancelRequested } }
 

@@ -742,7 +742,12 @@ public final class JobService: JobObserver, Sendable {
             key: run.storeKey.load(ordering: .relaxed),
             events: self.durable ? Array(events) : []
         )
-        for event in events where event.type == .jobStarted { batch.startedAt = event.time }
+        for event in events {
+            // A job redriven before it ever started starts with its `job.redriven`.
+            if event.type == .jobStarted || event.type == .jobRedriven && run.startedAt == event.time {
+                batch.startedAt = event.time
+            }
+        }
         if events.last?.type.isTerminal == true {
             let record = run.record
             batch.ended = EndedJob(snapshot: record.snapshot, nodes: record.nodes, events: record.events)
