@@ -433,6 +433,23 @@ struct EngineTests {
         checkInvariants(run)
     }
 
+    /// A job cancelled before it started (a delayed one) never runs: between being taken for
+    /// execution and ending `cancelled` it reads `pending`, never `running` without a start time.
+    @Test func aJobCancelledBeforeItStartedNeverReadsRunning() async throws {
+        let run = testEngine.makeRun(
+            id: "job",
+            spec: try decodeJob(#"{"graph":{"type":"task","id":"t","action":"value"}}"#),
+            createdAt: .now(),
+            restored: RestoredJob(nodes: [:], events: [], startedAt: nil, cancelRequested: true)
+        )
+        let prepared = try #require(run.prepareStart())
+        #expect(run.snapshot.state == .pending && run.snapshot.startedAt == nil)
+        prepared.run()
+        try await run.waitForTerminal(timeout: .seconds(10)).value
+        #expect(run.snapshot.state == .cancelled && run.snapshot.startedAt == nil)
+        #expect(run.events(after: 0).map(\.type) == [.jobCreated, .taskCancelled, .jobCancelled])
+    }
+
     @Test func cancellingAFinishedJobIsAConflict() async throws {
         let run = try await runJob(#"{"graph":{"type":"task","action":"value"}}"#)
         #expect(run.cancel() == .terminal(.succeeded))

@@ -73,8 +73,8 @@ extension JobRun {
             guard state.jobState == .pending else { return (false, .now(), []) }
             state.jobState = .running
             let now = Timestamp.now()
-            // Cancelled before it ever started (a delayed job): it starts now, and a running job
-            // has a `startedAt`; `job.redriven` says so (`JobRun.startedAt`).
+            // Cancelled before it ever started (a delayed job), and not given a start time by the
+            // caller (`JobService` gives the one it stored): it starts now, as a running job has one.
             if state.startedAt == nil { state.startedAt = now }
             return (true, now, Self.appendEvent(.jobRedriven, taskId: nil, data: nil, time: now, in: &state))
         }

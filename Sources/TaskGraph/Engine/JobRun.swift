@@ -153,7 +153,9 @@ public final class JobRun: Sendable {
         JobSnapshot(
             id: self.id,
             name: self.spec.name,
-            state: state.jobState,
+            // Cancelled before it started (`prepareStart`), it is on its way to `cancelled` and
+            // never ran: until it gets there it reads `pending`, not `running` without a start.
+            state: state.jobState == .running && state.startedAt == nil ? .pending : state.jobState,
             input: self.spec.input,
             result: state.result,
             error: state.error,
@@ -187,9 +189,6 @@ public final class JobRun: Sendable {
 
     /// The job's state, without building a snapshot.
     public var jobState: JobState { self.state.withLock { $0.jobState } }
-
-    /// When the job started (nil: not yet).
-    public var startedAt: Timestamp? { self.state.withLock { $0.startedAt } }
 
     /// Whether a cancellation of the whole job has been requested.
     public var isCancelRequested: Bool { self.state.withLock { $0.cancelRequested } }

@@ -500,7 +500,9 @@ public final class JobService: JobObserver, Sendable {
     }
 
     private func redriveStored(_ id: String) -> Future<RedriveOutcome> {
-        self.repository.reopen(id).flatMap { stored -> Future<RedriveOutcome> in
+        // A job cancelled before it ever started starts now (stored so, for every reader).
+        let now = Timestamp.now()
+        return self.repository.reopen(id, startingAt: now).flatMap { stored -> Future<RedriveOutcome> in
             guard let stored else {
                 // Not there, or not failed or cancelled (any more): say which.
                 return self.job(id).map { job in job.map { .notRedrivable($0.snapshot.state) } ?? .notFound }
@@ -512,7 +514,7 @@ public final class JobService: JobObserver, Sendable {
                     id: stored.id,
                     spec: spec,
                     createdAt: stored.createdAt,
-                    restored: .redriving(nodes: stored.nodes, events: stored.events, startedAt: stored.startedAt)
+                    restored: .redriving(nodes: stored.nodes, events: stored.events, startedAt: stored.startedAt ?? now)
                 )
             } catch {
                 // Its document was accepted once: this is a stored record gone bad. It stays
@@ -742,12 +744,7 @@ public final class JobService: JobObserver, Sendable {
             key: run.storeKey.load(ordering: .relaxed),
             events: self.durable ? Array(events) : []
         )
-        for event in events {
-            // A job redriven before it ever started starts with its `job.redriven`.
-            if event.type == .jobStarted || event.type == .jobRedriven && run.startedAt == event.time {
-                batch.startedAt = event.time
-            }
-        }
+        for event in events where event.type == .jobStarted { batch.startedAt = event.time }
         if events.last?.type.isTerminal == true {
             let record = run.record
             batch.ended = EndedJob(snapshot: record.snapshot, nodes: record.nodes, events: record.events)

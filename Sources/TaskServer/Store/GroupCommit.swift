@@ -11,7 +11,7 @@ enum StoreWrite {
     case insert(NewJobRecord, Promise<InsertOutcome>)
     case journal(JournalBatch)
     case cancelRequested(String, Promise<Void>)
-    case reopen(String, Promise<StoredJob?>)
+    case reopen(String, Timestamp, Promise<StoredJob?>)
     case claimSleeping(Timestamp, Int, Promise<[StoredJob]>)
     case putSchedule(StoredSchedule, Promise<Void>)
     case deleteSchedule(String, Promise<Bool>)
@@ -35,7 +35,7 @@ enum StoreWrite {
         case .flush(let promise): return { promise.fail(error) }
         case .addLeases(_, let promise): return { promise.fail(error) }
         case .cancelRequested(_, let promise): return { promise.fail(error) }
-        case .reopen(_, let promise): return { promise.fail(error) }
+        case .reopen(_, _, let promise): return { promise.fail(error) }
         case .claimSleeping(_, _, let promise): return { promise.fail(error) }
         case .putSchedule(_, let promise): return { promise.fail(error) }
         case .deleteSchedule(_, let promise): return { promise.fail(error) }

@@ -48,8 +48,10 @@ public protocol JobRepository: AnyObject, LeaseJournal, DeliveryStore, ScheduleS
     /// record as it was (to run again from); nil when the job is not there or not failed or
     /// cancelled any more (a concurrent redrive or delete got there first). The caller owns the
     /// job from then on, as after `claimUnfinished`; its node records are kept as node rows, so
-    /// that a crash before the redriven job ends resumes it like any unfinished job.
-    func reopen(_ id: String) -> Future<StoredJob?>
+    /// that a crash before the redriven job ends resumes it like any unfinished job. A job that
+    /// never started (cancelled before its time) is stored as started at `now`: a running job has
+    /// a start time on every server that reads its row.
+    func reopen(_ id: String, startingAt now: Timestamp) -> Future<StoredJob?>
     /// The unfinished jobs whose ids are not in `live` (oldest first), now owned by the caller:
     /// each with what it needs to resume (its document, node records, events). Sleeping jobs
     /// (delayed and not started, see `sleepingJobs`) are not among them.

@@ -303,7 +303,7 @@ public final class MemoryJobRepository: JobRepository {
         return Future(value: result)
     }
 
-    public func reopen(_ id: String) -> Future<StoredJob?> {
+    public func reopen(_ id: String, startingAt now: Timestamp) -> Future<StoredJob?> {
         let key = JobIDKey(id)
         return Future(
             value: self.state.withLock { state -> StoredJob? in
@@ -313,6 +313,7 @@ public final class MemoryJobRepository: JobRepository {
                 let stored = record.stored
                 record.ended = nil
                 record.state = .running
+                record.startedAt = ended.snapshot.startedAt ?? now
                 record.cancelRequested = false
                 // Its place in `finished` is left behind; eviction skips a job that is running again.
                 return stored

@@ -134,8 +134,8 @@ extension SQLiteJobRepository {
                 "UPDATE jobs SET cancel_requested = 1, state = iif(state = 'sleeping', 'pending', state) WHERE id = ?"
             ).bind(.text(id)).run()
             completions.append { promise.succeed(()) }
-        case .reopen(let id, let promise):
-            let reopened = try self.writeReopen(id)
+        case .reopen(let id, let now, let promise):
+            let reopened = try self.writeReopen(id, startingAt: now)
             completions.append { promise.succeed(reopened) }
         case .putSchedule(let schedule, let promise):
             try self.writer.prepared(
@@ -357,7 +357,7 @@ extension SQLiteJobRepository {
     /// Turns a failed or cancelled job's row back into an unfinished one (`reopen`): its node list
     /// is kept as a redrive starts from it (`NodeRecord.redriven`), so that a restart before the
     /// redriven job ends resumes it without running a succeeded node again.
-    func writeReopen(_ id: String) throws -> StoredJob? {
+    func writeReopen(_ id: String, startingAt now: Timestamp) throws -> StoredJob? {
         guard let stored = try self.load(id, self.writer, withDocument: true),
             stored.state == .failed || stored.state == .cancelled
         else {
@@ -366,9 +366,13 @@ extension SQLiteJobRepository {
         try self.writer.prepared(
             """
             UPDATE jobs SET state = 'running', result = NULL, error = NULL, progress = NULL, finished_at = NULL,
-                cancel_requested = 0, nodes = ? WHERE position = ?
+                cancel_requested = 0, nodes = ?, started_at = coalesce(started_at, ?) WHERE position = ?
             """
-        ).bind(.bytes(StoredRecords.encodeNodes(stored.nodes.map(\.redriven))), .int(stored.key)).run()
+        ).bind(
+            .bytes(StoredRecords.encodeNodes(stored.nodes.map(\.redriven))),
+            .int(now.milliseconds),
+            .int(stored.key)
+        ).run()
         try self.writer.prepared("DELETE FROM nodes WHERE job = ?").bind(.int(stored.key)).run()
         self.uncacheFinished(id)
         return stored

@@ -598,8 +598,8 @@ extension PostgresJobRepository {
                 [.text(id)]
             )
             outcome.completions.append { promise.succeed(()) }
-        case .reopen(let id, let promise):
-            let reopened = try self.writeReopen(id, db)
+        case .reopen(let id, let now, let promise):
+            let reopened = try self.writeReopen(id, startingAt: now, db)
             outcome.completions.append { promise.succeed(reopened) }
         case .putSchedule(let schedule, let promise):
             try db.query(
@@ -662,7 +662,7 @@ extension PostgresJobRepository {
 
     /// Turns a failed or cancelled job's row back into an unfinished one (`reopen`), keeping its
     /// node list as a redrive starts from it (`NodeRecord.redriven`).
-    func writeReopen(_ id: String, _ db: PostgresConnection) throws -> StoredJob? {
+    func writeReopen(_ id: String, startingAt now: Timestamp, _ db: PostgresConnection) throws -> StoredJob? {
         // Locked first: two servers redriving the job at once reopen it once.
         try db.query("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", [.text(id)])
         guard let stored = try self.load(id, db, withDocument: true),
@@ -673,11 +673,12 @@ extension PostgresJobRepository {
         try db.query(
             """
             UPDATE jobs SET state = 'running', result = NULL, error = NULL, progress = NULL, finished_at = NULL,
-                cancel_requested = false, nodes = $1, owner = $3, owner_token = $4 WHERE position = $2
+                cancel_requested = false, nodes = $1, owner = $3, owner_token = $4,
+                started_at = coalesce(started_at, $5) WHERE position = $2
             """,
             [
                 .bytes(StoredRecords.encodeNodes(stored.nodes.map(\.redriven))), .int(stored.key), .text(self.serverID),
-                .int(self.membership.token.load(ordering: .sequentiallyConsistent)),
+                .int(self.membership.token.load(ordering: .sequentiallyConsistent)), .int(now.milliseconds),
             ]
         )
         try db.query("DELETE FROM nodes WHERE job = $1", [.int(stored.key)])

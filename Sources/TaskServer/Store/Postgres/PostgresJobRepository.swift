@@ -225,10 +225,10 @@ public final class PostgresJobRepository: JobRepository {
         return promise.future
     }
 
-    public func reopen(_ id: String) -> Future<StoredJob?> {
+    public func reopen(_ id: String, startingAt now: Timestamp) -> Future<StoredJob?> {
         guard JobID.isPlausible(id) else { return Future(value: nil) }
         let promise = Promise<StoredJob?>()
-        self.enqueue(.reopen(id, promise))
+        self.enqueue(.reopen(id, now, promise))
         return promise.future
     }
 
