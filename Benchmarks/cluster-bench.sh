@@ -12,15 +12,21 @@
 #   xacts_per_job         every transaction PostgreSQL counted per job (pg_stat_database), the
 #                         listeners' reads of the notification queue included
 # On 2 cores the servers and PostgreSQL share the CPU: the per-job figures are what predict a
-# bigger machine. Usage: Benchmarks/cluster-bench.sh [seconds, default 8] [rounds, default 3] [kills, default 10]
+# bigger machine. Usage: [TASKSERVER_BIN=…] Benchmarks/cluster-bench.sh [seconds, default 8] [rounds, default 3]
+# [kills, default 10]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-8}
 rounds=${2:-3}
 kills=${3:-10}
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
-swift build -c release --product taskserver >/dev/null
-bin=$(swift build -c release --show-bin-path)/taskserver
+# TASKSERVER_BIN: another build to measure (a comparison in one sitting); the release build otherwise.
+if [ -n "${TASKSERVER_BIN:-}" ]; then
+    bin=$TASKSERVER_BIN
+else
+    swift build -c release --product taskserver >/dev/null
+    bin=$(swift build -c release --show-bin-path)/taskserver
+fi
 . scripts/server.sh
 work=$(mktemp -d)
 pg=$(mktemp -d)

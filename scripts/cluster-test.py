@@ -33,7 +33,9 @@ talk to any of them, as behind a load balancer: every request goes to a node pic
      `task.retrying` events and it has at most one terminal event, seqs have no gaps); every end
      was delivered to the webhook; a delivery repeated for one event id is counted (at least once:
      only one in flight at a kill may repeat); takeover ≤ 10 s; some worker tasks were claimed
-     through a node other than the one that took the job.
+     through a node other than the one that took the job; the server-wide feed (GET /v1/events)
+     read through two nodes from a cursor taken at the start gives the same entries at the same
+     cursors, with no gap, and every accepted job's end.
 Exit status 0 when every check passes; figures on stdout.
 """
 import json
@@ -522,6 +524,39 @@ def restart_database_under_load():
         check(node.server.proc.poll() is None, f"{node.name} is still running")
 
 
+def read_feed(node, cursor):
+    """Every entry of the server-wide feed after `cursor`, read through `node`."""
+    items = []
+    while True:
+        status, page, _ = request("GET", f"/v1/events?after={cursor}&limit=10000", node=node)
+        check(status == 200 and not page.get("reset"), f"reading the feed through {node.name}: {status} {page}")
+        if status != 200 or not page["items"]:
+            return items
+        items += page["items"]
+        cursor = page["next"]
+
+
+def verify_feed(start):
+    """The server-wide feed (GET /v1/events) is one for every node: the same entries at the same
+    cursors through any two, gap-free, with each accepted job's end."""
+    first, second = live_nodes()[:2]
+    # Each entry's job is as the node knows it when it reads (SPEC §7): compared without it.
+    through_first, through_second = ([{k: v for k, v in item.items() if k != "job"} for item in read_feed(node, start)]
+                                     for node in (first, second))
+    common = min(len(through_first), len(through_second))
+    check(common > 0 and through_first[:common] == through_second[:common],
+          f"the feed read through {first.name} and {second.name} differs")
+    positions = [int(item["cursor"].split(".", 1)[1]) for item in through_first]
+    start_position = int(start.split(".", 1)[1])
+    check(positions == list(range(start_position + 1, start_position + 1 + len(positions))),
+          "the feed's positions follow each other with no gap")
+    ends = {(item["jobId"], item["type"]) for item in through_first}
+    missing = [job_id for job_id, (_, state, _, _) in accepted.items() if (job_id, f"job.{state}") not in ends]
+    check(not missing, f"{len(missing)} accepted jobs have no job.<end> entry in the feed: {missing[:3]}")
+    seen = [(item["jobId"], item["seq"]) for item in through_first]
+    figures["feed"] = (len(through_first), len(seen) - len(set(seen)))
+
+
 SCHEDULE = {"id": "chaos", "cron": "* * * * *",
             "job": {"graph": {"type": "task", "id": "t", "action": "value", "params": {"value": "tick"}}}}
 
@@ -564,6 +599,9 @@ def main():
     started = time.monotonic()
     try:
         print(f"3 nodes on ports {[n.port for n in nodes]}", flush=True)
+        status, page, _ = request("GET", "/v1/events")
+        check(status == 200 and page["next"].startswith("pg."), f"the feed's cursor: {status} {page}")
+        feed_start = page["next"]
         schedule_created_at = create_schedule()
         stop_workers = threading.Event()
         workers = [threading.Thread(target=work, args=(stop_workers, pinned), daemon=True)
@@ -589,6 +627,7 @@ def main():
         if DB_RESTART:
             restart_database_under_load()
         verify()
+        verify_feed(feed_start)
         stop_workers.set()
         for worker in workers:
             worker.join()
@@ -603,6 +642,8 @@ def main():
         print(f"webhook deliveries: {figures['webhooks'][0]}, repeated after a kill: {figures['webhooks'][1]}")
         print(f"commits refused by the fence: {fenced}")
         print(f"schedule fires checked: {figures.get('fires', 0)}")
+        print(f"server-wide feed: {figures['feed'][0]} entries, the same through two nodes; "
+              f"repeated (a commit answer lost with the database): {figures['feed'][1]}")
         completions = ", ".join(f"{key[12:]}: {value}" for key, value in sorted(figures.items())
                                 if key.startswith("completions"))
         print(f"worker tasks claimed: {claims}, through a node other than the one that took the job: {elsewhere}; "

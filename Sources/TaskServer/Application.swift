@@ -103,7 +103,8 @@ public final class Application: Sendable {
         self.externalPools = externalPools
         // Leases are durable where jobs are; in memory they die with the process anyway.
         if repository.isDurable { externalPools.attach(journal: repository) }
-        let eventFeed = InProcessEventFeed()
+        // PostgreSQL keeps one feed for every server sharing it; otherwise the process keeps its own.
+        let eventFeed = repository.eventFeed ?? InProcessEventFeed()
         self.eventFeed = eventFeed
         self.eventStreams = EventStreamHub(keepAlive: configuration.streamKeepAlive)
         var engineConfiguration = EngineConfiguration(

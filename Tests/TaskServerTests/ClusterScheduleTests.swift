@@ -19,10 +19,7 @@ import Testing
 )
 struct ClusterScheduleTests {
     static func start(_ settings: PostgresSettings, _ name: String, _ clock: ManualClock) async throws -> TestServer {
-        try await TestServer.start(clock: clock) { configuration in
-            configuration.database = settings
-            configuration.nodeName = name
-        }
+        try await TestServer.node(settings, name, clock: clock)
     }
 
     /// Polls `condition` every 50 ms for up to 10 s (scaled).

@@ -11,11 +11,7 @@ import Testing
 @Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
 struct ClusterWorkerTests {
     static func start(_ settings: PostgresSettings, _ name: String) async throws -> TestServer {
-        try await TestServer.start { configuration in
-            configuration.database = settings
-            configuration.nodeName = name
-            configuration.externalExecutors = ["images"]
-        }
+        try await TestServer.node(settings, name) { $0.externalExecutors = ["images"] }
     }
 
     /// Polls `condition` every 50 ms for up to 10 s (scaled).

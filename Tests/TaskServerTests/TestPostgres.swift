@@ -49,3 +49,19 @@ enum TestPostgres {
         try? admin.execute("DROP SCHEMA IF EXISTS \(name) CASCADE")
     }
 }
+
+extension TestServer {
+    /// A server of a cluster on `settings`' schema, named `name` (SPEC §9).
+    static func node(
+        _ settings: PostgresSettings,
+        _ name: String,
+        clock: any ServerClock = SystemClock(),
+        _ configure: (inout ServerConfiguration) -> Void = { _ in }
+    ) async throws -> TestServer {
+        try await TestServer.start(clock: clock) { configuration in
+            configuration.database = settings
+            configuration.nodeName = name
+            configure(&configuration)
+        }
+    }
+}

@@ -59,6 +59,19 @@ struct EventsAPI: Sendable {
         let limit = try request.integerQuery("limit", in: 1...10_000) ?? 1000
         let cursor = (stream ? ServerSentEvents.lastEventID(request) : nil) ?? request.query["after"]
         let start = feed.start(cursor)
+        return feed.refresh().flatMap { () -> Future<Response> in
+            try self.serverEvents(request, feed: feed, start: start, stream: stream, waitMs: waitMs, limit: limit)
+        }
+    }
+
+    private func serverEvents(
+        _ request: Request,
+        feed: any EventFeed,
+        start: FeedStart,
+        stream: Bool,
+        waitMs: Int?,
+        limit: Int
+    ) throws -> Future<Response> {
         let position: Int
         switch start {
         case .now: position = feed.latest

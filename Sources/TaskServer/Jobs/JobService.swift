@@ -719,6 +719,8 @@ public final class JobService: JobObserver, Sendable {
         }
         var batch = self.batch(run, events)
         batch.deliveries = deliveries
+        // A feed the repository keeps gets the job as these events leave it, in their commit.
+        if feed != nil, self.repository.eventFeed != nil { batch.feedJob = batch.ended?.snapshot ?? run.snapshot }
         let lastSeq = batch.lastSeq
         let dispatcher = deliveries.isEmpty ? nil : self.dispatcher
         let jobEvents = feed == nil ? [] : batch.events

@@ -146,6 +146,9 @@ struct JournalEntry {
     /// The job ended in this commit.
     var ended: EndedJob?
     var deliveries: [Delivery] = []
+    /// The `job.*` events for the server-wide feed the repository keeps (`JournalBatch.feedJob`),
+    /// each with the job as its batch left it.
+    var feed: [(event: JobEvent, job: FeedJob)] = []
     var committed: [@Sendable (Bool) -> Void] = []
     /// How many batches were merged into this entry.
     var batches = 1
@@ -170,6 +173,10 @@ struct JournalEntry {
         if let startedAt = batch.startedAt { self.startedAt = startedAt }
         if let ended = batch.ended { self.ended = ended }
         self.deliveries += batch.deliveries
+        if let job = batch.feedJob {
+            let shared = FeedJob(job)
+            for event in batch.events where event.type.isJobEvent { self.feed.append((event, shared)) }
+        }
         if let committed = batch.committed { self.committed.append(committed) }
     }
 

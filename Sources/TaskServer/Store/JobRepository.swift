@@ -27,6 +27,9 @@ public protocol JobRepository: AnyObject, LeaseJournal, DeliveryStore, ScheduleS
     /// The servers sharing this store, when several may (PostgreSQL); nil when this server owns
     /// every job (memory, SQLite).
     var cluster: (any Cluster)? { get }
+    /// The server-wide feed this store keeps for every server sharing it (PostgreSQL), filled by
+    /// its commits (`JournalBatch.feedJob`); nil when the process keeps its own.
+    var eventFeed: (any EventFeed)? { get }
     /// Records a new job. With an idempotency key seen before it returns that job's id
     /// (`.existing`) when the body hash matches, and `.mismatch` when it does not.
     func insert(_ job: NewJobRecord) -> Future<InsertOutcome>
@@ -74,6 +77,7 @@ public protocol JobRepository: AnyObject, LeaseJournal, DeliveryStore, ScheduleS
 extension JobRepository {
     public var isAvailable: Bool { true }
     public var cluster: (any Cluster)? { nil }
+    public var eventFeed: (any EventFeed)? { nil }
 }
 
 /// The repository's key of a job's record (SQLite: `jobs.position`), given by `insert`.
@@ -153,6 +157,9 @@ public struct JournalBatch: Sendable {
     public var ended: EndedJob?
     /// Webhook deliveries the events cause (`WebhookPlanner`), committed with them.
     public var deliveries: [Delivery] = []
+    /// The job as it was, for the server-wide feed the repository keeps (`eventFeed`), when the
+    /// events include `job.*` events; nil otherwise.
+    public var feedJob: JobSnapshot?
     /// Told once, after the batch is committed (`true`) or lost with a failed commit (`false`).
     public var committed: (@Sendable (_ durable: Bool) -> Void)?
 

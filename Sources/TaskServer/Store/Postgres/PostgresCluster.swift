@@ -61,6 +61,8 @@ final class PostgresCluster: Cluster {
     private let delegate = Mutex<(any ClusterDelegate)?>(nil)
     private let scheduleObserver = Mutex<(any ClusterScheduleObserver)?>(nil)
     private let poolsObserver = Mutex<(any ClusterPoolsObserver)?>(nil)
+    /// Reads the server-wide feed's new rows (another server's jobs ended: it committed some).
+    let feedWake = Mutex<(@Sendable () -> Void)?>(nil)
     /// Waits until the writes queued so far are committed (or refused); false when the store
     /// cannot write now (its connection is away): set by the repository.
     let flushWrites = Mutex<(@Sendable () -> Bool)?>(nil)
@@ -447,6 +449,13 @@ final class PostgresCluster: Cluster {
         self.peers.store(Int(alive.int(0, 0)), ordering: .relaxed)
         let leading = alive.int(0, 1) == self.token.load(ordering: .relaxed)
         self.isLeader.store(leading, ordering: .relaxed)
+        if leading {
+            // The server-wide feed keeps ten times what a server holds (`FeedWindow.capacity`).
+            try db.query(
+                "DELETE FROM feed WHERE first_position < (SELECT last FROM feed_head) - $1",
+                [.int(Int64(FeedWindow.capacity * 10))]
+            )
+        }
         self.scheduleObserver.withLock { $0 }?.clusterLeadership(leading)
         // Commands for this server's jobs whose notification was lost (older than a second: the
         // notification of a newer one is on its way).
@@ -505,6 +514,7 @@ final class PostgresCluster: Cluster {
                 if let id = Int64(words[1]) { answered.append(id) }
             case "ended":
                 delegate?.clusterJobsEnded(words.dropFirst().map(String.init))
+                self.feedWake.withLock { $0 }?()
             case "schedule" where words.count == 2:
                 self.scheduleObserver.withLock { $0 }?.clusterSchedulesChanged(String(words[1]))
             default:

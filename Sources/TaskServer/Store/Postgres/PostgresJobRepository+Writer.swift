@@ -180,12 +180,13 @@ extension PostgresJobRepository {
         ]
         if !inserts.isEmpty { statements.append(self.insertStatement(inserts, token: token)) }
         if !entries.isEmpty { statements += self.journalStatements(entries, &outcome) }
+        let (feed, feedEntries) = Self.feedStatement(entries)
         if others.isEmpty {
             if statements.count == 1 { return }
             let rows: [PostgresRows]
             do {
                 rows = try db.pipeline(
-                    [PostgresConnection.Statement(sql: "BEGIN")] + statements
+                    [PostgresConnection.Statement(sql: "BEGIN")] + statements + (feed.map { [$0] } ?? [])
                         + [PostgresConnection.Statement(sql: "COMMIT")]
                 )
             } catch let error as PostgresError where !error.connectionLost {
@@ -193,13 +194,45 @@ extension PostgresJobRepository {
                 throw error
             }
             if !inserts.isEmpty { self.readInserts(inserts, rows[2], &outcome) }
+            if feed != nil { self.feed.committed(first: Int(rows[statements.count + 1].int(0, 0)), feedEntries) }
         } else {
+            var first: Int?
             try db.transaction {
                 let rows = try statements.map { try db.query($0.sql, $0.values) }
                 if !inserts.isEmpty { self.readInserts(inserts, rows[1], &outcome) }
                 for write in others { try self.commitWrite(write, db, &outcome) }
+                if let feed { first = Int(try db.query(feed.sql, feed.values).int(0, 0)) }
+            }
+            if let first { self.feed.committed(first: first, feedEntries) }
+        }
+    }
+
+    /// The row of the server-wide feed for the `job.*` events of `entries` (nil: none), numbered
+    /// from `feed_head`. Sent last before the commit: the head's row lock is held from there to
+    /// the commit's end, so positions are given in commit order and a reader never sees a later
+    /// position without every earlier one (`PostgresEventFeed`). The row keeps the events only
+    /// (`PostgresEventFeed.line`); readers take the jobs from their rows. Returns the entries too:
+    /// once committed, the feed holds them at once when nothing came between.
+    static func feedStatement(_ entries: [JournalEntry]) -> (PostgresConnection.Statement?, [FeedEntry.Parts]) {
+        var parts: [FeedEntry.Parts] = []
+        var lines: [UInt8] = []
+        for entry in entries {
+            for (event, job) in entry.feed {
+                if !parts.isEmpty { lines.append(UInt8(ascii: "\n")) }
+                PostgresEventFeed.line(jobID: entry.id, event, to: &lines)
+                parts.append((entry.id, event, job))
             }
         }
+        guard !parts.isEmpty else { return (nil, []) }
+        let statement = PostgresConnection.Statement(
+            sql: """
+                WITH head AS (UPDATE feed_head SET last = last + $1 RETURNING last)
+                INSERT INTO feed (first_position, count, entries, created_at)
+                SELECT last - $1 + 1, $1, $2, taskserver_now_ms() FROM head RETURNING first_position
+                """,
+            values: [.int(Int64(parts.count)), .bytes(lines)]
+        )
+        return (statement, parts)
     }
 
     /// New jobs with their labels, in one statement that also reads back the jobs whose

@@ -85,6 +85,8 @@ public final class PostgresJobRepository: JobRepository {
     let endedNotices = Mutex(EndedNotices())
     /// Reconnection attempts since the connection was lost (for the backoff).
     let reconnectAttempts = Atomic(0)
+    /// The server-wide feed every server of the database shares.
+    let feed: PostgresEventFeed
 
     // @unchecked Sendable: `connection` is read and replaced on the writer thread only (the
     // repository's one-thread writer pool), or in `init` before the pool sees the repository.
@@ -117,9 +119,17 @@ public final class PostgresJobRepository: JobRepository {
             logger: logger
         )
         let count = Int(try connection.query("SELECT count(*) FROM jobs").int(0, 0))
+        let newest = try PostgresEventFeed.newest(connection)
+        self.feed = PostgresEventFeed(last: newest.last, rows: newest.rows)
         self.writer = WriterConnection(connection)
         self.cache.withLock { $0.count = count }
         if let retention = options.retention { self.scheduleRetention(retention) }
+        self.feed.attach { [weak self] after, limit in
+            guard let self else { return Future(value: []) }
+            return self.read { db in try PostgresEventFeed.rows(db, after: after, limit: limit) }
+        }
+        let feed = self.feed
+        self.membership.feedWake.withLock { $0 = { feed.fellBehind() } }
         self.membership.flushWrites.withLock {
             $0 = { [weak self] in
                 guard let self else { return true }
@@ -135,6 +145,8 @@ public final class PostgresJobRepository: JobRepository {
     }
 
     public var isDurable: Bool { true }
+
+    public var eventFeed: (any EventFeed)? { self.feed }
 
     public var cluster: (any Cluster)? { self.membership }
 

@@ -157,6 +157,22 @@ enum PostgresSchema {
         ALTER TABLE servers ADD COLUMN queued text;    -- {"pool": count, …}, as of its last heartbeat
         ALTER TABLE commands ALTER COLUMN job_id DROP NOT NULL, ADD COLUMN server text;
         """,
+        // 4: the server-wide feed (SPEC §7 `GET /v1/events`), one for every server: a commit with
+        // `job.*` events adds a row of them, numbered from `feed_head` in commit order
+        // (`PostgresEventFeed`).
+        """
+        CREATE TABLE feed (
+            first_position bigint PRIMARY KEY,     -- its entries are first_position … + count - 1
+            count integer NOT NULL,
+            entries bytea NOT NULL,                -- a line per entry: type, a tab, its JSON
+            created_at bigint NOT NULL
+        );
+        CREATE TABLE feed_head (
+            only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+            last bigint NOT NULL                   -- the last position given
+        );
+        INSERT INTO feed_head (last) VALUES (0);
+        """,
     ]
 
     /// The advisory lock key of migrations (any fixed number; "TSMG" in ASCII).
