@@ -28,6 +28,9 @@ public final class JobService: JobObserver, Sendable {
     let dispatcher: WebhookDispatcher?
     /// Where committed `job.*` events go for server-wide readers.
     let eventFeed: (any EventFeed)?
+    /// The server-wide feed is the repository's (`JobRepository.eventFeed`): its entries go with
+    /// the commits (`JournalBatch.feedJob`), not through `EventFeed.publish`.
+    private let feedKeptByRepository: Bool
     let logger: Logger
     /// Whether events are gated on commits (`repository.isDurable`).
     let durable: Bool
@@ -108,6 +111,7 @@ public final class JobService: JobObserver, Sendable {
         self.planner = planner
         self.dispatcher = dispatcher
         self.eventFeed = eventFeed
+        self.feedKeptByRepository = repository.eventFeed != nil
         self.logger = logger
         self.durable = repository.isDurable
         self.clock = clock
@@ -719,17 +723,22 @@ public final class JobService: JobObserver, Sendable {
         }
         var batch = self.batch(run, events)
         batch.deliveries = deliveries
-        // A feed the repository keeps gets the job as these events leave it, in their commit.
-        if feed != nil, self.repository.eventFeed != nil { batch.feedJob = batch.ended?.snapshot ?? run.snapshot }
+        // A feed the repository keeps gets the job as these events leave it, in their commit;
+        // one in process is told once they are committed.
+        let keptByRepository = feed != nil && self.feedKeptByRepository
+        if keptByRepository { batch.feedJob = batch.ended?.snapshot ?? run.snapshot }
+        let published = keptByRepository ? nil : feed
         let lastSeq = batch.lastSeq
         let dispatcher = deliveries.isEmpty ? nil : self.dispatcher
-        let jobEvents = feed == nil ? [] : batch.events
+        let jobEvents = published == nil ? [] : batch.events
         let endedSnapshot = batch.ended?.snapshot
         batch.committed = { committed in
             if committed {
                 run.markDurable(through: lastSeq)
                 // Server-wide readers, and deliveries, get only what is stored.
-                if let feed { feed.publish(jobID: run.id, events: jobEvents, job: endedSnapshot ?? run.snapshot) }
+                if let published {
+                    published.publish(jobID: run.id, events: jobEvents, job: endedSnapshot ?? run.snapshot)
+                }
                 dispatcher?.wake()
             }
             if ends { self.ended(run) }
