@@ -123,9 +123,15 @@ tsan_status=0
 # One module's suites at a time: TaskCore's stress tests block their threads for seconds at a time
 # under TSan, and on two cores that starved the server suites' async tests of the cooperative
 # pool for over a minute when everything ran at once (alone, every suite passes in seconds).
+# ClusterScheduleTests runs alone after its module: with the module's ~320 tests beside it, every
+# request of its two servers took seconds, its 80 s wait for a fire ran out, and its polling
+# starved the stream tests beside it; alone it passes in ~2.5 s.
 for module in TaskCoreTests TaskGraphTests TaskWorkerProtocolTests TaskScheduleTests TaskServerWorkerTests TaskServerTests; do
-    swift test --skip-build "${tsan_flags[@]}" --filter "$module" 2>&1 | tee -a "$tsan_log" || tsan_status=$?
+    skip=()
+    [ "$module" = TaskServerTests ] && skip=(--skip ClusterScheduleTests)
+    swift test --skip-build "${tsan_flags[@]}" --filter "$module" "${skip[@]}" 2>&1 | tee -a "$tsan_log" || tsan_status=$?
 done
+swift test --skip-build "${tsan_flags[@]}" --filter ClusterScheduleTests 2>&1 | tee -a "$tsan_log" || tsan_status=$?
 unset TSAN_OPTIONS
 tsan_reports=$(grep -c "WARNING: ThreadSanitizer" "$tsan_log" || true)
 if [ "$tsan_reports" -gt 0 ]; then
