@@ -483,6 +483,19 @@ struct SQLiteStoreTests {
         #expect(due.contains("jobs_sleeping_by_start") && !due.contains("TEMP B-TREE"), "\(due)")
     }
 
+    /// The statements SQLite prepares once from literals select the columns the shared readers
+    /// (`StoredRecords+Rows.swift`) read, in their order.
+    @Test func preparedStatementsSelectTheColumnsTheirReadersRead() {
+        func columns(_ sql: StaticString) -> String {
+            let text = "\(sql)".split(whereSeparator: \.isWhitespace).joined(separator: " ")
+            guard let select = text.range(of: "SELECT "), let from = text.range(of: " FROM ") else { return text }
+            return String(text[select.upperBound..<from.lowerBound])
+        }
+        #expect(columns(SQLiteJobRepository.jobSQL) == StoredRecords.jobColumns)
+        #expect(columns(SQLiteJobRepository.nodesSQL) == StoredRecords.nodeColumns)
+        #expect(columns(SQLiteJobRepository.sleepingSQL) == StoredRecords.sleepingColumns)
+    }
+
     @Test func concurrentSubmissionsAndReadsAllLand() async throws {
         let path = try Self.temporaryDirectory() + "/taskserver.sqlite"
         let server = try await Self.server(path)

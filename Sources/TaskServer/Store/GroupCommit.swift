@@ -47,10 +47,36 @@ enum StoreWrite {
     }
 }
 
+/// A store whose changes go through one writer (`StoreWrite`s, group-committed).
+protocol GroupCommitting: AnyObject {
+    /// Queues `write`; false when `refuseWhenFull` and the queue is full (nothing queued).
+    @discardableResult
+    func enqueue(_ write: StoreWrite, refuseWhenFull: Bool) -> Bool
+}
+
+extension GroupCommitting {
+    /// Queues the write `make` builds around a promise, and answers with its future.
+    func queued<T>(_ make: (Promise<T>) -> StoreWrite) -> Future<T> {
+        let promise = Promise<T>()
+        self.enqueue(make(promise), refuseWhenFull: false)
+        return promise.future
+    }
+}
+
 /// The writes waiting for the writer, and whether it is at work.
 struct StoreWriteQueue {
     var items: [StoreWrite] = []
     var draining = false
+
+    /// Queues `write` unless `refuseWhenFull` and `limit` writes wait already; `start`: the writer
+    /// is idle and must be started (it is "draining" from now on).
+    mutating func add(_ write: StoreWrite, refuseWhenFull: Bool, limit: Int) -> (accepted: Bool, start: Bool) {
+        if refuseWhenFull, self.items.count >= limit { return (false, false) }
+        self.items.append(write)
+        if self.draining { return (true, false) }
+        self.draining = true
+        return (true, true)
+    }
 
     /// Up to `limit` writes, oldest first; empty (and the writer idle) when none is left.
     mutating func take(_ limit: Int = 4096) -> [StoreWrite] {

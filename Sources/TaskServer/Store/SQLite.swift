@@ -149,7 +149,7 @@ final class WALSize: Sendable {
 
 /// A prepared statement. Bind indexes start at 1 and columns at 0, as in SQLite.
 final class SQLiteStatement {
-    private let raw: OpaquePointer
+    fileprivate let raw: OpaquePointer
     private unowned let connection: SQLiteConnection
 
     init(_ raw: OpaquePointer, connection: SQLiteConnection) {
@@ -214,25 +214,23 @@ final class SQLiteStatement {
     func run() throws(SQLiteError) {
         while try self.step() {}
     }
+}
 
-    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(self.raw, column) == SQLITE_NULL }
+/// A statement's current row (after `step()` answered `true`).
+extension SQLiteStatement: StoreRow {
+    func isNull(_ column: Int) -> Bool { sqlite3_column_type(self.raw, Int32(column)) == SQLITE_NULL }
 
-    func int(_ column: Int32) -> Int64 { sqlite3_column_int64(self.raw, column) }
+    func int(_ column: Int) -> Int64 { sqlite3_column_int64(self.raw, Int32(column)) }
 
-    func optionalInt(_ column: Int32) -> Int64? { self.isNull(column) ? nil : self.int(column) }
-
-    func text(_ column: Int32) -> String {
-        guard let pointer = sqlite3_column_text(self.raw, column) else { return "" }
-        let count = Int(sqlite3_column_bytes(self.raw, column))
+    func text(_ column: Int) -> String {
+        guard let pointer = sqlite3_column_text(self.raw, Int32(column)) else { return "" }
+        let count = Int(sqlite3_column_bytes(self.raw, Int32(column)))
         return String(decoding: UnsafeBufferPointer(start: pointer, count: count), as: UTF8.self)
     }
 
-    func optionalText(_ column: Int32) -> String? { self.isNull(column) ? nil : self.text(column) }
-
-    /// The column's bytes, handed to `body` without a copy (valid only inside it).
-    func withBytes<R>(_ column: Int32, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        let pointer = sqlite3_column_blob(self.raw, column)
-        let count = Int(sqlite3_column_bytes(self.raw, column))
+    func withBytes<R>(_ column: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        let pointer = sqlite3_column_blob(self.raw, Int32(column))
+        let count = Int(sqlite3_column_bytes(self.raw, Int32(column)))
         return try body(UnsafeRawBufferPointer(start: pointer, count: count))
     }
 }

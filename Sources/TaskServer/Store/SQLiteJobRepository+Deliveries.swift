@@ -18,16 +18,12 @@ extension SQLiteJobRepository {
     /// Records an attempt and releases the claim. If the process dies before the commit, the
     /// delivery is still `pending` on disk and is sent again after the restart (at least once).
     public func update(_ delivery: Delivery) -> Future<Void> {
-        let promise = Promise<Void>()
-        self.enqueue(.updateDelivery(delivery, promise))
-        return promise.future
+        self.queued { .updateDelivery(delivery, $0) }
     }
 
     /// Claimed by the writer, in a transaction: no two claims take the same delivery.
     public func claimDue(at now: Timestamp, limit: Int) -> Future<(deliveries: [Delivery], next: Timestamp?)> {
-        let promise = Promise<(deliveries: [Delivery], next: Timestamp?)>()
-        self.enqueue(.claimDeliveries(now, limit, promise))
-        return promise.future
+        self.queued { .claimDeliveries(now, limit, $0) }
     }
 
     /// Selects and claims (under the writer's transaction) up to `limit` due deliveries.
@@ -41,7 +37,7 @@ extension SQLiteJobRepository {
         var ids: [String] = []
         while try rows.step() {
             ids.append(rows.text(0))
-            if let delivery = try Self.delivery(rows) { found.append(delivery) }
+            if let delivery = try StoredRecords.delivery(rows) { found.append(delivery) }
         }
         rows.reset()
         let claim = try db.prepared("UPDATE deliveries SET claimed = 1 WHERE id = ?")
@@ -64,7 +60,7 @@ extension SQLiteJobRepository {
                 "SELECT id, job_id, seq, event_type, url, headers, secret, body, state, attempts, next_attempt_at, retry, created_at FROM deliveries WHERE job_id = ? ORDER BY seq, id"
             ).bind(.text(jobID))
             var found: [Delivery] = []
-            while try rows.step() { if let delivery = try Self.delivery(rows) { found.append(delivery) } }
+            while try rows.step() { if let delivery = try StoredRecords.delivery(rows) { found.append(delivery) } }
             rows.reset()
             return found
         }
@@ -92,23 +88,5 @@ extension SQLiteJobRepository {
             .text(columns.retry),
             .int(delivery.createdAt.milliseconds)
         ).run()
-    }
-
-    static func delivery(_ row: SQLiteStatement) throws -> Delivery? {
-        try StoredRecords.delivery(
-            id: row.text(0),
-            jobID: row.text(1),
-            seq: Int(row.int(2)),
-            eventType: row.text(3),
-            url: row.text(4),
-            headers: row.text(5),
-            secret: row.text(6),
-            body: row.withBytes(7) { Array($0) },
-            state: row.text(8),
-            attempts: row.text(9),
-            nextAttemptAt: row.int(10),
-            retry: row.text(11),
-            createdAt: row.int(12)
-        )
     }
 }

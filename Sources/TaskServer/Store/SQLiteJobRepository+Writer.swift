@@ -13,17 +13,13 @@ import Darwin
 // The writer: one thread commits everything queued in one transaction (group commit), and the
 // journal — every job's events with the node and job rows they change — goes through it.
 
-extension SQLiteJobRepository {
+extension SQLiteJobRepository: GroupCommitting {
     // MARK: - The writer
 
     @discardableResult
     func enqueue(_ write: StoreWrite, refuseWhenFull: Bool = false) -> Bool {
-        let (accepted, start): (Bool, Bool) = self.queue.withLock { queue in
-            if refuseWhenFull, queue.items.count >= self.options.maxQueuedWrites { return (false, false) }
-            queue.items.append(write)
-            if queue.draining { return (true, false) }
-            queue.draining = true
-            return (true, true)
+        let (accepted, start) = self.queue.withLock {
+            $0.add(write, refuseWhenFull: refuseWhenFull, limit: self.options.maxQueuedWrites)
         }
         if start { self.writerPool.execute { self.drain() } }
         return accepted

@@ -164,8 +164,7 @@ public final class SQLiteJobRepository: JobRepository {
             binds.append(.text(label.key))
             binds.append(.text(label.value))
         }
-        let columns =
-            "position, id, name, labels, state, error, progress, created_at, started_at, finished_at, run_at, priority"
+        let columns = StoredRecords.listColumns
         let limit = SQLiteValue.int(Int64(query.limit + 1))
         func select(_ condition: String) -> String {
             "SELECT \(columns) FROM jobs WHERE \(condition)\(filter) ORDER BY position DESC LIMIT ?"
@@ -199,7 +198,7 @@ public final class SQLiteJobRepository: JobRepository {
             for (offset, value) in binds.enumerated() { try statement.bind(value, at: Int32(offset + 1)) }
             var rows: [(position: UInt64, snapshot: JobSnapshot)] = []
             while try statement.step() {
-                rows.append((UInt64(bitPattern: statement.int(0)), try Self.snapshot(statement)))
+                rows.append((UInt64(bitPattern: statement.int(0)), try StoredRecords.snapshot(statement)))
             }
             statement.reset()
             let more = rows.count > query.limit
@@ -210,22 +209,16 @@ public final class SQLiteJobRepository: JobRepository {
 
     public func delete(_ id: String) -> Future<DeleteResult> {
         guard JobID.isPlausible(id) else { return Future(value: .notFound) }
-        let promise = Promise<DeleteResult>()
-        self.enqueue(.delete(id, promise))
-        return promise.future
+        return self.queued { .delete(id, $0) }
     }
 
     public func requestCancel(_ id: String) -> Future<Void> {
-        let promise = Promise<Void>()
-        self.enqueue(.cancelRequested(id, promise))
-        return promise.future
+        self.queued { .cancelRequested(id, $0) }
     }
 
     public func reopen(_ id: String, startingAt now: Timestamp) -> Future<StoredJob?> {
         guard JobID.isPlausible(id) else { return Future(value: nil) }
-        let promise = Promise<StoredJob?>()
-        self.enqueue(.reopen(id, now, promise))
-        return promise.future
+        return self.queued { .reopen(id, now, $0) }
     }
 
     /// The jobs a restart resumes, oldest first (through the partial index `jobs_unfinished`).
@@ -270,59 +263,34 @@ public final class SQLiteJobRepository: JobRepository {
             return try due.step()
         }.flatMap { due -> Future<[StoredJob]> in
             guard due else { return Future(value: []) }
-            let promise = Promise<[StoredJob]>()
-            self.enqueue(.claimSleeping(through, limit, promise))
-            return promise.future
+            return self.queued { .claimSleeping(through, limit, $0) }
         }
     }
 
     public func count() -> Future<Int> { Future(value: self.cache.withLock { $0.count }) }
 
     /// Completes when every write queued so far is committed (tests: a consistent crash image).
-    func flush() -> Future<Void> {
-        let promise = Promise<Void>()
-        self.enqueue(.flush(promise))
-        return promise.future
-    }
+    func flush() -> Future<Void> { self.queued { .flush($0) } }
 
     // MARK: - ScheduleStore
 
     public func putSchedule(_ schedule: StoredSchedule) -> Future<Void> {
-        let promise = Promise<Void>()
-        self.enqueue(.putSchedule(schedule, promise))
-        return promise.future
+        self.queued { .putSchedule(schedule, $0) }
     }
 
     public func deleteSchedule(_ id: String) -> Future<Bool> {
-        let promise = Promise<Bool>()
-        self.enqueue(.deleteSchedule(id, promise))
-        return promise.future
+        self.queued { .deleteSchedule(id, $0) }
     }
 
     public func recordFire(_ id: String, at: Timestamp, jobID: String?) -> Future<Void> {
-        let promise = Promise<Void>()
-        self.enqueue(.recordFire(id, at, jobID, promise))
-        return promise.future
+        self.queued { .recordFire(id, at, jobID, $0) }
     }
 
     public func storedSchedules() -> Future<[StoredSchedule]> {
         self.read { db in
-            let rows = try db.prepared(
-                "SELECT id, definition, created_at, updated_at, last_fire_at, last_job_id FROM schedules ORDER BY id"
-            )
+            let rows = try db.statement("SELECT \(StoredRecords.scheduleColumns) FROM schedules ORDER BY id")
             var schedules: [StoredSchedule] = []
-            while try rows.step() {
-                schedules.append(
-                    StoredSchedule(
-                        id: rows.text(0),
-                        definition: try JSONParser.parse(rows.text(1), limits: StoredRecords.limits),
-                        createdAt: Timestamp(milliseconds: rows.int(2)),
-                        updatedAt: Timestamp(milliseconds: rows.int(3)),
-                        lastFireAt: rows.optionalInt(4).map(Timestamp.init(milliseconds:)),
-                        lastJobID: rows.optionalText(5)
-                    )
-                )
-            }
+            while try rows.step() { schedules.append(try StoredRecords.schedule(rows)) }
             rows.reset()
             return schedules
         }
@@ -332,9 +300,7 @@ public final class SQLiteJobRepository: JobRepository {
 
     public func recordLeases(_ leases: [StoredLease]) -> Future<Void> {
         if leases.isEmpty { return Future(value: ()) }
-        let promise = Promise<Void>()
-        self.enqueue(.addLeases(leases, promise))
-        return promise.future
+        return self.queued { .addLeases(leases, $0) }
     }
 
     public func removeLeases(_ hashes: [String]) {
@@ -343,24 +309,9 @@ public final class SQLiteJobRepository: JobRepository {
 
     public func storedLeases() -> Future<[StoredLease]> {
         self.read { db in
-            let statement = try db.prepared(
-                "SELECT lease_hash, job_id, task_id, executor, worker_id, attempt, heartbeat_timeout_ms, claimed_at FROM leases"
-            )
+            let statement = try db.statement("SELECT \(StoredRecords.leaseColumns) FROM leases")
             var leases: [StoredLease] = []
-            while try statement.step() {
-                leases.append(
-                    StoredLease(
-                        hash: statement.text(0),
-                        jobID: statement.text(1),
-                        taskID: statement.text(2),
-                        executor: statement.text(3),
-                        workerId: statement.text(4),
-                        attempt: Int(statement.int(5)),
-                        heartbeatTimeoutMs: Int(statement.int(6)),
-                        claimedAt: Timestamp(milliseconds: statement.int(7))
-                    )
-                )
-            }
+            while try statement.step() { leases.append(StoredRecords.lease(statement)) }
             statement.reset()
             return leases
         }

@@ -329,6 +329,29 @@ final class PostgresRows {
     }
 }
 
+extension PostgresRows {
+    /// Row `index`, read by column.
+    func row(_ index: Int) -> PostgresRow { PostgresRow(rows: self, index: index) }
+
+    /// Every row, each read with `body`.
+    func map<T>(_ body: (PostgresRow) throws -> T) rethrows -> [T] {
+        try (0..<self.count).map { try body(self.row($0)) }
+    }
+}
+
+/// One row of a result.
+struct PostgresRow: StoreRow {
+    let rows: PostgresRows
+    let index: Int
+
+    func isNull(_ column: Int) -> Bool { self.rows.isNull(self.index, column) }
+    func int(_ column: Int) -> Int64 { self.rows.int(self.index, column) }
+    func text(_ column: Int) -> String { self.rows.text(self.index, column) }
+    func withBytes<R>(_ column: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try self.rows.withBytes(self.index, column, body)
+    }
+}
+
 /// A statement parameter, sent in PostgreSQL's binary format with its type.
 enum PostgresValue: Sendable {
     case int(Int64)

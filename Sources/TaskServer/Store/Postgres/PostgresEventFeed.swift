@@ -207,15 +207,10 @@ final class PostgresEventFeed: EventFeed {
         var jobs: [String: FeedJob] = [:]
         if !ids.isEmpty {
             let found = try db.query(
-                """
-                SELECT position, id, name, labels, state, error, progress, created_at, started_at, finished_at, run_at,
-                    priority FROM jobs WHERE id = ANY($1::text[])
-                """,
+                "SELECT \(StoredRecords.listColumns) FROM jobs WHERE id = ANY($1::text[])",
                 [.textArray(Array(ids))]
             )
-            for row in 0..<found.count {
-                jobs[found.text(row, 1)] = FeedJob(try PostgresJobRepository.snapshot(found, row))
-            }
+            for job in try found.map(StoredRecords.snapshot) { jobs[job.id] = FeedJob(job) }
         }
         return lines.map { line in
             Row(first: line.first, entries: line.entries.map { ($0.jobID, $0.event, jobs[$0.jobID]) })

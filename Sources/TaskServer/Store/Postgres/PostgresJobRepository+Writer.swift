@@ -8,7 +8,7 @@ import TaskGraph
 // rows in one statement (arrays bound as parameters, `unnest`ed), and reconnects when the database
 // went away.
 
-extension PostgresJobRepository {
+extension PostgresJobRepository: GroupCommitting {
     /// Queues `write`; false when `refuseWhenFull` and the queue is full. While the database is
     /// away, a write someone waits for fails at once (`StoreError.unavailable`); the journal and
     /// lease removals are kept for the reconnection.
@@ -22,12 +22,8 @@ extension PostgresJobRepository {
                 return true
             }
         }
-        let (accepted, start): (Bool, Bool) = self.queue.withLock { queue in
-            if refuseWhenFull, queue.items.count >= self.options.maxQueuedWrites { return (false, false) }
-            queue.items.append(write)
-            if queue.draining { return (true, false) }
-            queue.draining = true
-            return (true, true)
+        let (accepted, start) = self.queue.withLock {
+            $0.add(write, refuseWhenFull: refuseWhenFull, limit: self.options.maxQueuedWrites)
         }
         if start { self.writerPool.execute { self.drain() } }
         return accepted
@@ -579,7 +575,7 @@ extension PostgresJobRepository {
                 """,
                 [.int(now.milliseconds), .int(Int64(limit)), .text(self.serverID)]
             )
-            let claimed = try (0..<rows.count).compactMap { try Self.delivery(rows, $0) }
+            let claimed = try rows.map(StoredRecords.delivery).compactMap { $0 }
                 .sorted { ($0.nextAttemptAt.milliseconds, $0.id) < ($1.nextAttemptAt.milliseconds, $1.id) }
             let next = try db.query(
                 """
@@ -667,14 +663,14 @@ extension PostgresJobRepository {
                 UPDATE jobs SET state = 'pending', owner = $3, owner_token = $4 WHERE position IN (
                     SELECT position FROM jobs WHERE state = 'sleeping' AND run_at <= $1
                     ORDER BY run_at, position LIMIT $2 FOR UPDATE SKIP LOCKED)
-                RETURNING position, id, document, created_at, name, labels, run_at, cancel_requested
+                RETURNING \(StoredRecords.sleepingColumns)
                 """,
                 [
                     .int(through.milliseconds), .int(Int64(limit)), .text(self.serverID),
                     .int(self.membership.token.load(ordering: .sequentiallyConsistent)),
                 ]
             )
-            let jobs = try (0..<rows.count).map { try Self.sleepingJob(rows, $0) }
+            let jobs = try rows.map(StoredRecords.sleepingJob)
                 .sorted { ($0.runAt?.milliseconds ?? 0, $0.key) < ($1.runAt?.milliseconds ?? 0, $1.key) }
             outcome.completions.append { promise.succeed(jobs) }
         case .delete(let id, let promise):

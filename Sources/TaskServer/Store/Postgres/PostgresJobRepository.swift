@@ -183,7 +183,7 @@ public final class PostgresJobRepository: JobRepository {
             let rows = try db.query(sql, values)
             var items: [(position: UInt64, snapshot: JobSnapshot)] = []
             for row in 0..<rows.count {
-                items.append((UInt64(bitPattern: rows.int(row, 0)), try Self.snapshot(rows, row)))
+                items.append((UInt64(bitPattern: rows.int(row, 0)), try StoredRecords.snapshot(rows.row(row))))
             }
             let more = items.count > query.limit
             if more { items.removeLast() }
@@ -216,32 +216,23 @@ public final class PostgresJobRepository: JobRepository {
         let limit = parameter(.int(Int64(query.limit + 1)))
         let filter = conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")
         return (
-            """
-            SELECT position, id, name, labels, state, error, progress, created_at, started_at, finished_at, run_at,
-                priority FROM jobs\(filter) ORDER BY position DESC LIMIT \(limit)
-            """,
+            "SELECT \(StoredRecords.listColumns) FROM jobs\(filter) ORDER BY position DESC LIMIT \(limit)",
             values
         )
     }
 
     public func delete(_ id: String) -> Future<DeleteResult> {
         guard JobID.isPlausible(id) else { return Future(value: .notFound) }
-        let promise = Promise<DeleteResult>()
-        self.enqueue(.delete(id, promise))
-        return promise.future
+        return self.queued { .delete(id, $0) }
     }
 
     public func requestCancel(_ id: String) -> Future<Void> {
-        let promise = Promise<Void>()
-        self.enqueue(.cancelRequested(id, promise))
-        return promise.future
+        self.queued { .cancelRequested(id, $0) }
     }
 
     public func reopen(_ id: String, startingAt now: Timestamp) -> Future<StoredJob?> {
         guard JobID.isPlausible(id) else { return Future(value: nil) }
-        let promise = Promise<StoredJob?>()
-        self.enqueue(.reopen(id, now, promise))
-        return promise.future
+        return self.queued { .reopen(id, now, $0) }
     }
 
     /// Claims the unfinished jobs no live server runs: without an owner (a delayed job woken by a
@@ -301,78 +292,53 @@ public final class PostgresJobRepository: JobRepository {
             ).count > 0
         }.flatMap { due -> Future<[StoredJob]> in
             guard due else { return Future(value: []) }
-            let promise = Promise<[StoredJob]>()
-            self.enqueue(.claimSleeping(through, limit, promise))
-            return promise.future
+            return self.queued { .claimSleeping(through, limit, $0) }
         }
     }
 
     public func count() -> Future<Int> { Future(value: self.cache.withLock { $0.count }) }
 
     /// Completes when every write queued so far is committed (tests: a consistent crash image).
-    func flush() -> Future<Void> {
-        let promise = Promise<Void>()
-        self.enqueue(.flush(promise))
-        return promise.future
-    }
+    func flush() -> Future<Void> { self.queued { .flush($0) } }
 
     // MARK: - ScheduleStore
 
     public func putSchedule(_ schedule: StoredSchedule) -> Future<Void> {
-        let promise = Promise<Void>()
-        self.enqueue(.putSchedule(schedule, promise))
-        return promise.future
+        self.queued { .putSchedule(schedule, $0) }
     }
 
     public func deleteSchedule(_ id: String) -> Future<Bool> {
-        let promise = Promise<Bool>()
-        self.enqueue(.deleteSchedule(id, promise))
-        return promise.future
+        self.queued { .deleteSchedule(id, $0) }
     }
 
     public func recordFire(_ id: String, at: Timestamp, jobID: String?) -> Future<Void> {
-        let promise = Promise<Void>()
-        self.enqueue(.recordFire(id, at, jobID, promise))
-        return promise.future
+        self.queued { .recordFire(id, at, jobID, $0) }
     }
 
     public func storedSchedules() -> Future<[StoredSchedule]> {
         self.read { db in
             let rows = try db.query(
-                "SELECT id, definition, created_at, updated_at, last_fire_at, last_job_id FROM schedules ORDER BY id"
+                "SELECT \(StoredRecords.scheduleColumns) FROM schedules ORDER BY id"
             )
-            return try (0..<rows.count).map { try Self.schedule(rows, $0) }
+            return try rows.map(StoredRecords.schedule)
         }
     }
 
     public func storedSchedule(_ id: String) -> Future<StoredSchedule?> {
         self.read { db in
             let rows = try db.query(
-                "SELECT id, definition, created_at, updated_at, last_fire_at, last_job_id FROM schedules WHERE id = $1",
+                "SELECT \(StoredRecords.scheduleColumns) FROM schedules WHERE id = $1",
                 [.text(id)]
             )
-            return try rows.count == 1 ? Self.schedule(rows, 0) : nil
+            return try rows.count == 1 ? StoredRecords.schedule(rows.row(0)) : nil
         }
-    }
-
-    private static func schedule(_ rows: PostgresRows, _ row: Int) throws -> StoredSchedule {
-        StoredSchedule(
-            id: rows.text(row, 0),
-            definition: try JSONParser.parse(rows.text(row, 1), limits: StoredRecords.limits),
-            createdAt: Timestamp(milliseconds: rows.int(row, 2)),
-            updatedAt: Timestamp(milliseconds: rows.int(row, 3)),
-            lastFireAt: rows.optionalInt(row, 4).map(Timestamp.init(milliseconds:)),
-            lastJobID: rows.optionalText(row, 5)
-        )
     }
 
     // MARK: - LeaseJournal
 
     public func recordLeases(_ leases: [StoredLease]) -> Future<Void> {
         if leases.isEmpty { return Future(value: ()) }
-        let promise = Promise<Void>()
-        self.enqueue(.addLeases(leases, promise))
-        return promise.future
+        return self.queued { .addLeases(leases, $0) }
     }
 
     public func removeLeases(_ hashes: [String]) {
@@ -384,12 +350,12 @@ public final class PostgresJobRepository: JobRepository {
         return self.read { db in
             let rows = try db.query(
                 """
-                SELECT lease_hash, job_id, task_id, executor, worker_id, attempt, heartbeat_timeout_ms, claimed_at
+                SELECT \(StoredRecords.leaseColumns)
                 FROM leases WHERE job_id = ANY($1::text[])
                 """,
                 [.textArray(ids)]
             )
-            return Self.leases(rows)
+            return rows.map(StoredRecords.lease)
         }
     }
 
@@ -398,43 +364,24 @@ public final class PostgresJobRepository: JobRepository {
             // Not those of jobs another live server runs: they are its to keep.
             let rows = try db.query(
                 """
-                SELECT lease_hash, job_id, task_id, executor, worker_id, attempt, heartbeat_timeout_ms, claimed_at
+                SELECT \(StoredRecords.leaseColumns)
                 FROM leases l WHERE NOT EXISTS (
                     SELECT 1 FROM jobs j JOIN servers s ON s.id = j.owner WHERE j.id = l.job_id AND j.owner <> $1)
                 """,
                 [.text(self.serverID)]
             )
-            return Self.leases(rows)
-        }
-    }
-
-    private static func leases(_ rows: PostgresRows) -> [StoredLease] {
-        (0..<rows.count).map { row in
-            StoredLease(
-                hash: rows.text(row, 0),
-                jobID: rows.text(row, 1),
-                taskID: rows.text(row, 2),
-                executor: rows.text(row, 3),
-                workerId: rows.text(row, 4),
-                attempt: Int(rows.int(row, 5)),
-                heartbeatTimeoutMs: Int(rows.int(row, 6)),
-                claimedAt: Timestamp(milliseconds: rows.int(row, 7))
-            )
+            return rows.map(StoredRecords.lease)
         }
     }
 
     // MARK: - DeliveryStore
 
     public func update(_ delivery: Delivery) -> Future<Void> {
-        let promise = Promise<Void>()
-        self.enqueue(.updateDelivery(delivery, promise))
-        return promise.future
+        self.queued { .updateDelivery(delivery, $0) }
     }
 
     public func claimDue(at now: Timestamp, limit: Int) -> Future<(deliveries: [Delivery], next: Timestamp?)> {
-        let promise = Promise<(deliveries: [Delivery], next: Timestamp?)>()
-        self.enqueue(.claimDeliveries(now, limit, promise))
-        return promise.future
+        self.queued { .claimDeliveries(now, limit, $0) }
     }
 
     public func deliveries(jobID: String) -> Future<[Delivery]> {
@@ -443,7 +390,7 @@ public final class PostgresJobRepository: JobRepository {
                 "SELECT \(StoredRecords.deliveryColumnNames) FROM deliveries WHERE job_id = $1 ORDER BY seq, id",
                 [.text(jobID)]
             )
-            return try (0..<rows.count).compactMap { try Self.delivery(rows, $0) }
+            return try rows.map(StoredRecords.delivery).compactMap { $0 }
         }
     }
 
