@@ -295,15 +295,7 @@ struct Cancel: ParsableCommand {
     @Argument(help: "The job id.")
     var id: String
 
-    func run() throws {
-        let client = try self.options.client()
-        let response = try runClient { () throws(ClientError) in
-            let response = try client.send("POST", "/v1/jobs/\(TaskServerClient.escape(self.id))/cancel")
-            guard response.status == 202 || response.status == 200 else { throw ClientError(problem: response) }
-            return response
-        }
-        printJSON(response.body)
-    }
+    func run() throws { try postJobCommand("cancel", id: self.id, accepting: [200, 202], self.options) }
 }
 
 struct Redrive: ParsableCommand {
@@ -321,15 +313,19 @@ struct Redrive: ParsableCommand {
     @Argument(help: "The job id.")
     var id: String
 
-    func run() throws {
-        let client = try self.options.client()
-        let response = try runClient { () throws(ClientError) in
-            let response = try client.send("POST", "/v1/jobs/\(TaskServerClient.escape(self.id))/redrive")
-            guard response.status == 202 else { throw ClientError(problem: response) }
-            return response
-        }
-        printJSON(response.body)
+    func run() throws { try postJobCommand("redrive", id: self.id, accepting: [202], self.options) }
+}
+
+/// POSTs `/v1/jobs/{id}/{command}` and prints the job the server answers with; any other status
+/// than `accepting` is the problem it carries (exit status 3).
+private func postJobCommand(_ command: String, id: String, accepting: Set<Int>, _ options: ClientOptions) throws {
+    let client = try options.client()
+    let response = try runClient { () throws(ClientError) in
+        let response = try client.send("POST", "/v1/jobs/\(TaskServerClient.escape(id))/\(command)")
+        guard accepting.contains(response.status) else { throw ClientError(problem: response) }
+        return response
     }
+    printJSON(response.body)
 }
 
 // MARK: - events
