@@ -172,4 +172,22 @@ struct DurableEventsTests {
         #expect(run.isTerminalAndVisible)
         #expect(terminal.outcome != nil, "the terminal event is committed: the waiter wakes")
     }
+
+    /// Waits for durability registered in any order each end once their seq is committed, and
+    /// not before (they are kept in seq order, and a commit takes those it covers).
+    @Test func durabilityWaitsEndInSeqOrderWhateverTheOrderTheyCameIn() throws {
+        var configuration = EngineConfiguration(executors: ["default": 2])
+        configuration.eventsAwaitDurability = true
+        let engine = Engine(configuration: configuration)
+        let run = try startJob(#"{"graph": {"type": "task", "id": "v", "action": "value"}}"#, engine: engine)
+        let waits = [4, 2, 5, 3, 2].map { (seq: $0, future: run.waitForDurability(through: $0)) }
+        func ended() -> [Int] { waits.filter { $0.future.outcome != nil }.map(\.seq).sorted() }
+        #expect(ended().isEmpty)
+        run.markDurable(through: 2)
+        #expect(ended() == [2, 2])
+        run.markDurable(through: 4)
+        #expect(ended() == [2, 2, 3, 4])
+        run.markDurable(through: 5)
+        #expect(ended() == [2, 2, 3, 4, 5])
+    }
 }
