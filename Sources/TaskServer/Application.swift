@@ -199,6 +199,9 @@ public final class Application: Sendable {
         var limits = HTTPLimits()
         limits.maxBodyBytes = self.configuration.maxBodyBytes
         limits.maxConnections = self.configuration.maxConnections
+        limits.requestHeadTimeout = self.configuration.httpTimeouts.head
+        limits.requestBodyTimeout = self.configuration.httpTimeouts.body
+        limits.idleTimeout = self.configuration.httpTimeouts.idle
         let metrics = self.metrics
         let server = HTTPServer(
             host: self.configuration.host,

@@ -642,10 +642,11 @@ struct ExternalPoolsAPITests {
         #expect(try check.scalar("SELECT count(*) FROM leases WHERE job_id = '\(leased)'") == 0)
     }
 
-    /// Polls `/v1/executors`-level statistics until `count` claims wait on `images` (2 s, scaled
-    /// with `TestTiming`: under ThreadSanitizer a claim's request can take longer than 2 s to arrive).
+    /// Polls `/v1/executors`-level statistics until `count` claims wait on `images` (10 s, scaled
+    /// with `TestTiming`: under ThreadSanitizer, beside the rest of the module, a claim's request
+    /// took more than 16 s to arrive).
     static func waitForWaitingClaims(_ server: TestServer, _ count: Int) async throws {
-        for _ in 0..<(400 * TestTiming.slowdown) {
+        for _ in 0..<(2000 * TestTiming.slowdown) {
             if server.app.externalPools.statistics("images")?.waitingClaims == count { return }
             try await Task.sleep(for: .milliseconds(5))
         }

@@ -37,6 +37,10 @@ final class TestServer: Sendable {
         var configuration = ServerConfiguration()
         configuration.host = "127.0.0.1"
         configuration.port = 0
+        // A server under ThreadSanitizer beside a whole module's tests can take longer than the
+        // 10 s head timeout to read a request that arrived at once, and would close its connection.
+        configuration.httpTimeouts.head = configuration.httpTimeouts.head * TestTiming.slowdown
+        configuration.httpTimeouts.body = configuration.httpTimeouts.body * TestTiming.slowdown
         configure(&configuration)
         let app = try Application(configuration: configuration, clock: clock, logger: logger)
         let port = try await app.start()

@@ -32,6 +32,15 @@ public struct ServerConfiguration: Sendable {
     public var maxListLimit: Int = 1000
     /// Most concurrent connections (default 4,096).
     public var maxConnections: Int = 4096
+    /// How long the HTTP layer waits for a request's head, body and the next request on a
+    /// keep-alive connection (`HTTPLimits`' defaults: 10, 30 and 60 s). Not a command-line setting:
+    /// tests under ThreadSanitizer lengthen them, since a server there can take longer than 10 s to
+    /// read a head that has long arrived.
+    var httpTimeouts = (
+        head: HTTPLimits().requestHeadTimeout,
+        body: HTTPLimits().requestBodyTimeout,
+        idle: HTTPLimits().idleTimeout
+    )
     /// The SQLite file of the durable store (`--data`); nil keeps jobs in memory (`--memory`).
     /// `taskserver serve` defaults to `./data/taskserver.sqlite`; tests default to memory.
     public var dataPath: String?
