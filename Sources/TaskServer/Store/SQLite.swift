@@ -149,7 +149,7 @@ final class WALSize: Sendable {
 
 /// A prepared statement. Bind indexes start at 1 and columns at 0, as in SQLite.
 final class SQLiteStatement {
-    fileprivate let raw: OpaquePointer
+    private let raw: OpaquePointer
     private unowned let connection: SQLiteConnection
 
     init(_ raw: OpaquePointer, connection: SQLiteConnection) {

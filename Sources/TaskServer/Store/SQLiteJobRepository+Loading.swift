@@ -3,7 +3,8 @@ import TaskGraph
 
 // Rebuilding jobs from the file: a finished job as it ended, an unfinished one ready to resume
 // (the same records as the PostgreSQL store's, read by the same code: `StoredRecords+Rows.swift`).
-// The statements are literals, prepared once each; `SQLiteRowsTests` checks that each names the
+// The statements are literals, prepared once each;
+// `SQLiteStoreTests.preparedStatementsSelectTheColumnsTheirReadersRead` checks that each names the
 // columns its reader reads.
 
 extension SQLiteJobRepository {

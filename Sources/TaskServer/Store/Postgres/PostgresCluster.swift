@@ -444,7 +444,7 @@ final class PostgresCluster: Cluster {
             [.text(self.nodeName)]
         )
         if let pools {
-            pools.clusterPeersQueued(try Self.queuedByPool(alive.optionalText(0, 2)))
+            pools.clusterPeersQueued(try Self.queuedByPool(alive.row(0).optionalText(2)))
         }
         self.peers.store(Int(alive.int(0, 0)), ordering: .relaxed)
         let leading = alive.int(0, 1) == self.token.load(ordering: .relaxed)
@@ -468,7 +468,7 @@ final class PostgresCluster: Cluster {
                 [.text(self.nodeName)]
             )
             for row in 0..<commands.count where delegate.clusterRuns(commands.text(row, 1)) {
-                if let command = try Self.command(commands, row) { self.apply(commands.int(row, 0), command) }
+                if let command = try Self.command(commands.row(row)) { self.apply(commands.int(row, 0), command) }
             }
         }
         let waitingIDs = self.waiting.withLock { Array($0.keys) }
@@ -509,7 +509,7 @@ final class PostgresCluster: Cluster {
                     """,
                     [.int(id), .int(Self.claimFreshness.wholeMilliseconds)]
                 )
-                if rows.count == 1, let command = try Self.command(rows, 0) { self.apply(id, command) }
+                if rows.count == 1, let command = try Self.command(rows.row(0)) { self.apply(id, command) }
             case "answered" where words.count == 2:
                 if let id = Int64(words[1]) { answered.append(id) }
             case "ended":
@@ -532,9 +532,7 @@ final class PostgresCluster: Cluster {
         )
         for row in 0..<rows.count {
             guard let promise = self.waiting.withLock({ $0.removeValue(forKey: rows.int(row, 0)) }) else { continue }
-            promise.succeed(
-                try rows.optionalText(row, 1).map { try JSONParser.parse($0, limits: StoredRecords.limits) }
-            )
+            promise.succeed(try rows.row(row).optionalJSON(1))
         }
     }
 
@@ -571,18 +569,16 @@ final class PostgresCluster: Cluster {
         return byPool
     }
 
-    private static func command(_ rows: PostgresRows, _ row: Int) throws -> ClusterCommand? {
-        guard let kind = ClusterCommand.Kind(rawValue: rows.text(row, 2)), let taskID = rows.optionalText(row, 3)
-        else { return nil }
-        let body =
-            try rows.isNull(row, 4)
-            ? nil : rows.withBytes(row, 4) { try JSONParser.parse($0, limits: StoredRecords.limits) }
+    private static func command(_ row: PostgresRow) throws -> ClusterCommand? {
+        guard let kind = ClusterCommand.Kind(rawValue: row.text(2)), let taskID = row.optionalText(3) else {
+            return nil
+        }
         return ClusterCommand(
-            jobID: rows.optionalText(row, 1),
+            jobID: row.optionalText(1),
             kind: kind,
             taskID: taskID,
-            body: body,
-            server: rows.optionalText(row, 5)
+            body: try row.optionalJSON(4),
+            server: row.optionalText(5)
         )
     }
 }

@@ -307,18 +307,10 @@ final class PostgresRows {
         return (number << unused) >> unused
     }
 
-    func optionalInt(_ row: Int, _ column: Int) -> Int64? { self.isNull(row, column) ? nil : self.int(row, column) }
-
-    func bool(_ row: Int, _ column: Int) -> Bool { self.int(row, column) != 0 }
-
     /// A `text` column (or a `bytea` read as UTF-8).
     func text(_ row: Int, _ column: Int) -> String {
         self.withBytes(row, column) { String(decoding: $0, as: UTF8.self) }
     }
-
-    func optionalText(_ row: Int, _ column: Int) -> String? { self.isNull(row, column) ? nil : self.text(row, column) }
-
-    func bytes(_ row: Int, _ column: Int) -> [UInt8] { self.withBytes(row, column) { Array($0) } }
 
     func withBytes<R>(_ row: Int, _ column: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         let length = Int(PQgetlength(self.result, Int32(row), Int32(column)))

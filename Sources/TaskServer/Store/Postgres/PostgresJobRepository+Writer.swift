@@ -286,11 +286,12 @@ extension PostgresJobRepository: GroupCommitting {
     func readInserts(_ inserts: [CommitPlan.NewJob], _ rows: PostgresRows, _ outcome: inout CommitOutcome) {
         var positions: [String: Int64] = [:]
         var earlier: [String: (id: String, hash: UInt64)] = [:]
-        for row in 0..<rows.count {
-            if let position = rows.optionalInt(row, 1) {
-                positions[rows.text(row, 0)] = position
-            } else if let key = rows.optionalText(row, 2) {
-                earlier[key] = (rows.text(row, 0), UInt64(bitPattern: rows.optionalInt(row, 3) ?? 0))
+        for index in 0..<rows.count {
+            let row = rows.row(index)
+            if let position = row.optionalInt(1) {
+                positions[row.text(0)] = position
+            } else if let key = row.optionalText(2) {
+                earlier[key] = (row.text(0), UInt64(bitPattern: row.optionalInt(3) ?? 0))
             }
         }
         var inserted = 0
@@ -584,7 +585,7 @@ extension PostgresJobRepository: GroupCommitting {
                 """,
                 [.int(now.milliseconds)]
             )
-            let nextDue = next.optionalInt(0, 0).map(Timestamp.init(milliseconds:))
+            let nextDue = next.row(0).optionalInt(0).map(Timestamp.init(milliseconds:))
             outcome.completions.append { promise.succeed((claimed, nextDue)) }
         case .updateDelivery(let delivery, let promise):
             try db.query(
