@@ -190,4 +190,28 @@ struct DurableEventsTests {
         run.markDurable(through: 5)
         #expect(ended() == [2, 2, 3, 4, 5])
     }
+
+    /// A run given up to another server (SPEC §9: a cluster's takeover, or a server that stalled
+    /// past its lease's stale stop) ends its worker's attempt at once — claimed or not — so that
+    /// no worker's outcome is applied to a run whose events are no longer recorded (#41: results
+    /// acknowledged and dropped), and hands out nothing more.
+    @Test func abandoningARunEndsItsWorkerAttemptsClaimedOrNot() async throws {
+        let pool = RecordingPool(name: "gpu")
+        let engine = ExternalExecutorTests.engine(pool)
+        let run = try startJob(
+            #"{"graph": {"type": "parallel", "branches": [{"type": "task", "id": "a", "executor": "gpu", "action": "x"}, {"type": "task", "id": "b", "executor": "gpu", "action": "x"}]}}"#,
+            engine: engine
+        )
+        let tasks = try await pool.waitFor(2)
+        let claimed = try #require(tasks.first { $0.taskID == "a" })
+        let queued = try #require(tasks.first { $0.taskID == "b" })
+        #expect(claimed.markClaimed(by: "w1"))
+        run.abandon()
+        #expect(claimed.isAbandoned)
+        #expect(claimed.future.isCompleted, "the claimed attempt ended with its run")
+        #expect(queued.future.isCompleted, "the queued attempt ended with its run")
+        #expect(!claimed.finish(.success("late")), "a late outcome is not taken")
+        #expect(!queued.markClaimed(by: "w2"), "nothing is handed out from a given-up run")
+        await #expect(throws: JobAbandoned.self) { try await claimed.waitUntilDurable().value }
+    }
 }

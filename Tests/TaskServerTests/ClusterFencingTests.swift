@@ -71,7 +71,7 @@ struct ClusterFencingTests {
         _ = try? a.flush().wait()
         #expect(late.value.withLock { $0 } == false)
         #expect(throws: StoreError.writeFailed) { try a.insert(Records.record("k")).wait() }
-        let told = a.membership.fenced.load(ordering: .relaxed)
+        let told = a.membership.isFenced
         #expect(told, "the membership is told, to register again")
         #expect(try b.job("j").wait()?.state == .running, "the refused end is not stored")
         #expect(try admin.query("SELECT owner FROM jobs WHERE id = 'j'").text(0, 0) == "b")

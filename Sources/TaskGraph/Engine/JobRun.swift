@@ -292,7 +292,10 @@ public final class JobRun: Sendable {
             return state.durabilityWaiters.map(\.promise)
         }
         for waiter in waiters { waiter.fail(JobAbandoned()) }
-        self.jobSource.cancel()
+        // The job's token and the nodes started under it: a running node's own token is not the
+        // job's child (see `cancelStarted`), and an external attempt left running would stay
+        // leased here — its worker's outcome applied to a run whose events are no longer recorded.
+        self.cancelJobSource()
     }
 
     /// Whether the job ended and readers can see its every event (its terminal event included).

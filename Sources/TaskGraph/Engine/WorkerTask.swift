@@ -51,7 +51,21 @@ public struct WorkerTask: Sendable {
     /// (with its `task.started` event). Returns `false` when the attempt had already ended.
     @discardableResult
     public func markClaimed(by workerId: String) -> Bool {
-        self.run.markClaimed(self.index, workerId: workerId)
+        // A run given up to another server (SPEC §9) hands nothing out: its job runs elsewhere.
+        if self.run.isAbandoned { return false }
+        return self.run.markClaimed(self.index, workerId: workerId)
+    }
+
+    /// Whether the attempt's run was given up (`JobRun.abandon`): whatever it does from now on is
+    /// not recorded.
+    public var isAbandoned: Bool { self.run.isAbandoned }
+
+    /// Completes once what the attempt's run has appended so far is durable — after `finish`, the
+    /// outcome; fails with `JobAbandoned` when the run was given up first (the outcome is then not
+    /// recorded: the job's next run decides). The run this attempt belongs to, never another run
+    /// of the same job id.
+    public func waitUntilDurable() -> Future<Void> {
+        self.run.waitForDurability(through: self.run.lastSeq)
     }
 
     /// Keeps a worker's latest `progress` on the node (shown with the node, never journalled).

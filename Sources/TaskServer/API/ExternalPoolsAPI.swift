@@ -122,8 +122,8 @@ struct ExternalPoolsAPI: Sendable {
     /// the outcome is durable.
     private func complete(_ id: String, _ completion: CompletionBody) -> Future<LeaseCompletion> {
         switch self.pools.complete(id, with: completion.outcome, retryable: completion.isRetryable) {
-        case .done(let task, let pool, let workerId):
-            return self.app.jobs.durable(task.jobID).map {
+        case .done(let task, let key, let pool, let workerId):
+            return self.pools.durable(task, lease: key).map {
                 .done(node: task.node?.json ?? .null, pool: pool, workerId: workerId)
             }
         case .gone(let pool, let workerId):

@@ -122,7 +122,7 @@ public final class ExternalPools: Sendable {
         if let (attempt, outcome, retryable) = actions.finish {
             finished = attempt.task.finish(outcome, retryable: retryable)
         }
-        if let hash = actions.forget { self.journal?.removeLeases([hash]) }
+        if let (hash, task) = actions.forget, !task.isAbandoned { self.journal?.removeLeases([hash]) }
         return finished
     }
 
@@ -244,12 +244,18 @@ public final class ExternalPools: Sendable {
     private func deliver(_ claimed: [Claimed], stored: [StoredLease], to promise: Promise<[Claimed]>) {
         var live: [Claimed] = []
         live.reserveCapacity(claimed.count)
+        var handedOutTasks = Set<String>()
         for item in claimed {
             let workerId = self.state.withLock { $0.leases.live[item.leaseID]?.workerId }
-            // A lease that ended meanwhile (its job was cancelled) is not handed out.
+            // A lease that ended meanwhile (its job was cancelled, or given up to another server)
+            // is not handed out.
             guard case .local(let task, _) = item.item else { continue }
-            if let workerId, task.markClaimed(by: workerId) { live.append(item) }
+            if let workerId, task.markClaimed(by: workerId) {
+                live.append(item)
+                handedOutTasks.insert(LeaseTable.restoreKey(task.jobID, task.taskID))
+            }
         }
+        let stored = stored.filter { handedOutTasks.contains(LeaseTable.restoreKey($0.jobID, $0.taskID)) }
         guard !stored.isEmpty, let journal = self.journal else {
             promise.succeed(live)
             return
@@ -574,8 +580,9 @@ public final class ExternalPools: Sendable {
     }
 
     enum CompleteResult {
-        /// Completed; `pool` and `workerId` say where a `claimNext` claims.
-        case done(WorkerTask, pool: String, workerId: String)
+        /// Completed (lease `key`); `pool` and `workerId` say where a `claimNext` claims. The
+        /// answer waits for `durable(task, lease: key)`.
+        case done(WorkerTask, key: String, pool: String, workerId: String)
         case gone(pool: String?, workerId: String?)
         case notFound
     }
@@ -622,7 +629,7 @@ public final class ExternalPools: Sendable {
         guard let (lease, actions) = ended else { return .gone(pool: nil, workerId: nil) }
         let pool = self.names[lease.attempt.pool]
         guard self.run(actions) == true else { return .gone(pool: pool, workerId: lease.workerId) }
-        return .done(lease.attempt.task, pool: pool, workerId: lease.workerId)
+        return .done(lease.attempt.task, key: key, pool: pool, workerId: lease.workerId)
     }
 
     /// Ends live lease `key` in the table and updates the pool's counts (under the lock).
@@ -693,6 +700,12 @@ public final class ExternalPools: Sendable {
                 var actions = LeaseTable.Actions()
                 actions.cancel.0 = attempt.scheduleTimer
                 return actions
+            case .leased(let key) where attempt.task.isAbandoned:
+                // Given up to another server: the lease moves with its job (`LeaseTable.drop`).
+                guard let (workerId, actions) = state.leases.drop(key) else { return nil }
+                state.pools[attempt.pool].leased -= 1
+                self.noteWorker(workerId, pool: attempt.pool, leases: -1, in: &state)
+                return actions
             case .leased(let key):
                 return self.endLease(key, cancelled: attempt.task.isCancelled, in: &state)?.1
             case .ended:
@@ -724,6 +737,23 @@ public final class ExternalPools: Sendable {
         }
         state.pools[pool].workers[workerId, default: WorkerSeen(lastSeen: now, leases: 0)].lastSeen = now
         state.pools[pool].workers[workerId]!.leases = Swift.max(0, state.pools[pool].workers[workerId]!.leases + delta)
+    }
+
+    /// Completes once `task`'s outcome, just finished under lease `key`, is durable; fails
+    /// `ownerUnavailable` when its run was given up first. The outcome is then not recorded, and
+    /// the lease is not remembered as ended: the worker retries, and the job's next run — which
+    /// takes the lease up — answers.
+    func durable(_ task: WorkerTask, lease key: String) -> Future<Void> {
+        task.waitUntilDurable().continueWith(on: .immediate) { waited in
+            switch waited.outcome! {
+            case .success: return
+            case .failure(is JobAbandoned):
+                self.state.withLock { $0.leases.forgetEnded(key) }
+                throw StoreError.ownerUnavailable
+            case .failure(let error): throw error
+            case .cancelled: throw CancellationError()
+            }
+        }
     }
 
     // MARK: - Restart

@@ -41,8 +41,9 @@ struct LeaseTable: Sendable {
         var limitAttempt: (key: String, after: Duration, timeoutMs: Int)?
         /// End the attempt with this outcome (its job decides what follows: a retry, or the end).
         var finish: (attempt: ReadyAttempt, outcome: Outcome<JSONValue>, retryable: Bool)?
-        /// Delete the stored lease with this hash.
-        var forget: String?
+        /// Delete the stored lease with this hash, unless the attempt's run was given up by then
+        /// (its job's next run takes the lease up).
+        var forget: (hash: String, task: WorkerTask)?
     }
 
     /// Which timer of a lease was armed.
@@ -180,8 +181,27 @@ struct LeaseTable: Sendable {
         var actions = Actions()
         actions.cancel = (lease.expiryTimer, lease.attemptTimer)
         if let finishing { actions.finish = (lease.attempt, finishing.outcome, finishing.retryable) }
-        actions.forget = lease.storedHash
+        actions.forget = lease.storedHash.map { ($0, lease.attempt.task) }
         return (lease, actions)
+    }
+
+    /// Forgets that lease `key` ended: the outcome that ended it was lost with its run, given up
+    /// to another server; a late call must reach the lease where the job runs next, not `gone`.
+    mutating func forgetEnded(_ key: String) {
+        guard self.ended.removeValue(forKey: key) != nil else { return }
+        if let hash = self.hashByKey.removeValue(forKey: key) { self.keyByHash[hash] = nil }
+    }
+
+    /// Drops live lease `key` whose attempt's run was given up to another server (SPEC §9): not
+    /// remembered as ended, and its stored row kept — the job's next run, here or elsewhere, takes
+    /// the lease up, and the worker's calls reach it there. Returns the timers to cancel.
+    mutating func drop(_ key: String) -> (workerId: String, Actions)? {
+        guard let lease = self.live.removeValue(forKey: key) else { return nil }
+        lease.attempt.place = .ended
+        if let hash = self.hashByKey.removeValue(forKey: key) { self.keyByHash[hash] = nil }
+        var actions = Actions()
+        actions.cancel = (lease.expiryTimer, lease.attemptTimer)
+        return (lease.workerId, actions)
     }
 
     // MARK: - Restart

@@ -151,6 +151,7 @@ final class PoolRelay: ClusterPoolsObserver, Sendable {
                 guard let pool, let workerId else { return .notFound }
                 return .done(node: answer["node"] ?? .null, pool: pool, workerId: workerId)
             case "gone": return .gone(pool: pool, workerId: workerId)
+            case "unavailable": throw StoreError.ownerUnavailable
             default: return .notFound
             }
         }
@@ -193,7 +194,14 @@ final class PoolRelay: ClusterPoolsObserver, Sendable {
         let applied = self.apply(command)
         applied.whenComplete { outcome in
             self.applying.withLock { _ = $0.remove(id) }
-            if case .success(let answer) = outcome { self.cluster.answer(id, answer) }
+            switch outcome {
+            case .success(let answer): self.cluster.answer(id, answer)
+            // The run was given up before the outcome was recorded: the worker is told to retry
+            // (the job's next run takes the lease up and answers then).
+            case .failure(let error as StoreError) where error == .ownerUnavailable:
+                self.cluster.answer(id, ["outcome": "unavailable"])
+            case .failure, .cancelled: break
+            }
         }
     }
 
@@ -226,8 +234,8 @@ final class PoolRelay: ClusterPoolsObserver, Sendable {
             }
             let retryable = body["retryable"]?.boolValue ?? true
             switch self.pools.complete(leaseHash: hash, with: outcome, retryable: retryable) {
-            case .done(let task, let pool, let workerId):
-                return self.jobs.durable(task.jobID).map {
+            case .done(let task, let key, let pool, let workerId):
+                return self.pools.durable(task, lease: key).map {
                     [
                         "outcome": "done", "node": task.node?.json ?? .null, "pool": .string(pool),
                         "workerId": .string(workerId),

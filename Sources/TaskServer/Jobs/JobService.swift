@@ -441,13 +441,6 @@ public final class JobService: JobObserver, Sendable {
         }
     }
 
-    /// Completes once the events of job `id` appended so far are durable (a worker's outcome,
-    /// before its completion is answered).
-    public func durable(_ id: String) -> Future<Void> {
-        guard let run = self.liveRun(id) else { return Future(value: ()) }
-        return run.waitForDurability(through: run.lastSeq)
-    }
-
     /// Where job `id` is: not live here, live and not finished (its state), or finished a moment
     /// ago (the future completes once its end is recorded and the repository has the record).
     private enum LiveOrEnding {

@@ -248,8 +248,9 @@ struct FinishedJobCache {
     var order: [String] = []
     var orderHead = 0
     var count = 0
-    /// Counts deletes: a record read from the store is cached only if no delete happened while it
-    /// was read (else a read racing a delete would put a deleted job back).
+    /// Counts deletes and invalidations: a record read from the store is cached only if none
+    /// happened while it was read (else a read racing a delete, or a redrive through another
+    /// server, would put a stale record back).
     var deletes: UInt64 = 0
 
     /// Keeps `jobs`, then returns the oldest beyond `limit` (to be freed outside the lock).
@@ -269,5 +270,20 @@ struct FinishedJobCache {
             self.orderHead = 0
         }
         return evicted
+    }
+
+    /// Drops the records of `ids` (nil: every record), which changed elsewhere; returns them (to
+    /// be freed outside the lock).
+    mutating func invalidate(_ ids: [String]?) -> [StoredJob] {
+        self.deletes &+= 1
+        guard let ids else {
+            defer {
+                self.finished = [:]
+                self.order = []
+                self.orderHead = 0
+            }
+            return Array(self.finished.values)
+        }
+        return ids.compactMap { self.finished.removeValue(forKey: $0) }
     }
 }

@@ -416,7 +416,7 @@ extension PostgresJobRepository: GroupCommitting {
                 return notices.pending + ids
             }
             if let attached {
-                for payload in PostgresCluster.endedPayloads(attached) {
+                for payload in ClusterNotice.listPayloads("ended", attached) {
                     statements.append(.init(sql: "SELECT pg_notify('taskserver', $1)", values: [.text(payload)]))
                 }
             } else {
@@ -453,7 +453,7 @@ extension PostgresJobRepository: GroupCommitting {
         // Unfenced: a notification changes no job, and a late one costs a wasted read. Lost (the
         // database away): the waits' own polls find the ends.
         _ = self.read { db in
-            for payload in PostgresCluster.endedPayloads(ids) {
+            for payload in ClusterNotice.listPayloads("ended", ids) {
                 try db.query("SELECT pg_notify('taskserver', $1)", [.text(payload)])
             }
         }
@@ -690,6 +690,14 @@ extension PostgresJobRepository: GroupCommitting {
         try db.query("SELECT pg_notify('taskserver', 'schedule ' || $1)", [.text(id)])
     }
 
+    /// Tells every server, once this commit is done, that these finished jobs were redriven or
+    /// deleted: a copy of their records kept anywhere is stale (`ClusterNotice.changed`).
+    func notifyChanged(_ ids: [String], _ db: PostgresConnection) throws {
+        for payload in ClusterNotice.listPayloads("changed", ids) {
+            try db.query("SELECT pg_notify('taskserver', $1)", [.text(payload)])
+        }
+    }
+
     /// Turns a failed or cancelled job's row back into an unfinished one (`reopen`), keeping its
     /// node list as a redrive starts from it (`NodeRecord.redriven`).
     func writeReopen(_ id: String, startingAt now: Timestamp, _ db: PostgresConnection) throws -> StoredJob? {
@@ -712,6 +720,7 @@ extension PostgresJobRepository: GroupCommitting {
             ]
         )
         try db.query("DELETE FROM nodes WHERE job = $1", [.int(stored.key)])
+        try self.notifyChanged([id], db)
         self.uncacheFinished(id)
         return stored
     }
@@ -738,10 +747,10 @@ extension PostgresJobRepository: GroupCommitting {
         try db.query("DELETE FROM deliveries WHERE job_id = ANY($1::text[])", [ids])
         try db.query("DELETE FROM leases WHERE job_id = ANY($1::text[])", [ids])
         try db.query("DELETE FROM jobs WHERE position = ANY($1::bigint[])", [positions])
+        try self.notifyChanged(jobs.map(\.id), db)
         let removed = self.cache.withLock { cache in
             cache.count -= jobs.count
-            cache.deletes &+= 1
-            return jobs.compactMap { cache.finished.removeValue(forKey: $0.id) }
+            return cache.invalidate(jobs.map(\.id))
         }
         withExtendedLifetime(removed) {}
     }

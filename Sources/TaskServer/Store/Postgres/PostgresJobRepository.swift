@@ -46,8 +46,8 @@ public final class PostgresJobRepository: JobRepository {
         /// This server's name among the servers sharing the database (`--node-name`): unique
         /// per server, and the same across its restarts (it resumes its own jobs at once).
         public var nodeName = PostgresJobRepository.defaultNodeName
-        /// The cluster's lease and heartbeat (tests shorten them).
-        var cluster = PostgresCluster.Options()
+        /// The cluster's lease, heartbeat and waits (tests shorten them).
+        var cluster = ClusterTiming.standard
         public init() {}
     }
 
@@ -114,7 +114,7 @@ public final class PostgresJobRepository: JobRepository {
         self.membership = try PostgresCluster(
             nodeName: options.nodeName,
             settings: settings,
-            options: options.cluster,
+            timing: options.cluster,
             connection: connection,
             logger: logger
         )
@@ -130,6 +130,13 @@ public final class PostgresJobRepository: JobRepository {
         }
         let feed = self.feed
         self.membership.feedWake.withLock { $0 = { feed.fellBehind() } }
+        self.membership.jobsChanged.withLock {
+            $0 = { [weak self] ids in
+                guard let self else { return }
+                let dropped = self.cache.withLock { $0.invalidate(ids) }
+                withExtendedLifetime(dropped) {}
+            }
+        }
         self.membership.flushWrites.withLock {
             $0 = { [weak self] in
                 guard let self else { return true }
@@ -460,7 +467,7 @@ public final class PostgresJobRepository: JobRepository {
 
     /// Forgets the cached record of job `id` (a redrive made it unfinished again).
     func uncacheFinished(_ id: String) {
-        let removed = self.cache.withLock { cache in cache.finished.removeValue(forKey: id) }
+        let removed = self.cache.withLock { cache in cache.invalidate([id]) }
         withExtendedLifetime(removed) {}
     }
 

@@ -1,0 +1,471 @@
+import Logging
+import Synchronization
+import TaskCore
+import TaskGraph
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A server's part in the cluster of servers sharing one PostgreSQL database (SPEC §9), on one
+/// connection and one thread of its own.
+///
+/// - **The lease** is `NodeLease`'s: this class feeds it what happens (time, each renewal's
+///   outcome, a refused commit, the connection) and carries out what it answers — stop acting on
+///   the jobs, flush then register again, claim the ownerless jobs. The statements are
+///   `PostgresMembership`'s; every duration is `ClusterTiming`'s.
+/// - **Fencing.** Every write transaction of the server opens with `taskserver_fence`, which fails
+///   once the row is gone or names another token (`token`): a server whose jobs were taken over
+///   can write nothing more.
+/// - **Takeover.** Each heartbeat deletes the rows whose lease ended (one server deletes each),
+///   releases the webhook deliveries they held, and has the service claim the jobs left without a
+///   live owner (`SKIP LOCKED`, so survivors share them).
+/// - **Wake-ups.** The connection `LISTEN`s on `taskserver`; each payload is parsed once into a
+///   `ClusterNotice`. Each heartbeat also looks for commands and answers a lost notification left
+///   behind (a reconnection misses what was sent meanwhile), so a wake-up is never lost, only late.
+/// - **The leader** (the oldest live registration) does the chores that need one server:
+///   `leaderChores`, and firing the schedules (`ClusterScheduleObserver`).
+///
+/// With the standard timing a dead server's jobs go on elsewhere 5–6 s after its last renewal
+/// (SPEC §9 asks for 10 s), and a server must miss three heartbeats in a row before it stops — a
+/// database restart of a few seconds does not cost a takeover.
+final class PostgresCluster: Cluster {
+    let nodeName: String
+    let settings: PostgresSettings
+    let timing: ClusterTiming
+    let statements: PostgresMembership
+    let logger: Logger
+    /// Monotonic time for the lease and the watchdog's timer (the lease itself is on the
+    /// database's clock: `taskserver_now_ms()`).
+    let clock: any ServerClock
+    /// The fencing token of this server's row (what every write transaction checks).
+    let token = Atomic<Int64>(0)
+    /// Other servers whose lease has not ended, as of the last heartbeat.
+    let peers = Atomic<Int>(0)
+    /// Whether this server holds the oldest live registration: it alone does the leader's chores
+    /// (retention among them) and fires the schedules, as of the last heartbeat.
+    let isLeader = Atomic<Bool>(true)
+    /// The lease's state machine; its actions are carried out after the lock.
+    private let lease: Mutex<NodeLease>
+    private let delegate = Mutex<(any ClusterDelegate)?>(nil)
+    private let scheduleObserver = Mutex<(any ClusterScheduleObserver)?>(nil)
+    private let poolsObserver = Mutex<(any ClusterPoolsObserver)?>(nil)
+    /// Reads the server-wide feed's new rows (another server's jobs ended: it committed some).
+    let feedWake = Mutex<(@Sendable () -> Void)?>(nil)
+    /// Told of finished jobs redriven or deleted through any server (nil: any may have been — the
+    /// connection was lost, and notifications with it): a kept copy of their record is stale.
+    let jobsChanged = Mutex<(@Sendable ([String]?) -> Void)?>(nil)
+    /// Waits until the writes queued so far are committed (or refused); false when the store
+    /// cannot write now (its connection is away): set by the repository.
+    let flushWrites = Mutex<(@Sendable () -> Bool)?>(nil)
+    /// Relayed commands waiting for their answers, by id.
+    private let waiting = Mutex<[Int64: Promise<JSONValue?>]>([:])
+    /// Work for the cluster's connection (relays, answers), run by its thread.
+    private let work = Mutex<[@Sendable (PostgresConnection) throws -> Void]>([])
+    private let running = Atomic(true)
+    private let started = Atomic(false)
+    private let thread = WorkerPool(name: "pg-cluster", size: 1)
+    private let stopped = Promise<Void>()
+    /// A pipe whose read end the thread polls beside the connection: a write wakes it.
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+
+    /// Registers this server with `connection` (the repository's first), so that its token is
+    /// known before the first commit. At start, the webhook deliveries a predecessor under this
+    /// name was sending are released (sent again: at least once).
+    init(
+        nodeName: String,
+        settings: PostgresSettings,
+        timing: ClusterTiming,
+        clock: any ServerClock = SystemClock(),
+        connection: PostgresConnection,
+        logger: Logger
+    ) throws {
+        self.nodeName = nodeName
+        self.settings = settings
+        self.timing = try timing.validated()
+        self.statements = PostgresMembership(nodeName: nodeName, timing: timing)
+        self.clock = clock
+        self.logger = logger
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else {
+            throw PostgresError(
+                message: "cannot make a pipe: \(String(cString: strerror(errno)))",
+                connectionLost: false
+            )
+        }
+        _ = fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK)
+        _ = fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK)
+        self.wakeRead = fds[0]
+        self.wakeWrite = fds[1]
+        let registeredAt = clock.monotonicNanoseconds()
+        self.token.store(try self.statements.register(connection), ordering: .sequentiallyConsistent)
+        try self.statements.releaseDeliveries(of: [nodeName], connection)
+        self.lease = Mutex(NodeLease(timing: self.timing, registeredAt: registeredAt))
+    }
+
+    /// libpq settings of the cluster's connection: TCP keep-alives and a send timeout, so that a
+    /// database cut off by the network is noticed within seconds.
+    static let connectionSettings = [
+        ("keepalives", "1"), ("keepalives_idle", "2"), ("keepalives_interval", "1"), ("keepalives_count", "2"),
+        ("tcp_user_timeout", "3000"),
+    ]
+
+    deinit {
+        Glibc.close(self.wakeRead)
+        Glibc.close(self.wakeWrite)
+    }
+
+    func start(_ delegate: any ClusterDelegate) {
+        self.delegate.withLock { $0 = delegate }
+        guard !self.started.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        self.thread.execute { self.run() }
+    }
+
+    func stop() {
+        self.delegate.withLock { $0 = nil }
+        self.scheduleObserver.withLock { $0 = nil }
+        self.poolsObserver.withLock { $0 = nil }
+    }
+
+    func observeSchedules(_ observer: any ClusterScheduleObserver) {
+        self.scheduleObserver.withLock { $0 = observer }
+    }
+
+    func observePools(_ observer: any ClusterPoolsObserver) {
+        self.poolsObserver.withLock { $0 = observer }
+    }
+
+    /// Ends the membership: the thread stops and the row is deleted, so that the other servers
+    /// claim at once whatever this one leaves unfinished (nothing, after a graceful shutdown).
+    func leave() -> Future<Void> {
+        self.stop()
+        self.running.store(false, ordering: .sequentiallyConsistent)
+        // Never started (a repository without a job service: tests, tools): no thread to stop.
+        if !self.started.exchange(true, ordering: .sequentiallyConsistent) {
+            self.thread.shutdown()
+            return Future(value: ())
+        }
+        self.wake()
+        return self.stopped.future.map { self.thread.shutdown() }
+    }
+
+    /// A commit was refused by the fence: the server stops acting and registers again at once.
+    func noteFenced() {
+        let actions = self.lease.withLock { $0.commitFenced() }
+        self.carryOut(actions, db: nil)
+        self.wake()
+    }
+
+    /// Whether a refused commit waits for the next registration (tests).
+    var isFenced: Bool { self.lease.withLock { $0.fenced } }
+
+    /// Whether this server acts on its jobs now.
+    var isActing: Bool { self.lease.withLock { $0.isActing } }
+
+    private func wake() {
+        var byte: UInt8 = 1
+        _ = write(self.wakeWrite, &byte, 1)
+    }
+
+    // MARK: - Commands
+
+    func relay(_ command: ClusterCommand, timeout: Duration) -> Future<JSONValue?> {
+        let promise = Promise<JSONValue?>()
+        self.enqueue { db in
+            guard let id = try self.statements.insert(command, db) else {
+                promise.succeed(ClusterCommand.leaseNotStored)
+                return
+            }
+            self.waiting.withLock { $0[id] = promise }
+            self.clock.schedule(after: timeout) {
+                if let promise = self.waiting.withLock({ $0.removeValue(forKey: id) }) { promise.trySucceed(nil) }
+            }
+        } failed: { error in
+            promise.fail(error)
+        }
+        return promise.future
+    }
+
+    func answer(_ id: Int64, _ answer: JSONValue) {
+        self.enqueue { db in
+            try self.statements.answer(id, answer, db)
+        } failed: { error in
+            self.logger.warning("cannot record the answer to a relayed command", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Runs `body` on the cluster's connection (`failed` when it throws or there is none).
+    private func enqueue(
+        _ body: @escaping @Sendable (PostgresConnection) throws -> Void,
+        failed: @escaping @Sendable (any Error) -> Void
+    ) {
+        self.work.withLock {
+            $0.append { db in
+                do { try body(db) } catch {
+                    failed(error)
+                    if let error = error as? PostgresError, error.connectionLost { throw error }
+                }
+            }
+        }
+        self.wake()
+    }
+
+    // MARK: - The lease
+
+    /// Every `watchInterval`, off the cluster's thread (which may hang in a statement to a
+    /// database cut off by the network): a lease not renewed for `staleStop` stops the server
+    /// acting on its jobs, before any other server may take them over.
+    private func watch() {
+        guard self.running.load(ordering: .relaxed) else { return }
+        self.tick()
+        self.clock.schedule(after: self.timing.watchInterval) { [weak self] in self?.watch() }
+    }
+
+    /// Tells the lease the time (the watchdog, and the thread before it acts on a notification:
+    /// after a stall of the process, nothing is served from runs the lease gives up).
+    private func tick() {
+        let now = self.clock.monotonicNanoseconds()
+        let actions = self.lease.withLock { $0.tick(now: now) }
+        self.carryOut(actions, db: nil)
+    }
+
+    /// Carries out the lease's actions: `stopActing` and `claimOwnerless` anywhere; `flush` and
+    /// `register` need the cluster's connection (`db`), so only the thread carries them out.
+    private func carryOut(_ actions: [NodeLease.Action], db: PostgresConnection?) {
+        var pending = actions[...]
+        while let action = pending.popFirst() {
+            switch action {
+            case .stopActing(let reason):
+                let message: Logger.Message =
+                    switch reason {
+                    case .stale: "cannot renew this server's lease; it stops acting on its jobs until it can"
+                    case .takenOver: "another server took this server's jobs over; it stops acting on them"
+                    case .fenced: "a commit was refused by the fence; this server stops acting on its jobs"
+                    }
+                self.logger.error(message, metadata: ["node": "\(self.nodeName)"])
+                self.delegate.withLock { $0 }?.clusterLostJobs()
+            case .flush:
+                guard db != nil else { continue }
+                // What the given-up runs queued before they were given up is sent under the old
+                // token (and refused, if the row is gone) before the new token exists. The writer
+                // away (the database restarting): not before it is back and has sent them.
+                let done = self.flushWrites.withLock({ $0 })?() ?? true
+                pending += self.lease.withLock { $0.flushFinished(done: done) }
+            case .register:
+                guard let db else { continue }
+                let sentAt = self.clock.monotonicNanoseconds()
+                do {
+                    self.token.store(try self.statements.register(db), ordering: .sequentiallyConsistent)
+                } catch {
+                    self.logger.warning("cannot register again yet", metadata: ["error": "\(error)"])
+                    continue
+                }
+                self.logger.notice("registered again", metadata: ["node": "\(self.nodeName)"])
+                pending += self.lease.withLock { $0.registered(sentAt: sentAt) }
+            case .claimOwnerless:
+                self.delegate.withLock { $0 }?.clusterClaimJobs()
+            }
+        }
+    }
+
+    // MARK: - The thread
+
+    private func run() {
+        self.watch()
+        var connection: PostgresConnection?
+        var nextBeat: UInt64 = 0
+        var reconnectDelay: Int32 = 100
+        let heartbeat = self.timing.heartbeat.clampedNanoseconds
+        while self.running.load(ordering: .sequentiallyConsistent) {
+            do {
+                if connection == nil {
+                    // A statement that hangs (a lock, a network cut without a reset) fails in
+                    // seconds, not at TCP's timeout, and the thread goes on.
+                    let db = try PostgresConnection(self.settings, extra: Self.connectionSettings)
+                    try db.execute("SET statement_timeout = 3000; LISTEN taskserver")
+                    connection = db
+                    let now = self.clock.monotonicNanoseconds()
+                    self.lease.withLock { $0.connected(now: now) }
+                    // What changed while no notification could arrive (also at the start).
+                    self.scheduleObserver.withLock { $0 }?.clusterSchedulesChanged(nil)
+                    self.jobsChanged.withLock { $0 }?(nil)
+                    reconnectDelay = 100
+                    nextBeat = 0
+                }
+                let db = connection!
+                let pending = self.work.withLock { work in
+                    defer { work = [] }
+                    return work
+                }
+                for item in pending { try item(db) }
+                let now = self.clock.monotonicNanoseconds()
+                if now >= nextBeat || self.isFenced {
+                    try self.beat(db, sentAt: now)
+                    nextBeat = now + heartbeat
+                }
+                try self.dispatch(try db.notifications(read: false), db)
+                let left = nextBeat &- min(nextBeat, self.clock.monotonicNanoseconds())
+                let timeout = Int32(min(heartbeat, left) / 1_000_000)
+                if self.wait(socket: db.socket, timeoutMilliseconds: max(1, timeout)) {
+                    try self.dispatch(try db.notifications(read: true), db)
+                }
+            } catch {
+                if let error = error as? PostgresError, !error.connectionLost, connection?.isUsable == true {
+                    self.logger.warning("cluster heartbeat failed", metadata: ["error": "\(error)"])
+                } else {
+                    if connection != nil {
+                        self.logger.warning("lost the cluster connection", metadata: ["error": "\(error)"])
+                        self.lease.withLock { $0.disconnected() }
+                    }
+                    connection = nil
+                }
+                _ = self.wait(socket: -1, timeoutMilliseconds: reconnectDelay)
+                reconnectDelay = min(1000, reconnectDelay * 2)
+            }
+        }
+        if let connection, connection.isUsable {
+            _ = try? self.statements.leave(token: self.token.load(ordering: .sequentiallyConsistent), connection)
+        }
+        self.stopped.succeed(())
+    }
+
+    /// Waits until the socket is readable (true), the pipe is written to, or the time is up.
+    private func wait(socket: Int32, timeoutMilliseconds: Int32) -> Bool {
+        var descriptors = [
+            pollfd(fd: self.wakeRead, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: socket, events: Int16(POLLIN), revents: 0),
+        ]
+        let ready = poll(&descriptors, socket >= 0 ? 2 : 1, timeoutMilliseconds)
+        if ready > 0, descriptors[0].revents != 0 {
+            var buffer = [UInt8](repeating: 0, count: 64)
+            while read(self.wakeRead, &buffer, buffer.count) > 0 {}
+        }
+        return ready > 0 && socket >= 0 && descriptors[1].revents != 0
+    }
+
+    /// One heartbeat: renew (or flush and register again, as the lease says), take over the
+    /// servers whose lease ended, learn who leads, do the leader's chores, and look for commands
+    /// and answers a lost notification left behind. `sentAt` is when the renewal was sent: the
+    /// lease counts from then, never from its answer.
+    private func beat(_ db: PostgresConnection, sentAt: UInt64) throws {
+        let pools = self.poolsObserver.withLock { $0 }
+        let queued = pools?.clusterQueuedCounts() ?? [:]
+        let renewed = try self.statements.renew(
+            token: self.token.load(ordering: .sequentiallyConsistent),
+            queued: queued.isEmpty ? nil : Self.queuedJSON(queued),
+            db
+        )
+        self.carryOut(self.lease.withLock { $0.renewal(renewed: renewed, sentAt: sentAt) }, db: db)
+        guard self.isActing else { return }
+        if self.lease.withLock({ $0.mayReap(at: sentAt) }) {
+            let dead = try self.statements.reapExpired(db)
+            if !dead.isEmpty {
+                self.logger.notice("taking over from servers whose lease ended", metadata: ["nodes": "\(dead)"])
+                try self.statements.releaseDeliveries(of: dead, db)
+                self.carryOut(self.lease.withLock { $0.reaped(dead.count) }, db: db)
+            }
+        }
+        let alive = try self.statements.alive(db)
+        pools?.clusterPeersQueued(try Self.queuedByPool(alive.queued))
+        self.peers.store(alive.peers, ordering: .relaxed)
+        let leading = alive.leaderToken == self.token.load(ordering: .relaxed)
+        self.isLeader.store(leading, ordering: .relaxed)
+        if leading {
+            for chore in self.leaderChores { try chore(db) }
+        }
+        self.scheduleObserver.withLock { $0 }?.clusterLeadership(leading)
+        if let delegate = self.delegate.withLock({ $0 }) {
+            for (id, command) in try self.statements.lostCommands(db) where delegate.clusterRuns(command.jobID ?? "") {
+                self.apply(id, command)
+            }
+        }
+        let waitingIDs = self.waiting.withLock { Array($0.keys) }
+        if !waitingIDs.isEmpty { try self.collectAnswers(waitingIDs, db) }
+    }
+
+    /// What the leader does at each heartbeat, for the whole cluster (retention of finished jobs
+    /// is the writer's, which asks `isLeader`; firing the schedules is the scheduler's).
+    private var leaderChores: [(PostgresConnection) throws -> Void] {
+        [
+            // The server-wide feed keeps ten times what a server holds (`FeedWindow.capacity`).
+            { db in try self.statements.trimFeed(keeping: FeedWindow.capacity * 10, db) },
+            { db in try self.statements.deleteOldCommands(db) },
+        ]
+    }
+
+    private func dispatch(_ notifications: [(channel: String, payload: String)], _ db: PostgresConnection) throws {
+        guard !notifications.isEmpty else { return }
+        // After a stall of this process, the lease may be stale: it stops acting before anything
+        // is served from runs it gives up (a relayed claim among these notifications).
+        self.tick()
+        let delegate = self.delegate.withLock { $0 }
+        var answered: [Int64] = []
+        for notification in notifications {
+            guard let notice = ClusterNotice(payload: notification.payload) else { continue }
+            switch notice {
+            case .cancel(let id):
+                if delegate?.clusterRuns(id) == true { delegate?.clusterCancel(id) }
+            case .command(let id, let target):
+                let mine =
+                    switch target {
+                    case .server(let name): name == self.nodeName
+                    case .job(let job): delegate?.clusterRuns(job) == true
+                    }
+                // A claim is worth applying only while its server still waits for the answer (the
+                // attempts it leased would otherwise wait for a heartbeat timeout).
+                if mine, let command = try self.statements.command(id, db) { self.apply(id, command) }
+            case .answered(let id):
+                answered.append(id)
+            case .ended(let jobs):
+                delegate?.clusterJobsEnded(jobs)
+                self.feedWake.withLock { $0 }?()
+            case .changed(let jobs):
+                self.jobsChanged.withLock { $0 }?(jobs)
+                delegate?.clusterJobsEnded(jobs)
+            case .schedule(let id):
+                self.scheduleObserver.withLock { $0 }?.clusterSchedulesChanged(id)
+            }
+        }
+        if !answered.isEmpty { try self.collectAnswers(answered, db) }
+    }
+
+    /// Completes the waits for these relayed commands that have an answer.
+    private func collectAnswers(_ ids: [Int64], _ db: PostgresConnection) throws {
+        for (id, answer) in try self.statements.answers(ids, db) {
+            self.waiting.withLock { $0.removeValue(forKey: id) }?.succeed(answer)
+        }
+    }
+
+    /// Hands `command` to whoever applies its kind (nothing while this server does not act).
+    private func apply(_ id: Int64, _ command: ClusterCommand) {
+        guard self.isActing else { return }
+        if command.kind.isPoolCommand {
+            self.poolsObserver.withLock { $0 }?.clusterApplyPoolCommand(id, command)
+        } else {
+            self.delegate.withLock { $0 }?.clusterApply(id, command)
+        }
+    }
+
+    /// This server's queued counts as its row publishes them: `{"pool": count, …}`.
+    static func queuedJSON(_ queued: [String: Int]) -> String {
+        JSONValue.object(JSONObject(queued.sorted { $0.key < $1.key }.map { ($0.key, .int($0.value)) })).jsonString
+    }
+
+    /// Other servers' published queued counts (`{"server": {"pool": count}}`) by pool and server.
+    static func queuedByPool(_ text: String?) throws -> [String: [String: Int]] {
+        guard let text, case .object(let servers) = try JSONParser.parse(text, limits: StoredRecords.limits) else {
+            return [:]
+        }
+        var byPool: [String: [String: Int]] = [:]
+        for (server, counts) in servers {
+            guard case .object(let counts) = counts else { continue }
+            for (pool, count) in counts {
+                if let count = count.intValue, count > 0 { byPool[pool, default: [:]][server] = count }
+            }
+        }
+        return byPool
+    }
+}
