@@ -80,4 +80,63 @@ struct ClusterScheduleTests {
         #expect(try await b.delete("/v1/schedules/minutely").status == 204)
         await b.stop()
     }
+
+    /// A server that does not hear of a change at once (the announcement is on its way) still
+    /// answers for a schedule created through another server the moment the `201` came back:
+    /// read, listed, changed, triggered, deleted, or created again (409), as a job would be.
+    @Test func aScheduleCreatedThroughOneServerIsThereAtOnceThroughAnother() async throws {
+        let settings = try TestPostgres.freshSchema()
+        defer { TestPostgres.drop(settings) }
+        let clockA = ManualClock(start: .now())
+        let clockB = ManualClock(start: clockA.now())
+        let a = try await Self.start(settings, "a", clockA)
+        let b = try await Self.start(settings, "b", clockB)
+        #expect(try await Self.eventually { a.app.scheduler.isLeading })
+        // From here on b hears of no change: every announcement is still on its way.
+        try #require(b.app.repository.cluster).observeSchedules(NotListening())
+
+        func created(_ id: String) async throws {
+            let response = try await a.post("/v1/schedules", json: ScheduleTests.schedule(id))
+            #expect(response.status == 201, "\(response)")
+        }
+
+        try await created("read")
+        let read = try await b.get("/v1/schedules/read")
+        #expect(read.status == 200, "\(read)")
+        #expect(read.json["cron"] == "* * * * *")
+        #expect(try await b.get("/v1/schedules/none").status == 404)
+
+        try await created("changed")
+        let changed = try await b.patch("/v1/schedules/changed", json: #"{"paused": true}"#)
+        #expect(changed.status == 200, "\(changed)")
+        #expect(changed.json["paused"] == true)
+        #expect(try await Self.eventually { try await a.get("/v1/schedules/changed").json["paused"] == true })
+
+        try await created("triggered")
+        let triggered = try await b.post("/v1/schedules/triggered/trigger")
+        #expect(triggered.status == 201, "\(triggered)")
+
+        try await created("deleted")
+        #expect(try await b.delete("/v1/schedules/deleted").status == 204)
+        #expect(try await Self.eventually { try await a.get("/v1/schedules/deleted").status == 404 })
+        #expect(try await b.delete("/v1/schedules/deleted").status == 404)
+
+        try await created("taken")
+        let again = try await b.post("/v1/schedules", json: ScheduleTests.schedule("taken", cron: "0 * * * *"))
+        #expect(again.status == 409, "\(again)")
+        #expect(try await a.get("/v1/schedules/taken").json["cron"] == "* * * * *")
+
+        try await created("listed")
+        let listed = try await b.get("/v1/schedules").json["items"]?.arrayValue ?? []
+        #expect(listed.compactMap { $0["id"]?.stringValue } == ["changed", "listed", "read", "taken", "triggered"])
+
+        await a.stop()
+        await b.stop()
+    }
+}
+
+/// A scheduler's link to its cluster cut: it hears of no change another server makes.
+private final class NotListening: ClusterScheduleObserver {
+    func clusterLeadership(_ leading: Bool) {}
+    func clusterSchedulesChanged(_ id: String?) {}
 }

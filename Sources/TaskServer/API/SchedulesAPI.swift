@@ -56,13 +56,15 @@ struct SchedulesAPI: Sendable {
     }
 
     @Sendable func list(_ request: Request) throws -> Future<Response> {
-        Future(value: .json(["items": .array(self.app.scheduler.list())]))
+        self.app.scheduler.listed().map { items -> Response in .json(["items": .array(items)]) }
     }
 
     @Sendable func get(_ request: Request) throws -> Future<Response> {
         let id = request.parameter("id")
-        guard let schedule = self.app.scheduler.representation(id) else { throw Self.notFound(id) }
-        return Future(value: .json(schedule))
+        return self.app.scheduler.schedule(id).map { schedule -> Response in
+            guard let schedule else { throw Self.notFound(id) }
+            return .json(schedule)
+        }
     }
 
     @Sendable func update(_ request: Request) throws -> Future<Response> {

@@ -27,7 +27,10 @@ import TaskSchedule
 ///   the leader (`ClusterScheduleObserver.clusterLeadership`) arms the timer. A change made through
 ///   any server, and each fire, is committed and announced (`clusterSchedulesChanged`): the others
 ///   read that schedule again. A server that becomes the leader reads them all and fires what was
-///   missed since each one's last recorded fire, by its catch-up rule — as after a restart.
+///   missed since each one's last recorded fire, by its catch-up rule — as after a restart. The
+///   announcement takes a moment, so a request for a schedule this server does not hold reads it
+///   from the store first, and a list reads them all (read-your-writes through any server, as
+///   for jobs).
 public final class Scheduler: Sendable {
     public static let maxSchedules = 10_000
     public static let maxCatchUp = 100
@@ -73,16 +76,32 @@ public final class Scheduler: Sendable {
         var changedHere: [String: Int] = [:]
         /// The last read of other servers' changes (`readInOrder`).
         var reads = Future<Void>(value: ())
+        /// Schedules this server changed whose write to the store has not ended (how many such
+        /// writes): a read may predate their commit, so it leaves them as they are.
+        var writing: [String: Int] = [:]
 
         mutating func changed(_ id: String) {
             self.epoch += 1
             self.changedHere[id] = self.epoch
         }
 
+        /// Schedule `id` changed here, and its write to the store starts.
+        mutating func writes(_ id: String) {
+            self.changed(id)
+            self.writing[id, default: 0] += 1
+        }
+
+        /// The write of schedule `id` ended: reads sent from now on see it, and those sent before
+        /// do not undo it.
+        mutating func wrote(_ id: String) {
+            self.changed(id)
+            if let count = self.writing[id], count > 1 { self.writing[id] = count - 1 } else { self.writing[id] = nil }
+        }
+
         /// Takes `fresh` (read as read number `issued`; schedule `only`, or all when nil) as the
         /// store's: combined with this server's entry by `combine`, a schedule missing from the
-        /// read removed; but a schedule this server changed after the read was sent is kept, and
-        /// so is one being fired (its end records it).
+        /// read removed; but a schedule this server changed after the read was sent, or is
+        /// writing, is kept, and so is one being fired (its end records it).
         mutating func take(
             _ fresh: [Entry],
             only: String?,
@@ -90,7 +109,8 @@ public final class Scheduler: Sendable {
             combine: (Entry?, Entry) -> Entry
         ) {
             let changedHere = self.changedHere
-            let newer = { (id: String) in (changedHere[id] ?? 0) > issued }
+            let writing = self.writing
+            let newer = { (id: String) in (changedHere[id] ?? 0) > issued || writing[id] != nil }
             let read = Set(fresh.map(\.definition.id))
             for id in only.map({ [$0] }) ?? Array(self.entries.keys)
             where !read.contains(id) && !newer(id) && self.entries[id]?.firing != true {
@@ -228,6 +248,20 @@ public final class Scheduler: Sendable {
 
     /// Reads schedule `id` again (nil: all of them) after another server changed it.
     func refresh(_ id: String?) {
+        self.reread(id).whenComplete { outcome in
+            guard case .success = outcome else {
+                self.logger.warning("could not read the schedules another server changed")
+                return
+            }
+        }
+    }
+
+    /// Reads schedule `id` (nil: all of them) from the store and takes what it holds over this
+    /// server's entries (`State.take`, `merged`): what a notification of another server's change
+    /// does, and what a request does for a schedule this server does not hold. Completes once
+    /// taken; fails when the store could not be read.
+    private func reread(_ id: String?) -> Future<Void> {
+        let taken = Promise<Void>()
         let read: @Sendable () -> Future<[StoredSchedule]> = {
             if let id {
                 self.store.storedSchedule(id).map { $0.map { [$0] } ?? [] }
@@ -237,18 +271,42 @@ public final class Scheduler: Sendable {
         }
         self.readInOrder(read) { outcome, issued in
             guard case .success(let stored) = outcome else {
-                self.logger.warning("could not read the schedules another server changed")
+                taken.complete(with: outcome.map { _ in () })
                 return
             }
             let now = self.clock.now()
-            let fresh = stored.compactMap { self.entry($0) }
+            let held = self.state.withLock { $0.entries }
+            let fresh = stored.compactMap { self.entry($0, reusing: held[$0.id]) }
             self.state.withLock { state in
                 state.take(fresh, only: id, issued: issued) { current, entry in
                     Self.merged(current, entry, now: now)
                 }
             }
             self.armTimer()
+            taken.succeed(())
         }
+        return taken.future
+    }
+
+    /// `schedule` as an entry with nothing due, with the definition of `held` (this server's
+    /// entry) when the stored one is the same: a list in a cluster reads every schedule, and
+    /// decoding each one's job again would cost more than the read.
+    private func entry(_ schedule: StoredSchedule, reusing held: Entry?) -> Entry? {
+        guard let held, held.definition.json == schedule.definition else { return self.entry(schedule) }
+        return Entry(
+            definition: held.definition,
+            createdAt: schedule.createdAt,
+            updatedAt: schedule.updatedAt,
+            lastFireAt: schedule.lastFireAt,
+            lastJobID: schedule.lastJobID
+        )
+    }
+
+    /// Whether schedule `id` is read from the store before a request for it is answered: in a
+    /// cluster, one this server does not hold may have been created through another server an
+    /// instant ago, its announcement still on its way. Alone, this server holds every schedule.
+    private func mayBeElsewhere(_ id: String) -> Bool {
+        self.cluster != nil && ScheduleDefinition.isValidID(id) && self.state.withLock { $0.entries[id] == nil }
     }
 
     /// `read` over `current` (this server's entry): a schedule whose timing did not change keeps
@@ -321,12 +379,44 @@ public final class Scheduler: Sendable {
 
     // MARK: - Reading
 
-    /// The schedule `id` as the API shows it.
+    /// The schedule `id` as the API shows it (nil: none). In a cluster, one this server does not
+    /// hold is answered as the store holds it (unless this server is deleting it); the entry
+    /// comes with the announcement, as before, so that reads of absent ids never queue in
+    /// `readInOrder`.
+    func schedule(_ id: String) -> Future<JSONValue?> {
+        guard self.mayBeElsewhere(id) else { return Future(value: self.representation(id)) }
+        return self.store.storedSchedule(id).map { stored -> JSONValue? in
+            if let held = self.representation(id) { return held }
+            guard let stored, self.state.withLock({ $0.writing[id] == nil }) else { return nil }
+            return self.entry(stored).map { self.representation($0) }
+        }
+    }
+
+    /// The schedule `id` as the API shows it, as this server holds it.
     func representation(_ id: String) -> JSONValue? {
         self.state.withLock { $0.entries[id] }.map { self.representation($0) }
     }
 
-    /// Every schedule, by id.
+    /// Every schedule, by id. In a cluster, as the store holds them (one created or deleted
+    /// through another server an instant ago too), but those this server is writing as it holds
+    /// them; while the store cannot be read, those this server holds. The read is the answer's
+    /// only: the entries change with the announcements, as before (reads of every list in
+    /// `readInOrder` would queue behind one another).
+    func listed() -> Future<[JSONValue]> {
+        guard self.cluster != nil else { return Future(value: self.list()) }
+        return self.store.storedSchedules().continueWith(on: .immediate) { read -> [JSONValue] in
+            guard case .success(let stored)? = read.outcome else { return self.list() }
+            let (held, writing) = self.state.withLock { state in (state.entries, state.writing) }
+            var entries: [String: Entry] = [:]
+            for schedule in stored where writing[schedule.id] == nil {
+                entries[schedule.id] = self.entry(schedule, reusing: held[schedule.id])
+            }
+            for id in writing.keys { entries[id] = held[id] }
+            return entries.values.sorted { $0.definition.id < $1.definition.id }.map { self.representation($0) }
+        }
+    }
+
+    /// Every schedule this server holds, by id.
     func list() -> [JSONValue] {
         self.state.withLock { $0.entries.values.sorted { $0.definition.id < $1.definition.id } }.map {
             self.representation($0)
@@ -365,8 +455,14 @@ public final class Scheduler: Sendable {
         case full
     }
 
-    /// Adds a schedule; it fires from now on.
+    /// Adds a schedule; it fires from now on. (In a cluster, one with this id created through
+    /// another server an instant ago is read first: it exists.)
     func create(_ definition: ScheduleDefinition) -> Future<Change> {
+        guard self.mayBeElsewhere(definition.id) else { return self.add(definition) }
+        return self.reread(definition.id).flatMap { self.add(definition) }
+    }
+
+    private func add(_ definition: ScheduleDefinition) -> Future<Change> {
         let now = self.clock.now()
         let added = self.state.withLock { state -> Change? in
             if state.entries[definition.id] != nil { return .exists }
@@ -374,7 +470,7 @@ public final class Scheduler: Sendable {
             var entry = Entry(definition: definition, createdAt: now, updatedAt: now)
             entry.next = definition.paused ? nil : Self.next(definition, after: now)
             state.entries[definition.id] = entry
-            state.changed(definition.id)
+            state.writes(definition.id)
             return nil
         }
         if let added { return Future(value: added) }
@@ -383,6 +479,11 @@ public final class Scheduler: Sendable {
 
     /// Changes a schedule (`patch` over its definition); a new timing counts from now.
     func update(_ id: String, patch: JSONValue) throws(HTTPProblem) -> Future<Change> {
+        guard self.mayBeElsewhere(id) else { return try self.change(id, patch: patch) }
+        return self.reread(id).flatMap { try self.change(id, patch: patch) }
+    }
+
+    private func change(_ id: String, patch: JSONValue) throws(HTTPProblem) -> Future<Change> {
         guard let current = self.state.withLock({ $0.entries[id] }) else { return Future(value: .notFound) }
         let definition = try current.definition.patched(patch, decoder: self.jobs.engine.decoder)
         let now = self.clock.now()
@@ -396,34 +497,56 @@ public final class Scheduler: Sendable {
                 entry.next = definition.paused ? nil : Self.next(definition, after: now)
             }
             state.entries[id] = entry
-            state.changed(id)
+            state.writes(id)
             return true
         }
         guard found else { return Future(value: .notFound) }
         return self.persist(id)
     }
 
-    /// Writes schedule `id` through, re-arms the timer and answers with it.
+    /// Writes schedule `id` through (its change marked `State.writes`), re-arms the timer and
+    /// answers with it.
     private func persist(_ id: String) -> Future<Change> {
-        guard let entry = self.state.withLock({ $0.entries[id] }) else { return Future(value: .notFound) }
-        return self.store.putSchedule(entry.stored).map {
+        guard let entry = self.state.withLock({ $0.entries[id] }) else {
+            self.state.withLock { $0.wrote(id) }
+            return Future(value: .notFound)
+        }
+        return self.store.putSchedule(entry.stored).continueWith(on: .immediate) { written -> Change in
+            self.state.withLock { $0.wrote(id) }
+            try written.outcome!.get()
             self.armTimer()
             return self.representation(id).map(Change.done) ?? .notFound
         }
     }
 
-    /// Removes a schedule (its jobs stay).
+    /// Removes a schedule (its jobs stay). In a cluster, one this server does not hold is deleted
+    /// from the store all the same: another server may have created it an instant ago.
     func delete(_ id: String) -> Future<Bool> {
-        let removed = self.state.withLock { state in
-            defer { state.changed(id) }
-            return state.entries.removeValue(forKey: id) != nil
+        let elsewhere = self.cluster != nil && ScheduleDefinition.isValidID(id)
+        let removed = self.state.withLock { state -> Bool? in
+            let removed = state.entries.removeValue(forKey: id) != nil
+            guard removed || elsewhere else {
+                state.changed(id)
+                return nil
+            }
+            state.writes(id)
+            return removed
         }
-        guard removed else { return Future(value: false) }
-        return self.store.deleteSchedule(id).map { _ in true }
+        guard let removed else { return Future(value: false) }
+        return self.store.deleteSchedule(id).continueWith(on: .immediate) { deleted -> Bool in
+            self.state.withLock { $0.wrote(id) }
+            let stored = try deleted.outcome!.get()
+            return removed || stored
+        }
     }
 
     /// Starts a run of schedule `id` now (a manual run: no overlap rule, paused or not).
     func trigger(_ id: String) -> Future<JobService.Submitted?> {
+        guard self.mayBeElsewhere(id) else { return self.triggerHeld(id) }
+        return self.reread(id).flatMap { self.triggerHeld(id) }
+    }
+
+    private func triggerHeld(_ id: String) -> Future<JobService.Submitted?> {
         guard let entry = self.state.withLock({ $0.entries[id] }) else { return Future(value: nil) }
         return self.submitJob(of: entry, idempotency: nil).map { submitted in
             if case .created(let run) = submitted {

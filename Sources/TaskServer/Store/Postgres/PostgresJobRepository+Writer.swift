@@ -177,6 +177,8 @@ extension PostgresJobRepository: GroupCommitting {
         if !inserts.isEmpty { statements.append(self.insertStatement(inserts, token: token)) }
         if !entries.isEmpty { statements += self.journalStatements(entries, &outcome) }
         let (feed, feedEntries) = Self.feedStatement(entries)
+        // New jobs whose idempotency keys another server's commit took while this one ran.
+        var raced: [CommitPlan.NewJob] = []
         if others.isEmpty {
             if statements.count == 1 { return }
             let rows: [PostgresRows]
@@ -189,18 +191,19 @@ extension PostgresJobRepository: GroupCommitting {
                 try? db.execute("ROLLBACK")
                 throw error
             }
-            if !inserts.isEmpty { self.readInserts(inserts, rows[2], &outcome) }
+            if !inserts.isEmpty { raced = self.readInserts(inserts, rows[2], &outcome) }
             if feed != nil { self.feed.committed(first: Int(rows[statements.count + 1].int(0, 0)), feedEntries) }
         } else {
             var first: Int?
             try db.transaction {
                 let rows = try statements.map { try db.query($0.sql, $0.values) }
-                if !inserts.isEmpty { self.readInserts(inserts, rows[1], &outcome) }
+                if !inserts.isEmpty { raced = self.readInserts(inserts, rows[1], &outcome) }
                 for write in others { try self.commitWrite(write, db, &outcome) }
                 if let feed { first = Int(try db.query(feed.sql, feed.values).int(0, 0)) }
             }
             if let first { self.feed.committed(first: first, feedEntries) }
         }
+        if !raced.isEmpty { self.resolveRaced(raced, db, &outcome) }
     }
 
     /// The row of the server-wide feed for the `job.*` events of `entries` (nil: none), numbered
@@ -234,7 +237,9 @@ extension PostgresJobRepository: GroupCommitting {
     /// New jobs with their labels, in one statement that also reads back the jobs whose
     /// idempotency keys they repeat: rows `(id, position, NULL, NULL)` for each job inserted, and
     /// `(id, NULL, key, hash)` for each earlier job with one of the keys (jobs inserted by the
-    /// statement itself are not among these: the statement's snapshot predates them).
+    /// statement itself are not among these: the statement's snapshot predates them; nor are
+    /// jobs of another server's commit that ended while the statement waited for it: see
+    /// `resolveRaced`).
     func insertStatement(_ inserts: [CommitPlan.NewJob], token: Int64) -> PostgresConnection.Statement {
         var labels: (ids: [String?], keys: [String?], values: [String?]) = ([], [], [])
         for insert in inserts {
@@ -282,8 +287,13 @@ extension PostgresJobRepository: GroupCommitting {
         )
     }
 
-    /// Each new job's outcome, from the rows of `insertStatement`.
-    func readInserts(_ inserts: [CommitPlan.NewJob], _ rows: PostgresRows, _ outcome: inout CommitOutcome) {
+    /// Each new job's outcome, from the rows of `insertStatement`; returns the jobs the rows do
+    /// not answer (`resolveRaced`).
+    func readInserts(
+        _ inserts: [CommitPlan.NewJob],
+        _ rows: PostgresRows,
+        _ outcome: inout CommitOutcome
+    ) -> [CommitPlan.NewJob] {
         var positions: [String: Int64] = [:]
         var earlier: [String: (id: String, hash: UInt64)] = [:]
         for index in 0..<rows.count {
@@ -295,6 +305,7 @@ extension PostgresJobRepository: GroupCommitting {
             }
         }
         var inserted = 0
+        var raced: [CommitPlan.NewJob] = []
         for insert in inserts {
             let job = insert.job
             let result: InsertOutcome
@@ -306,14 +317,56 @@ extension PostgresJobRepository: GroupCommitting {
                 // A job stored before, or one inserted earlier in this commit.
                 result = first.hash == idempotency.bodyHash ? .existing(id: first.id) : .mismatch
             } else {
-                self.logger.error("a new job was not inserted", metadata: ["job.id": "\(job.id)"])
-                outcome.completions.append { insert.promise.fail(StoreError.writeFailed) }
+                raced.append(insert)
                 continue
             }
             outcome.completions.append { insert.promise.succeed(result) }
         }
         let count = inserted
         self.cache.withLock { $0.count += count }
+        return raced
+    }
+
+    /// New jobs the insert statement neither inserted nor matched with an earlier job: another
+    /// server's transaction had inserted their idempotency keys and not committed yet, so the
+    /// statement waited for it, then skipped these rows (`ON CONFLICT DO NOTHING`), but its
+    /// snapshot, taken before that commit, does not show the other server's jobs. Read once this
+    /// commit is done, with a snapshot of its own, they answer as any earlier job does
+    /// (`.existing`, `.mismatch`). One statement for all of them, sent only after such a race
+    /// (never on a server alone, whose one writer commits every insert). A job still unanswered
+    /// (the other job deleted in between, or the read failed) fails as before: the client's retry
+    /// decides.
+    func resolveRaced(_ jobs: [CommitPlan.NewJob], _ db: PostgresConnection, _ outcome: inout CommitOutcome) {
+        var earlier: [String: (id: String, hash: UInt64)] = [:]
+        let keys = jobs.compactMap { $0.job.idempotency?.key }
+        if !keys.isEmpty {
+            do {
+                let rows = try db.query(
+                    "SELECT id, idempotency_key, body_hash FROM jobs WHERE idempotency_key = ANY($1::text[])",
+                    [.textArray(keys)]
+                )
+                for index in 0..<rows.count {
+                    let row = rows.row(index)
+                    earlier[row.text(1)] = (row.text(0), UInt64(bitPattern: row.optionalInt(2) ?? 0))
+                }
+                rows.close()
+            } catch {
+                // A lost connection is found by the next commit.
+                self.logger.error(
+                    "cannot read the jobs whose idempotency keys were taken meanwhile",
+                    metadata: ["error": "\(error)"]
+                )
+            }
+        }
+        for insert in jobs {
+            guard let idempotency = insert.job.idempotency, let first = earlier[idempotency.key] else {
+                self.logger.error("a new job was not inserted", metadata: ["job.id": "\(insert.job.id)"])
+                outcome.completions.append { insert.promise.fail(StoreError.writeFailed) }
+                continue
+            }
+            let result: InsertOutcome = first.hash == idempotency.bodyHash ? .existing(id: first.id) : .mismatch
+            outcome.completions.append { insert.promise.succeed(result) }
+        }
     }
 
     /// The statements of a commit's journal entries (a statement per table), and what the commit
