@@ -142,21 +142,32 @@ extension WorkerRuntime {
         }
     }
 
-    /// The server answered a batch: each item has its own status.
+    /// The server answered a batch: each item has its own status. An item answered 429 or 5xx
+    /// (the server holding its lease did not answer in time, or could not store the outcome; it
+    /// may still apply) is sent again, as a batch refused whole would be; the others are done.
     private func completed(_ numbers: [Int], answer items: [JSONValue]) {
-        let ended = self.state.withLock { state in numbers.map { state.leases.removeValue(forKey: $0) } }
-        for (index, lease) in ended.enumerated() {
-            guard let lease else { continue }
+        var again: [Int] = []
+        for (index, number) in numbers.enumerated() {
+            guard let leaseId = self.state.withLock({ $0.leases[number]?.task.leaseId }) else { continue }
             // Items come in request order, each with its lease id.
             let item =
-                items.first { $0["leaseId"]?.stringValue == lease.task.leaseId }
-                ?? (index < items.count ? items[index] : [:])
+                items.first { $0["leaseId"]?.stringValue == leaseId } ?? (index < items.count ? items[index] : [:])
             let status = item["status"]?.intValue ?? 0
+            if status == 429 || status >= 500 {
+                again.append(number)
+                continue
+            }
+            guard let lease = self.state.withLock({ $0.leases.removeValue(forKey: number) }) else { continue }
             if status == 200 {
                 self.logEnd(lease)
             } else {
                 self.logEnd(lease, notCompleted: item["code"]?.stringValue ?? "status \(status)")
             }
+        }
+        if !again.isEmpty {
+            self.putBack(again, alone: false)
+            // Not at once: the server that holds them is taking over or catching up (a second).
+            _ = self.completerWake.wait(timeout: dispatchTime(after: .milliseconds(250)))
         }
         self.coordinatorWake.signal()
     }

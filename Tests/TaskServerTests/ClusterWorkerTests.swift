@@ -80,10 +80,20 @@ struct ClusterWorkerTests {
         #expect(job["state"] == "succeeded")
         #expect(job["result"] == ["url": "s3://x"])
 
-        // The ended lease: its stored row is gone, so through b no one holds it (404); a, which
-        // held it under its hash, remembers it ended (409).
-        expectProblem(try await b.post("/v1/leases/\(leaseId)/complete", json: ["result": 1]), 404, "lease.notFound")
+        // The ended lease is gone through either server: a held it (under its hash) and remembers
+        // it ended; b finds it stored as ended (its hash only, never its id).
+        expectProblem(try await b.post("/v1/leases/\(leaseId)/complete", json: ["result": 1]), 409, "lease.gone")
         expectProblem(try await a.post("/v1/leases/\(leaseId)/heartbeat", json: [:]), 409, "lease.gone")
+        #expect(
+            try await Self.eventually {
+                try admin.query(
+                    "SELECT count(*) FROM ended_leases WHERE lease_hash = $1 AND job_id = $2",
+                    [.text(LeaseID.hash(leaseId)), .text(first)]
+                ).int(0, 0) == 1
+            }
+        )
+        let beatB = try await b.post("/v1/leases/heartbeat", json: ["items": [["leaseId": .string(leaseId)]]])
+        #expect(beatB.json["items"]?.arrayValue?.first?["status"] == 409, "\(beatB)")
 
         // Claimed through a, which runs the job (a lease under its id): heartbeated and completed
         // through b, which finds a by the lease's hash.
@@ -97,10 +107,94 @@ struct ClusterWorkerTests {
         let completed = try await b.post("/v1/leases/\(localLease)/complete", json: ["result": 2])
         #expect(completed.status == 200, "\(completed)")
         #expect(try await a.get("/v1/jobs/\(second)?waitMs=5000").json["result"] == 2)
-        // The ended lease's stored row is gone: through a server that never held it, no one does.
+        // Ended: gone through a server that never held it too, and nothing changes.
         let twice = try await b.post("/v1/leases/\(localLease)/complete", json: ["result": 3])
-        expectProblem(twice, 404, "lease.notFound")
+        expectProblem(twice, 409, "lease.gone")
         expectProblem(try await a.post("/v1/leases/\(localLease)/complete", json: ["result": 3]), 409, "lease.gone")
+        #expect(try await b.get("/v1/jobs/\(second)").json["result"] == 2)
+
+        // Once its job is deleted, the ended lease is forgotten by the database: no server that
+        // did not hold it knows it any more (a still remembers it, in memory).
+        #expect(try await a.delete("/v1/jobs/\(second)").status == 204)
+        expectProblem(try await b.post("/v1/leases/\(localLease)/complete", json: ["result": 3]), 404, "lease.notFound")
+        #expect(
+            try admin.query("SELECT count(*) FROM ended_leases WHERE job_id = $1", [.text(second)]).int(0, 0) == 0
+        )
+
+        await b.stop()
+        await a.stop()
+    }
+
+    /// A server that applies no pool command, as one that just died before any server took its
+    /// jobs over: lease commands relayed to it go unanswered, and stay recorded.
+    final class DeafPools: ClusterPoolsObserver {
+        func clusterQueuedCounts() -> [String: Int] { [:] }
+        func clusterPeersQueued(_ queued: [String: [String: Int]]) {}
+        func clusterApplyPoolCommand(_ id: Int64, _ command: ClusterCommand) {}
+    }
+
+    @Test func batchItemsWhoseServerDoesNotAnswerAre503AndMayStillApply() async throws {
+        let settings = try TestPostgres.freshSchema()
+        defer { TestPostgres.drop(settings) }
+        let a = try await Self.start(settings, "a")
+        let b = try await Self.start(settings, "b")
+        // Two tasks of jobs a runs, leased through a (under their ids; b knows only their hashes).
+        let jobs = try await [a.submitID(Self.job), a.submitID(Self.job)]
+        var leases: [String] = []
+        #expect(
+            try await Self.eventually {
+                let items = try await ExternalPoolsAPITests.claim(a, worker: "w-a", max: 2 - leases.count)
+                leases += items.compactMap { $0["leaseId"]?.stringValue }
+                return leases.count == 2
+            }
+        )
+        try #require(leases.count == 2)
+        let cluster = try #require(a.app.repository.cluster)
+        cluster.observePools(DeafPools())
+
+        // Each item is answered alone: the two whose server does not answer are 503 (after the
+        // relay's 3 s), the unknown one 404, in a 200 — not a 500 for the whole batch.
+        let unknown = LeaseID.make()
+        let beatItems: [JSONValue] = (leases + [unknown]).map { ["leaseId": .string($0)] }
+        let beats = try await b.post("/v1/leases/heartbeat", json: ["items": .array(beatItems)])
+        #expect(beats.status == 200, "\(beats)")
+        let beaten = beats.json["items"]?.arrayValue ?? []
+        #expect(beaten.compactMap { $0["status"]?.intValue } == [503, 503, 404], "\(beats)")
+        let codes = beaten.compactMap { $0["code"]?.stringValue }
+        #expect(codes == ["store.unavailable", "store.unavailable", "lease.notFound"], "\(beats)")
+        #expect(beaten.compactMap { $0["leaseId"]?.stringValue } == leases + [unknown])
+        let completions: JSONValue = [
+            "items": [["leaseId": .string(leases[0]), "result": 0], ["leaseId": .string(leases[1]), "result": 1]]
+        ]
+        let completed = try await b.post("/v1/leases/complete", json: completions)
+        #expect(completed.status == 200, "\(completed)")
+        let items = completed.json["items"]?.arrayValue ?? []
+        #expect(items.compactMap { $0["status"]?.intValue } == [503, 503], "\(completed)")
+        #expect(items.allSatisfy { $0["code"] == "store.unavailable" }, "\(completed)")
+        #expect(
+            items.allSatisfy { $0["detail"]?.stringValue?.contains("may still apply") == true },
+            "\(completed)"
+        )
+        // The relayed commands carry the leases' hashes, never their ids.
+        let admin = try PostgresConnection(settings)
+        for lease in leases {
+            let found = try admin.query(
+                "SELECT count(*) FROM commands WHERE position($1 in coalesce(result, '') || coalesce(convert_from(body, 'UTF8'), '')) > 0",
+                [.text(lease)]
+            )
+            #expect(found.int(0, 0) == 0)
+        }
+
+        // The relayed completions stayed recorded: once a applies pool commands again (as the
+        // server taking the jobs over would), they apply, and a retry finds the leases gone.
+        let relay = try #require(a.app.poolRelay)
+        cluster.observePools(relay)
+        for (index, id) in jobs.enumerated() {
+            #expect(try await Self.eventually { try await a.get("/v1/jobs/\(id)").json["state"] == "succeeded" })
+            #expect(try await b.get("/v1/jobs/\(id)?waitMs=5000").json["result"] == .int(index))
+        }
+        let retried = try await b.post("/v1/leases/complete", json: completions)
+        #expect(retried.json["items"]?.arrayValue?.compactMap { $0["status"]?.intValue } == [409, 409], "\(retried)")
 
         await b.stop()
         await a.stop()

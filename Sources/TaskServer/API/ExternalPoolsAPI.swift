@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import NIOHTTP1
 import TaskCore
@@ -209,47 +210,55 @@ struct ExternalPoolsAPI: Sendable {
 
     @Sendable func batchHeartbeat(_ request: Request) throws -> Future<Response> {
         let batch = try BatchHeartbeatRequest(try self.app.jsonBody(request))
-        let items = batch.items.map { item in
-            self.heartbeat(item.leaseId, progress: item.progress).map { result -> JSONValue in
+        let beats = batch.items.map { item in self.heartbeat(item.leaseId, progress: item.progress) }
+        // Settled one by one: an item that fails (the server holding its lease did not answer in
+        // time) is that item's answer, never the batch's.
+        return Future.whenAllSettled(beats).map { outcomes in
+            let items = zip(batch.items, outcomes).map { item, outcome -> JSONValue in
                 var object: JSONObject = ["leaseId": .string(item.leaseId)]
-                switch result {
-                case .ok(let cancelRequested):
+                switch outcome {
+                case .success(.ok(let cancelRequested)):
                     object["status"] = 200
                     object["cancelRequested"] = .bool(cancelRequested)
-                case .gone:
+                case .success(.gone):
                     object["status"] = 409
                     object["code"] = "lease.gone"
-                case .notFound:
+                case .success(.notFound):
                     object["status"] = 404
                     object["code"] = "lease.notFound"
+                case .failure, .cancelled:
+                    self.failedItem(outcome.error, &object)
                 }
                 return .object(object)
             }
+            return .json(["items": .array(items)])
         }
-        return Future.whenAll(items).map { items in .json(["items": .array(items)]) }
     }
 
     @Sendable func batchComplete(_ request: Request) throws -> Future<Response> {
         let batch = try BatchCompleteRequest(try self.app.jsonBody(request))
         // Each answered once its outcome is durable (here, or where its lease is held).
         let completions = batch.items.map { item in self.complete(item.leaseId, item.completion) }
-        return Future.whenAll(completions).flatMap { completions in
+        // Settled one by one, as heartbeats are.
+        return Future.whenAllSettled(completions).flatMap { completions in
             var items: [JSONValue] = []
             items.reserveCapacity(completions.count)
             var claimFrom: (pool: String, workerId: String)?
             for (item, completed) in zip(batch.items, completions) {
                 var object: JSONObject = ["leaseId": .string(item.leaseId)]
                 switch completed {
-                case .done(_, let pool, let workerId):
+                case .success(.done(_, let pool, let workerId)):
                     object["status"] = 200
                     if claimFrom == nil { claimFrom = (pool, workerId) }
-                case .gone(let pool, let workerId):
+                case .success(.gone(let pool, let workerId)):
                     object["status"] = 409
                     object["code"] = "lease.gone"
                     if claimFrom == nil, let pool, let workerId { claimFrom = (pool, workerId) }
-                case .notFound:
+                case .success(.notFound):
                     object["status"] = 404
                     object["code"] = "lease.notFound"
+                case .failure, .cancelled:
+                    self.failedItem(completed.error, &object)
                 }
                 items.append(.object(object))
             }
@@ -261,6 +270,31 @@ struct ExternalPoolsAPI: Sendable {
                 self.givingBack(claimed, .json(["items": .array(results), "claimed": .array(claimed)]))
             }
         }
+    }
+
+    /// A batch item whose own call failed: the status, code and detail its single form would have
+    /// answered — `503 store.unavailable` when the server holding the lease did not answer in time
+    /// (the change may still apply: that server's successor applies it once it takes the job
+    /// over) or the outcome could not be stored. `error`: nil when the call was cancelled (the
+    /// server is stopping).
+    private func failedItem(_ error: (any Error)?, _ object: inout JSONObject) {
+        let problem: HTTPProblem
+        if let error = error as? any HTTPResponseError {
+            problem = error.problem
+        } else if let error {
+            // A bug, as for any request: logged (never with the lease id), answered without its text.
+            self.app.logger.error("a batch lease call failed", metadata: ["error": "\(error)"])
+            problem = HTTPProblem.internalError
+        } else {
+            problem = HTTPProblem(
+                .serviceUnavailable,
+                code: "server.draining",
+                detail: "the request was cancelled because the server is stopping"
+            )
+        }
+        object["status"] = .int(Int(problem.status.code))
+        object["code"] = .string(problem.code)
+        object["detail"] = .string(problem.detail)
     }
 
     static let notFound = HTTPProblem.notFound("lease.notFound", "no such lease (never issued, or long forgotten)")

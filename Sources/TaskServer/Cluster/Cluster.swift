@@ -117,6 +117,9 @@ public struct ClusterCommand: Sendable {
     }
 
     /// The answer a relay completes with when the lease of a lease command is not stored (never
-    /// issued, or ended and forgotten): no server holds it.
+    /// issued, or its job deleted): no server holds it.
     public static let leaseNotStored: JSONValue = ["outcome": "leaseNotStored"]
+    /// The answer a relay completes with when the lease of a lease command is stored as ended: the
+    /// answer its holder gives for an ended lease (`409 lease.gone`), whichever server is asked.
+    public static let leaseEnded: JSONValue = ["outcome": "gone"]
 }

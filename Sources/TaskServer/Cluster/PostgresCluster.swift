@@ -175,9 +175,11 @@ final class PostgresCluster: Cluster {
     func relay(_ command: ClusterCommand, timeout: Duration) -> Future<JSONValue?> {
         let promise = Promise<JSONValue?>()
         self.enqueue { db in
-            guard let id = try self.statements.insert(command, db) else {
-                promise.succeed(ClusterCommand.leaseNotStored)
-                return
+            let id: Int64
+            switch try self.statements.insert(command, db) {
+            case .sent(let sent): id = sent
+            case .leaseEnded: return promise.succeed(ClusterCommand.leaseEnded)
+            case .leaseNotStored: return promise.succeed(ClusterCommand.leaseNotStored)
             }
             self.waiting.withLock { $0[id] = promise }
             self.clock.schedule(after: timeout) {

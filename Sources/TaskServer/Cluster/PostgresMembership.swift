@@ -105,11 +105,21 @@ struct PostgresMembership: Sendable {
 
     // MARK: - Commands
 
-    /// Inserts `command` and notifies its target in one statement; its id, or nil when it has no
-    /// target (a lease command whose lease is not stored).
-    func insert(_ command: ClusterCommand, _ db: PostgresConnection) throws -> Int64? {
-        // A lease command goes to the server that runs the lease's job (none stored: no one holds
-        // the lease); a claim to its server. The payload is `ClusterNotice.command`'s.
+    /// Where a relayed command went.
+    enum Inserted: Equatable {
+        /// Inserted as `id`; its target was notified.
+        case sent(id: Int64)
+        /// A lease command whose lease is stored as ended: answered as its holder would (`409
+        /// lease.gone`) with no command — the server that held it may be gone.
+        case leaseEnded
+        /// A lease command whose lease is not stored at all: no one holds it.
+        case leaseNotStored
+    }
+
+    /// Inserts `command` and notifies its target in one statement.
+    func insert(_ command: ClusterCommand, _ db: PostgresConnection) throws -> Inserted {
+        // A lease command goes to the server that runs the lease's job; a claim to its server.
+        // The payload is `ClusterNotice.command`'s.
         let rows = try db.query(
             """
             WITH c AS (
@@ -119,7 +129,10 @@ struct PostgresMembership: Sendable {
                 WHERE target.job_id IS NOT NULL OR $5::text IS NOT NULL
                 RETURNING id, job_id, server
             )
-            SELECT id, pg_notify('taskserver', 'command ' || id || ' ' || coalesce(job_id, '@' || server)) FROM c
+            SELECT id, pg_notify('taskserver', 'command ' || id || ' ' || coalesce(job_id, '@' || server))::text
+            FROM c
+            UNION ALL
+            SELECT NULL, NULL FROM ended_leases WHERE lease_hash = $6::text AND NOT EXISTS (SELECT FROM c)
             """,
             [
                 command.jobID.map { .text($0) }, .text(command.kind.rawValue), .text(command.taskID),
@@ -127,7 +140,8 @@ struct PostgresMembership: Sendable {
                 command.lease.map { .text($0) },
             ]
         )
-        return rows.count == 1 ? rows.int(0, 0) : nil
+        guard rows.count == 1 else { return .leaseNotStored }
+        return rows.isNull(0, 0) ? .leaseEnded : .sent(id: rows.int(0, 0))
     }
 
     /// Records the answer to command `id` and wakes the server waiting for it.

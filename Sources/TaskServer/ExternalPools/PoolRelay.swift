@@ -15,7 +15,8 @@ import TaskGraph
 ///   at the relaying server, in its answer, and at the worker.
 /// - **Heartbeats, completions, give-backs** of a lease this server does not hold go, by the
 ///   lease's hash, to the server that runs its job (the stored lease names the job), and are
-///   answered as that server answers — a completion once its outcome is durable.
+///   answered as that server answers — a completion once its outcome is durable. A lease that
+///   ended is stored as ended until its job is deleted: `lease.gone` through every server.
 ///
 /// A relayed claim whose answer comes too late (the owner slow for `PostgresCluster`'s 2 s) is
 /// not applied; one applied but not delivered leaves leases that end at their heartbeat timeout.
@@ -165,8 +166,10 @@ final class PoolRelay: ClusterPoolsObserver, Sendable {
         }
     }
 
-    /// Relays a lease command for lease `id` to the server that runs its job: its answer, or
-    /// `leaseNotStored`; fails `ownerUnavailable` when no answer came in time.
+    /// Relays a lease command for lease `id` to the server that runs its job: its answer,
+    /// `leaseEnded` (stored as ended: gone, whoever held it) or `leaseNotStored`; fails
+    /// `ownerUnavailable` when no answer came in time (the command stays, and the job's next owner
+    /// applies it: the change may still happen).
     private func relay(_ kind: ClusterCommand.Kind, lease id: String, _ body: JSONObject) -> Future<JSONValue> {
         let hash = LeaseID.hash(id)
         var body = body

@@ -39,10 +39,12 @@ extension StoreError: HTTPResponseError {
                 detail: "the database cannot be reached; retry shortly"
             )
         case .ownerUnavailable:
+            // The command stays recorded: the job's next owner applies it when it takes the job
+            // over, so a retry may find it done (a lease completed: `409 lease.gone`).
             return HTTPProblem(
                 .serviceUnavailable,
                 code: "store.unavailable",
-                detail: "the server running this job did not answer in time; retry shortly"
+                detail: "the server running this job did not answer in time; the change may still apply; retry shortly"
             )
         default:
             return HTTPProblem(

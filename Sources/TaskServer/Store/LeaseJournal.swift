@@ -5,11 +5,14 @@ import TaskGraph
 ///
 /// A lease is written before its claim is answered, and removed when it ends; after a restart the
 /// server reads the leases back and each carries on when its job resumes. Leases are stored by a
-/// one-way hash of their id (the id is a capability and stays with the worker).
+/// one-way hash of their id (the id is a capability and stays with the worker). A store shared by
+/// several servers (PostgreSQL) keeps a removed lease's hash as ended until its job is deleted, so
+/// that a call on it is `409 lease.gone` through any server; it is never read back as a lease.
 public protocol LeaseJournal: Sendable {
     /// Completes once `leases` are durable (at once for a store that keeps nothing).
     func recordLeases(_ leases: [StoredLease]) -> Future<Void>
-    /// Forgets the leases with these hashes (written with the next commit).
+    /// Forgets the leases with these hashes, which ended (written with the next commit):
+    /// `storedLeases` never returns them again.
     func removeLeases(_ hashes: [String])
     /// Every lease stored before this process started.
     func storedLeases() -> Future<[StoredLease]>

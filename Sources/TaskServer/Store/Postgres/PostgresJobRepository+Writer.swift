@@ -670,7 +670,15 @@ extension PostgresJobRepository: GroupCommitting {
             )
             outcome.completions.append { promise.succeed(()) }
         case .removeLeases(let hashes):
-            try db.query("DELETE FROM leases WHERE lease_hash = ANY($1::text[])", [.textArray(hashes)])
+            // Kept as ended until their job is deleted: any server answers `409 lease.gone` for them.
+            try db.query(
+                """
+                WITH ended AS (DELETE FROM leases WHERE lease_hash = ANY($1::text[]) RETURNING lease_hash, job_id)
+                INSERT INTO ended_leases (lease_hash, job_id, ended_at)
+                SELECT lease_hash, job_id, taskserver_now_ms() FROM ended ON CONFLICT (lease_hash) DO NOTHING
+                """,
+                [.textArray(hashes)]
+            )
         case .cancelRequested(let id, let promise):
             // A sleeping job wakes: it is an unfinished job a restart resumes, to end it cancelled.
             try db.query(
@@ -799,6 +807,7 @@ extension PostgresJobRepository: GroupCommitting {
         try db.query("DELETE FROM labels WHERE position = ANY($1::bigint[])", [positions])
         try db.query("DELETE FROM deliveries WHERE job_id = ANY($1::text[])", [ids])
         try db.query("DELETE FROM leases WHERE job_id = ANY($1::text[])", [ids])
+        try db.query("DELETE FROM ended_leases WHERE job_id = ANY($1::text[])", [ids])
         try db.query("DELETE FROM jobs WHERE position = ANY($1::bigint[])", [positions])
         try self.notifyChanged(jobs.map(\.id), db)
         let removed = self.cache.withLock { cache in

@@ -173,6 +173,18 @@ enum PostgresSchema {
         );
         INSERT INTO feed_head (last) VALUES (0);
         """,
+        // 5: worker leases that ended, kept until their job is deleted, so that a call on one is
+        // `409 lease.gone` through any server, not only the one that held it (which may be gone).
+        // A table of their own: `leases` keeps meaning "live", which is what every server —
+        // including one of the previous version during a rolling upgrade — carries on.
+        """
+        CREATE TABLE ended_leases (
+            lease_hash text PRIMARY KEY,           -- HMAC-SHA256 of the lease id
+            job_id text NOT NULL,
+            ended_at bigint NOT NULL
+        );
+        CREATE INDEX ended_leases_by_job ON ended_leases (job_id);
+        """,
     ]
 
     /// The advisory lock key of migrations (any fixed number; "TSMG" in ASCII).
