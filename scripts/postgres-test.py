@@ -6,7 +6,9 @@
 1. Start-up: a malformed URL, a URL that is not postgres://, a wrong password, a closed port, an
    unreachable address, a missing database, a schema newer than the server knows and --database
    with --memory each end the process with exit status 64 within a bound, with a message that
-   names the setting and never the password; a password from --database-password-file works.
+   names the setting and never the password; a password from --database-password-file works; a
+   second server on the host under a name a live one holds is refused (exit 64, --node-name),
+   and one killed and started again under its name starts at once.
 2. PostgreSQL restarted under load (`postgres.sh restart DIR`): 8 threads submit short jobs while
    the database stops and starts again. Every answer is a 201 or a 503 (`store.unavailable` /
    `store.busy`, with Retry-After) — no 500, no lost connection; /readyz answers 503 while the
@@ -102,6 +104,33 @@ def start_up():
         server.stop(timeout=30)
     except ServerStartError as error:
         check(False, f"the password from --database-password-file: the server did not start: {error}")
+    node_names()
+
+
+def node_names():
+    """Two servers on one host under one name (both without --node-name take the host name): the
+    second is refused — exit 64 naming --node-name — instead of fencing the first (#41); the first
+    keeps answering. A server killed and started again under its name takes its row at once."""
+    database = schema_url("startup_names")
+    for explicit in ([], ["--node-name", "same-name"]):
+        label = "an explicit --node-name" if explicit else "the default node name"
+        first = TestServer(BIN, ["--database", database, *explicit], log="/tmp/postgres-test-names.log", timeout=30)
+        result = subprocess.run([BIN, "serve", "--port", "0", "--database", database, *explicit],
+                                capture_output=True, text=True, timeout=30)
+        check(result.returncode == 64 and "--node-name" in result.stderr,
+              f"a second server under {label}: exit 64 naming --node-name ({result.returncode}: "
+              f"{result.stderr.strip()[-300:]})")
+        status, _ = request(first.port, "POST", "/v1/jobs", {"graph": {"type": "task", "id": "t", "action": "value"}})
+        check(status == 201, f"the first server under {label} still stores jobs ({status})")
+        first.proc.kill()
+        first.proc.wait()
+        started = time.time()
+        try:
+            again = TestServer(BIN, ["--database", database, *explicit], log="/tmp/postgres-test-names.log", timeout=30)
+            check(time.time() - started < 10, f"restarted under {label} after SIGKILL: started at once")
+            again.stop(timeout=30)
+        except ServerStartError as error:
+            check(False, f"restarted under {label} after SIGKILL: did not start: {error}")
 
 
 def request(port, method, path, body=None, timeout=30):

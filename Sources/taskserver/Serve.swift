@@ -94,7 +94,7 @@ struct Serve: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "This server's name among the servers sharing the --database (env TASKSERVER_NODE_NAME; default: the host name). Unique per server, and kept across its restarts.",
+            "This server's name among the servers sharing the --database (env TASKSERVER_NODE_NAME; default: the host name). Unique per server, and kept across its restarts: a second server on this host under a name a live one holds is refused.",
             valueName: "name"
         )
     )

@@ -100,6 +100,9 @@ final class PostgresCluster: Cluster {
         _ = fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK)
         self.wakeRead = fds[0]
         self.wakeWrite = fds[1]
+        if let holder = try self.statements.liveHolderHere(connection) {
+            throw NodeNameInUse(name: nodeName, pid: holder.pid)
+        }
         let registeredAt = clock.monotonicNanoseconds()
         self.token.store(try self.statements.register(connection), ordering: .sequentiallyConsistent)
         try self.statements.releaseDeliveries(of: [nodeName], connection)
@@ -469,5 +472,16 @@ final class PostgresCluster: Cluster {
             }
         }
         return byPool
+    }
+}
+
+/// Another server process on this host runs under this server's name with a live lease.
+struct NodeNameInUse: Error, CustomStringConvertible {
+    let name: String
+    let pid: Int32
+
+    var description: String {
+        "another server on this host (pid \(self.pid)) runs as node \"\(self.name)\" on this database; "
+            + "give each server its own --node-name (the default is the host name)"
     }
 }

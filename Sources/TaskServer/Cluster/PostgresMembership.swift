@@ -11,19 +11,35 @@ struct PostgresMembership: Sendable {
     let nodeName: String
     let timing: ClusterTiming
 
-    /// Takes this server's row (a new token, a fresh lease); a predecessor under the same name is
-    /// fenced by it. Returns the token.
+    /// Takes this server's row (a new token, a fresh lease, this process); a predecessor under the
+    /// same name is fenced by it. Returns the token.
     func register(_ db: PostgresConnection) throws -> Int64 {
         try db.query(
             """
-            INSERT INTO servers (id, token, started_at, heartbeat_at, lease_until)
-            SELECT $1, nextval('servers_token'), now_ms, now_ms, now_ms + $2 FROM taskserver_now_ms() AS now_ms
+            INSERT INTO servers (id, token, started_at, heartbeat_at, lease_until, process)
+            SELECT $1, nextval('servers_token'), now_ms, now_ms, now_ms + $2, $3 FROM taskserver_now_ms() AS now_ms
             ON CONFLICT (id) DO UPDATE SET token = excluded.token, started_at = excluded.started_at,
-                heartbeat_at = excluded.heartbeat_at, lease_until = excluded.lease_until
+                heartbeat_at = excluded.heartbeat_at, lease_until = excluded.lease_until, process = excluded.process
             RETURNING token
             """,
-            [.text(self.nodeName), .int(self.timing.lease.wholeMilliseconds)]
+            [
+                .text(self.nodeName), .int(self.timing.lease.wholeMilliseconds),
+                ProcessIdentity.current.map { .text($0.text) },
+            ]
         ).int(0, 0)
+    }
+
+    /// The process holding this server's name with a live lease, if another one on this host
+    /// does (a second server started under the same name: refused, not fenced against).
+    func liveHolderHere(_ db: PostgresConnection) throws -> ProcessIdentity? {
+        let rows = try db.query(
+            "SELECT process FROM servers WHERE id = $1 AND lease_until >= taskserver_now_ms()",
+            [.text(self.nodeName)]
+        )
+        guard rows.count == 1, let text = rows.row(0).optionalText(0), let holder = ProcessIdentity(text) else {
+            return nil
+        }
+        return holder.isAnotherLiveProcessHere ? holder : nil
     }
 
     /// Webhook deliveries held by `servers` (dead, or this name's predecessor): sent again.

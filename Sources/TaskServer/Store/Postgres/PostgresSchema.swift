@@ -185,6 +185,11 @@ enum PostgresSchema {
         );
         CREATE INDEX ended_leases_by_job ON ended_leases (job_id);
         """,
+        // 6: which process holds a server's row (`ProcessIdentity`: boot id, pid, start time), so
+        // that a second server on one host under the same name is refused, not fenced against.
+        """
+        ALTER TABLE servers ADD COLUMN process text;
+        """,
     ]
 
     /// The advisory lock key of migrations (any fixed number; "TSMG" in ASCII).
