@@ -30,8 +30,8 @@ public final class Application: Sendable {
     public let dispatcher: WebhookDispatcher
     /// The external worker pools (SPEC §6): queues, waiting claims and leases.
     public let externalPools: ExternalPools
-    /// Worker claims and leases through the other servers of a cluster (SPEC §9); nil on one server.
-    let poolRelay: PoolRelay?
+    /// Worker claims and leases, here or (in a cluster, SPEC §9) where they are held.
+    let workerLeases: WorkerLeases
     /// Every job's committed `job.*` events, server-wide (`GET /v1/events`).
     let eventFeed: any EventFeed
     /// Where idle event streams wait, and are woken on their own loops.
@@ -146,8 +146,10 @@ public final class Application: Sendable {
             delayedStarts: configuration.delayedStarts,
             logger: logger
         )
-        let jobs = self.jobs
-        self.poolRelay = repository.cluster.map { PoolRelay(pools: externalPools, jobs: jobs, cluster: $0) }
+        self.workerLeases = WorkerLeases(
+            pools: externalPools,
+            relay: repository.cluster.map { PoolRelay(pools: externalPools, cluster: $0) }
+        )
         self.scheduler = Scheduler(
             jobs: self.jobs,
             store: repository,

@@ -187,7 +187,7 @@ struct ClusterWorkerTests {
 
         // The relayed completions stayed recorded: once a applies pool commands again (as the
         // server taking the jobs over would), they apply, and a retry finds the leases gone.
-        let relay = try #require(a.app.poolRelay)
+        let relay = try #require(a.app.workerLeases.relay)
         cluster.observePools(relay)
         for (index, id) in jobs.enumerated() {
             #expect(try await Self.eventually { try await a.get("/v1/jobs/\(id)").json["state"] == "succeeded" })

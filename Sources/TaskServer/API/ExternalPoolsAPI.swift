@@ -26,8 +26,8 @@ struct ExternalPoolsAPI: Sendable {
     }
 
     private var pools: ExternalPools { self.app.externalPools }
-    /// Claims and leases through the other servers of a cluster; nil on one server.
-    private var relay: PoolRelay? { self.app.poolRelay }
+    /// Claims and leases, here or (in a cluster) where they are held.
+    private var leases: WorkerLeases { self.app.workerLeases }
 
     /// The external pool `name`, or the 404/409 problem.
     private func pool(_ request: Request) throws(HTTPProblem) -> String {
@@ -62,20 +62,7 @@ struct ExternalPoolsAPI: Sendable {
         withdrawnBy withdrawal: CancellationToken
     ) throws(HTTPProblem) -> Future<[JSONValue]> {
         do {
-            let claimed =
-                if let relay {
-                    try relay.claim(claim, pool: pool, withdrawnBy: withdrawal)
-                } else {
-                    try self.pools.claim(
-                        pool: pool,
-                        workerId: claim.workerId,
-                        actions: claim.actions,
-                        max: claim.max,
-                        waitMs: claim.waitMs,
-                        withdrawnBy: withdrawal
-                    )
-                }
-            return claimed.map { claimed in claimed.map(Self.json) }
+            return try self.leases.claim(claim, pool: pool, withdrawnBy: withdrawal).map { $0.map(\.json) }
         } catch {
             throw Self.problem(error)
         }
@@ -103,57 +90,20 @@ struct ExternalPoolsAPI: Sendable {
         let leases = items.compactMap { $0["leaseId"]?.stringValue }
         guard !leases.isEmpty else { return response }
         var response = response
-        let pools = self.pools
-        let relay = self.relay
-        response.onUndelivered = {
-            let elsewhere = pools.giveBack(leases)
-            if let relay, !elsewhere.isEmpty { relay.giveBackElsewhere(elsewhere) }
-        }
+        let leaseHolders = self.leases
+        response.onUndelivered = { leaseHolders.giveBack(leases) }
         return response
     }
 
     /// A heartbeat of lease `id`: here, or (in a cluster) at the server that holds it.
     private func heartbeat(_ id: String, progress: JSONValue?) -> Future<ExternalPools.HeartbeatResult> {
-        let here = self.pools.heartbeat(id, progress: progress)
-        guard here == .notFound, let relay else { return Future(value: here) }
-        return relay.heartbeatElsewhere(id, progress: progress)
+        self.leases.heartbeat(id, progress: progress)
     }
 
     /// Completes lease `id`: here, or (in a cluster) at the server that holds it; answered once
     /// the outcome is durable.
     private func complete(_ id: String, _ completion: CompletionBody) -> Future<LeaseCompletion> {
-        switch self.pools.complete(id, with: completion.outcome, retryable: completion.isRetryable) {
-        case .done(let task, let key, let pool, let workerId):
-            return self.pools.durable(task, lease: key).map {
-                .done(node: task.node?.json ?? .null, pool: pool, workerId: workerId)
-            }
-        case .gone(let pool, let workerId):
-            return Future(value: .gone(pool: pool, workerId: workerId))
-        case .notFound:
-            guard let relay else { return Future(value: .notFound) }
-            return relay.completeElsewhere(id, with: completion.outcome, retryable: completion.isRetryable)
-        }
-    }
-
-    /// A claim item (SPEC §6).
-    static func json(_ claimed: ExternalPools.Claimed) -> JSONValue {
-        guard case .local(let task, let deadline) = claimed.item else {
-            guard case .relayed(var item) = claimed.item, case .object(var object) = item else { return .null }
-            object["leaseId"] = .string(claimed.leaseID)
-            item = .object(object)
-            return item
-        }
-        return ClaimItem(
-            leaseId: claimed.leaseID,
-            jobId: task.jobID,
-            taskId: task.taskID,
-            action: task.action,
-            params: task.params,
-            input: task.input,
-            attempt: task.attempt,
-            heartbeatTimeoutMs: task.heartbeatTimeoutMs,
-            deadline: deadline?.rfc3339
-        ).json
+        self.leases.complete(id, with: completion.outcome, retryable: completion.isRetryable)
     }
 
     @Sendable func workers(_ request: Request) throws -> Future<Response> {

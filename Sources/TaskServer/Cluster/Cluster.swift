@@ -15,11 +15,11 @@ public protocol Cluster: AnyObject, Sendable {
     /// Stops telling the delegate anything (shutdown); the store's `close` ends the membership.
     func stop()
     /// Commits `command` for a job another server runs and wakes that server; completes with its
-    /// answer (`ClusterCommand.Answer`), or nil when no answer came within `timeout` (the owner
-    /// died and no server has taken the job over yet).
-    func relay(_ command: ClusterCommand, timeout: Duration) -> Future<JSONValue?>
+    /// answer, or nil when no answer came in time (`ClusterTiming.relayTimeout`; a worker's call's
+    /// `poolCommandTimeout`: the owner died and no server has taken the job over yet).
+    func relay(_ command: ClusterCommand) -> Future<ClusterAnswer?>
     /// Records the answer to relayed command `id`, which wakes the server waiting for it.
-    func answer(_ id: Int64, _ answer: JSONValue)
+    func answer(_ id: Int64, _ answer: ClusterAnswer)
     /// Tells `observer`, until `stop`, whether this server fires the schedules and which schedules
     /// changed.
     func observeSchedules(_ observer: any ClusterScheduleObserver)
@@ -67,59 +67,4 @@ public protocol ClusterDelegate: AnyObject, Sendable {
     func clusterApply(_ id: Int64, _ command: ClusterCommand)
     /// Jobs that ended on another server: waits on their stored records read them again.
     func clusterJobsEnded(_ ids: [String])
-}
-
-/// A command for another server: for a job it runs, for a lease of such a job, or for the server
-/// itself (a claim of its queued attempts).
-public struct ClusterCommand: Sendable {
-    public enum Kind: String, Sendable {
-        case cancelTask = "cancel-task"
-        case complete
-        /// `claim`: `{"pool", "workerId", "actions"?, "leases": [hash…]}` for server `server`.
-        case claim
-        /// For the lease whose id hashes to `lease`: `{"progress"?}`.
-        case leaseHeartbeat = "lease-heartbeat"
-        /// For lease `lease`: `{"outcome": {"result"} | {"error"}, "retryable"}`.
-        case leaseComplete = "lease-complete"
-        /// For lease `lease`: its claim's answer never reached the worker; give the attempt back.
-        case leaseRelease = "lease-release"
-
-        /// Whether the external pools apply it (the job service applies the others).
-        public var isPoolCommand: Bool { self != .cancelTask && self != .complete }
-    }
-
-    /// The job whose owner applies it (for a lease command: filled in from the stored lease).
-    public var jobID: String?
-    public var kind: Kind
-    /// The task (`cancel-task`, `complete`); the pool (`claim`).
-    public var taskID: String
-    /// `complete`: the outcome, `{"result": …}` or `{"error": {…}}`; the others: as their kind says.
-    public var body: JSONValue?
-    /// The server that applies a `claim`.
-    public var server: String?
-    /// The hash of the lease a lease command is for (never the lease id).
-    public var lease: String?
-
-    public init(
-        jobID: String?,
-        kind: Kind,
-        taskID: String,
-        body: JSONValue? = nil,
-        server: String? = nil,
-        lease: String? = nil
-    ) {
-        self.jobID = jobID
-        self.kind = kind
-        self.taskID = taskID
-        self.body = body
-        self.server = server
-        self.lease = lease
-    }
-
-    /// The answer a relay completes with when the lease of a lease command is not stored (never
-    /// issued, or its job deleted): no server holds it.
-    public static let leaseNotStored: JSONValue = ["outcome": "leaseNotStored"]
-    /// The answer a relay completes with when the lease of a lease command is stored as ended: the
-    /// answer its holder gives for an ended lease (`409 lease.gone`), whichever server is asked.
-    public static let leaseEnded: JSONValue = ["outcome": "gone"]
 }

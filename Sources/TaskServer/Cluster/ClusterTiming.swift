@@ -8,9 +8,11 @@
 ///   every `watchInterval` (250 ms): it has stopped before anyone may take them;
 /// - back after the database was away, a server reaps nobody for `reconnectGrace` (the lease):
 ///   the others get a lease's time to reconnect and renew too;
-/// - a relayed command waits `relayTimeout` (10 s) for its answer: past a takeover of its target;
-/// - a relayed claim is applied within `claimFreshness` (2 s) of being sent, and its sender waits
-///   `claimTimeout` (3 s) for the answer;
+/// - a client's command relayed to a job's server (cancel a task, complete an `await`) waits
+///   `relayTimeout` (10 s) for its answer: past a takeover of its target;
+/// - a worker's call relayed (a claim, a lease's heartbeat or completion) waits
+///   `poolCommandTimeout` (3 s), then 503 and the worker retries; a relayed claim is applied
+///   only within `claimFreshness` (2 s) of being sent (later, its leases would reach nobody);
 /// - an unapplied command older than `lostCommandAge` (1 s) is picked up by the heartbeat (its
 ///   notification was lost); answered ones are deleted after `commandRetention` (60 s).
 struct ClusterTiming: Sendable, Equatable {
@@ -21,7 +23,7 @@ struct ClusterTiming: Sendable, Equatable {
     var reconnectGrace: Duration = .seconds(5)
     var relayTimeout: Duration = .seconds(10)
     var claimFreshness: Duration = .seconds(2)
-    var claimTimeout: Duration = .seconds(3)
+    var poolCommandTimeout: Duration = .seconds(3)
     var lostCommandAge: Duration = .seconds(1)
     var commandRetention: Duration = .seconds(60)
 
@@ -58,8 +60,8 @@ struct ClusterTiming: Sendable, Equatable {
             "relayTimeout > lease + heartbeat (a relayed command outlives a takeover of its target)"
         )
         try require(
-            self.claimTimeout > self.claimFreshness,
-            "claimTimeout > claimFreshness (a claim applied in time is answered in time)"
+            self.poolCommandTimeout > self.claimFreshness,
+            "poolCommandTimeout > claimFreshness (a claim applied in time is answered in time)"
         )
         try require(
             self.lostCommandAge >= self.heartbeat / 2 && self.lostCommandAge < self.relayTimeout,
@@ -85,7 +87,7 @@ struct ClusterTiming: Sendable, Equatable {
             reconnectGrace: scale(standard.reconnectGrace),
             relayTimeout: scale(standard.relayTimeout),
             claimFreshness: scale(standard.claimFreshness),
-            claimTimeout: scale(standard.claimTimeout),
+            poolCommandTimeout: scale(standard.poolCommandTimeout),
             lostCommandAge: scale(standard.lostCommandAge),
             commandRetention: scale(standard.commandRetention)
         )

@@ -61,7 +61,7 @@ final class PostgresCluster: Cluster {
     /// cannot write now (its connection is away): set by the repository.
     let flushWrites = Mutex<(@Sendable () -> Bool)?>(nil)
     /// Relayed commands waiting for their answers, by id.
-    private let waiting = Mutex<[Int64: Promise<JSONValue?>]>([:])
+    private let waiting = Mutex<[Int64: Promise<ClusterAnswer?>]>([:])
     /// Work for the cluster's connection (relays, answers), run by its thread.
     private let work = Mutex<[@Sendable (PostgresConnection) throws -> Void]>([])
     private let running = Atomic(true)
@@ -175,14 +175,17 @@ final class PostgresCluster: Cluster {
 
     // MARK: - Commands
 
-    func relay(_ command: ClusterCommand, timeout: Duration) -> Future<JSONValue?> {
-        let promise = Promise<JSONValue?>()
+    func relay(_ command: ClusterCommand) -> Future<ClusterAnswer?> {
+        let promise = Promise<ClusterAnswer?>()
+        // A worker's call (a claim, a lease command) is answered soon and retried; a client's
+        // command for a job waits past a takeover of its server.
+        let timeout = command.isPoolCommand ? self.timing.poolCommandTimeout : self.timing.relayTimeout
         self.enqueue { db in
             let id: Int64
             switch try self.statements.insert(command, db) {
             case .sent(let sent): id = sent
-            case .leaseEnded: return promise.succeed(ClusterCommand.leaseEnded)
-            case .leaseNotStored: return promise.succeed(ClusterCommand.leaseNotStored)
+            case .leaseEnded: return promise.succeed(.lease(.gone(pool: nil, workerId: nil)))
+            case .leaseNotStored: return promise.succeed(.lease(.notFound))
             }
             self.waiting.withLock { $0[id] = promise }
             self.clock.schedule(after: timeout) {
@@ -194,7 +197,7 @@ final class PostgresCluster: Cluster {
         return promise.future
     }
 
-    func answer(_ id: Int64, _ answer: JSONValue) {
+    func answer(_ id: Int64, _ answer: ClusterAnswer) {
         self.enqueue { db in
             try self.statements.answer(id, answer, db)
         } failed: { error in
@@ -383,7 +386,7 @@ final class PostgresCluster: Cluster {
         }
         self.scheduleObserver.withLock { $0 }?.clusterLeadership(leading)
         if let delegate = self.delegate.withLock({ $0 }) {
-            for (id, command) in try self.statements.lostCommands(db) where delegate.clusterRuns(command.jobID ?? "") {
+            for (id, job, command) in try self.statements.lostCommands(db) where delegate.clusterRuns(job) {
                 self.apply(id, command)
             }
         }
@@ -447,7 +450,7 @@ final class PostgresCluster: Cluster {
     /// Hands `command` to whoever applies its kind (nothing while this server does not act).
     private func apply(_ id: Int64, _ command: ClusterCommand) {
         guard self.isActing else { return }
-        if command.kind.isPoolCommand {
+        if command.isPoolCommand {
             self.poolsObserver.withLock { $0 }?.clusterApplyPoolCommand(id, command)
         } else {
             self.delegate.withLock { $0 }?.clusterApply(id, command)

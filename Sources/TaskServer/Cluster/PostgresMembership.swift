@@ -136,6 +136,7 @@ struct PostgresMembership: Sendable {
     func insert(_ command: ClusterCommand, _ db: PostgresConnection) throws -> Inserted {
         // A lease command goes to the server that runs the lease's job; a claim to its server.
         // The payload is `ClusterNotice.command`'s.
+        let row = command.row
         let rows = try db.query(
             """
             WITH c AS (
@@ -151,9 +152,9 @@ struct PostgresMembership: Sendable {
             SELECT NULL, NULL FROM ended_leases WHERE lease_hash = $6::text AND NOT EXISTS (SELECT FROM c)
             """,
             [
-                command.jobID.map { .text($0) }, .text(command.kind.rawValue), .text(command.taskID),
-                command.body.map { .bytes(Array($0.jsonString.utf8)) }, command.server.map { .text($0) },
-                command.lease.map { .text($0) },
+                row.jobID.map { .text($0) }, .text(row.kind), .text(row.taskID),
+                row.body.map { .bytes(Array($0.jsonString.utf8)) }, row.server.map { .text($0) },
+                command.leaseHash.map { .text($0) },
             ]
         )
         guard rows.count == 1 else { return .leaseNotStored }
@@ -161,13 +162,13 @@ struct PostgresMembership: Sendable {
     }
 
     /// Records the answer to command `id` and wakes the server waiting for it.
-    func answer(_ id: Int64, _ answer: JSONValue, _ db: PostgresConnection) throws {
+    func answer(_ id: Int64, _ answer: ClusterAnswer, _ db: PostgresConnection) throws {
         try db.query(
             """
             UPDATE commands SET applied_at = taskserver_now_ms(), result = $2 WHERE id = $1 AND applied_at IS NULL
             RETURNING pg_notify('taskserver', 'answered ' || id)
             """,
-            [.int(id), .text(answer.jsonString)]
+            [.int(id), .text(answer.json.jsonString)]
         )
     }
 
@@ -184,8 +185,8 @@ struct PostgresMembership: Sendable {
     }
 
     /// Unapplied commands for jobs this server owns, older than `lostCommandAge` (their
-    /// notification was lost: a newer one's is on its way).
-    func lostCommands(_ db: PostgresConnection) throws -> [(id: Int64, command: ClusterCommand)] {
+    /// notification was lost: a newer one's is on its way), with the job each is for.
+    func lostCommands(_ db: PostgresConnection) throws -> [(id: Int64, job: String, command: ClusterCommand)] {
         let rows = try db.query(
             """
             SELECT c.id, c.job_id, c.kind, c.task_id, c.body, c.server FROM commands c JOIN jobs j ON j.id = c.job_id
@@ -194,17 +195,19 @@ struct PostgresMembership: Sendable {
             [.text(self.nodeName), .int(self.timing.lostCommandAge.wholeMilliseconds)]
         )
         return try (0..<rows.count).compactMap { row in
-            try Self.command(rows.row(row)).map { (rows.int(row, 0), $0) }
+            try Self.command(rows.row(row)).map { (rows.int(row, 0), rows.text(row, 1), $0) }
         }
     }
 
-    /// The answers recorded for these commands.
-    func answers(_ ids: [Int64], _ db: PostgresConnection) throws -> [(id: Int64, answer: JSONValue?)] {
+    /// The answers recorded for these commands (nil: one this server cannot read).
+    func answers(_ ids: [Int64], _ db: PostgresConnection) throws -> [(id: Int64, answer: ClusterAnswer?)] {
         let rows = try db.query(
             "SELECT id, result FROM commands WHERE id = ANY($1::bigint[]) AND applied_at IS NOT NULL",
             [.intArray(ids)]
         )
-        return try (0..<rows.count).map { row in (rows.int(row, 0), try rows.row(row).optionalJSON(1)) }
+        return try (0..<rows.count).map { row in
+            (rows.int(row, 0), try rows.row(row).optionalJSON(1).flatMap(ClusterAnswer.init(json:)))
+        }
     }
 
     /// Deletes this server's row (a graceful leave: the others claim at once what is left).
@@ -212,16 +215,17 @@ struct PostgresMembership: Sendable {
         try db.query("DELETE FROM servers WHERE id = $1 AND token = $2", [.text(self.nodeName), .int(token)])
     }
 
+    /// The command of a `commands` row read as `id, job_id, kind, task_id, body, server`.
     private static func command(_ row: PostgresRow) throws -> ClusterCommand? {
-        guard let kind = ClusterCommand.Kind(rawValue: row.text(2)), let taskID = row.optionalText(3) else {
-            return nil
-        }
+        guard let taskID = row.optionalText(3) else { return nil }
         return ClusterCommand(
-            jobID: row.optionalText(1),
-            kind: kind,
-            taskID: taskID,
-            body: try row.optionalJSON(4),
-            server: row.optionalText(5)
+            row: ClusterCommand.Row(
+                kind: row.text(2),
+                taskID: taskID,
+                body: try row.optionalJSON(4),
+                server: row.optionalText(5),
+                jobID: row.optionalText(1)
+            )
         )
     }
 }

@@ -2,6 +2,7 @@ import NIOCore
 import Synchronization
 import TaskCore
 import TaskGraph
+import TaskWorkerProtocol
 
 /// The server-side half of external pools (SPEC §6): each pool's ready queue and waiting claims,
 /// and the lease table — one owner of all of it, under one lock.
@@ -77,6 +78,26 @@ public final class ExternalPools: Sendable {
             case local(WorkerTask, deadline: Timestamp?)
             /// A claim item another server leased for this claim (`PoolRelay`), its `leaseId` set.
             case relayed(JSONValue)
+        }
+
+        /// The claim item (SPEC §6), as the worker gets it.
+        var json: JSONValue {
+            guard case .local(let task, let deadline) = self.item else {
+                guard case .relayed(.object(var object)) = self.item else { return .null }
+                object["leaseId"] = .string(self.leaseID)
+                return .object(object)
+            }
+            return ClaimItem(
+                leaseId: self.leaseID,
+                jobId: task.jobID,
+                taskId: task.taskID,
+                action: task.action,
+                params: task.params,
+                input: task.input,
+                attempt: task.attempt,
+                heartbeatTimeoutMs: task.heartbeatTimeoutMs,
+                deadline: deadline?.rfc3339
+            ).json
         }
     }
 

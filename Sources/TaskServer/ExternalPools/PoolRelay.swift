@@ -22,10 +22,7 @@ import TaskGraph
 /// not applied; one applied but not delivered leaves leases that end at their heartbeat timeout.
 final class PoolRelay: ClusterPoolsObserver, Sendable {
     let pools: ExternalPools
-    let jobs: JobService
     let cluster: any Cluster
-    /// How long a relay waits for its answer: past the owner's 2 s freshness of a claim.
-    static let timeout: Duration = .seconds(3)
     /// Other servers' queued attempts by pool and server, as of the last heartbeat (a claim that
     /// found nothing there forgets that server until the next).
     private let peersQueued = Mutex<[String: [String: Int]]>([:])
@@ -33,9 +30,8 @@ final class PoolRelay: ClusterPoolsObserver, Sendable {
     /// ones do not apply one twice.
     private let applying = Mutex<Set<Int64>>([])
 
-    init(pools: ExternalPools, jobs: JobService, cluster: any Cluster) {
+    init(pools: ExternalPools, cluster: any Cluster) {
         self.pools = pools
-        self.jobs = jobs
         self.cluster = cluster
         cluster.observePools(self)
     }
@@ -103,14 +99,16 @@ final class PoolRelay: ClusterPoolsObserver, Sendable {
         max: Int
     ) -> Future<[ExternalPools.Claimed]> {
         let ids = (0..<max).map { _ in LeaseID.make() }
-        var body: JSONObject = [
-            "pool": .string(pool), "workerId": .string(workerId),
-            "leases": .array(ids.map { .string(LeaseID.hash($0)) }),
-        ]
-        if let actions { body["actions"] = .array(actions.map { .string($0) }) }
-        let command = ClusterCommand(jobID: nil, kind: .claim, taskID: pool, body: .object(body), server: server)
-        return self.cluster.relay(command, timeout: Self.timeout).continueWith(on: .immediate) { answered in
-            let items = answered.outcome?.value??["items"]?.arrayValue ?? []
+        let command = ClusterCommand.claim(
+            server: server,
+            pool: pool,
+            workerId: workerId,
+            actions: actions,
+            leases: ids.map(LeaseID.hash)
+        )
+        return self.cluster.relay(command).continueWith(on: .immediate) { answered in
+            var items: [JSONValue] = []
+            if case .claimed(let claimed)?? = answered.outcome?.value { items = claimed }
             self.peersQueued.withLock { queued in
                 // Found nothing there: not asked again before its next heartbeat says otherwise.
                 if items.count < max { queued[pool]?[server] = nil }
@@ -122,12 +120,10 @@ final class PoolRelay: ClusterPoolsObserver, Sendable {
     /// A heartbeat of lease `id`, which this server does not hold, at the server that does.
     func heartbeatElsewhere(_ id: String, progress: JSONValue?) -> Future<ExternalPools.HeartbeatResult> {
         guard LeaseID.isPlausible(id) else { return Future(value: .notFound) }
-        var body: JSONObject = [:]
-        if let progress { body["progress"] = progress }
-        return self.relay(.leaseHeartbeat, lease: id, body).map { answer in
-            switch answer["outcome"]?.stringValue {
-            case "ok": .ok(cancelRequested: answer["cancelRequested"]?.boolValue ?? false)
-            case "gone": .gone
+        return self.relay(.leaseHeartbeat(lease: LeaseID.hash(id), progress: progress)).map { answer in
+            switch answer {
+            case .alive(let cancelRequested): .ok(cancelRequested: cancelRequested)
+            case .gone: .gone
             default: .notFound
             }
         }
@@ -143,17 +139,16 @@ final class PoolRelay: ClusterPoolsObserver, Sendable {
         -> Future<LeaseCompletion>
     {
         guard LeaseID.isPlausible(id) else { return Future(value: .notFound) }
-        let body: JSONObject = ["outcome": ClusterCommand.encode(outcome), "retryable": .bool(retryable)]
-        return self.relay(.leaseComplete, lease: id, body).map { answer in
-            let pool = answer["pool"]?.stringValue
-            let workerId = answer["workerId"]?.stringValue
-            switch answer["outcome"]?.stringValue {
-            case "done":
-                guard let pool, let workerId else { return .notFound }
-                return .done(node: answer["node"] ?? .null, pool: pool, workerId: workerId)
-            case "gone": return .gone(pool: pool, workerId: workerId)
-            case "unavailable": throw StoreError.ownerUnavailable
-            default: return .notFound
+        let command = ClusterCommand.leaseComplete(
+            lease: LeaseID.hash(id),
+            outcome: ClusterCommand.TaskOutcome(outcome),
+            retryable: retryable
+        )
+        return self.relay(command).map { answer in
+            switch answer {
+            case .completed(let node, let pool, let workerId): .done(node: node, pool: pool, workerId: workerId)
+            case .gone(let pool, let workerId): .gone(pool: pool, workerId: workerId)
+            default: .notFound
             }
         }
     }
@@ -162,22 +157,18 @@ final class PoolRelay: ClusterPoolsObserver, Sendable {
     /// by the servers that hold them.
     func giveBackElsewhere(_ ids: [String]) {
         for id in ids where LeaseID.isPlausible(id) {
-            _ = self.relay(.leaseRelease, lease: id, [:])
+            _ = self.relay(.leaseRelease(lease: LeaseID.hash(id)))
         }
     }
 
-    /// Relays a lease command for lease `id` to the server that runs its job: its answer,
-    /// `leaseEnded` (stored as ended: gone, whoever held it) or `leaseNotStored`; fails
-    /// `ownerUnavailable` when no answer came in time (the command stays, and the job's next owner
-    /// applies it: the change may still happen).
-    private func relay(_ kind: ClusterCommand.Kind, lease id: String, _ body: JSONObject) -> Future<JSONValue> {
-        let hash = LeaseID.hash(id)
-        var body = body
-        body["lease"] = .string(hash)
-        let command = ClusterCommand(jobID: nil, kind: kind, taskID: "", body: .object(body), lease: hash)
-        return self.cluster.relay(command, timeout: Self.timeout).continueWith(on: .immediate) { answered in
-            guard let answer = answered.outcome?.value ?? nil else { throw StoreError.ownerUnavailable }
-            return answer
+    /// Relays a lease command to the server that runs its lease's job: its answer; fails
+    /// `ownerUnavailable` when no answer came in time, or the owner could not record it.
+    private func relay(_ command: ClusterCommand) -> Future<ClusterAnswer.LeaseAnswer> {
+        self.cluster.relay(command).continueWith(on: .immediate) { answered in
+            switch answered.outcome?.value ?? nil {
+            case .lease(let answer)?: return answer
+            case .task, .claimed, .unavailable, nil: throw StoreError.ownerUnavailable
+            }
         }
     }
 
@@ -202,61 +193,43 @@ final class PoolRelay: ClusterPoolsObserver, Sendable {
             // The run was given up before the outcome was recorded: the worker is told to retry
             // (the job's next run takes the lease up and answers then).
             case .failure(let error as StoreError) where error == .ownerUnavailable:
-                self.cluster.answer(id, ["outcome": "unavailable"])
+                self.cluster.answer(id, .unavailable)
             case .failure, .cancelled: break
             }
         }
     }
 
-    private func apply(_ command: ClusterCommand) -> Future<JSONValue> {
-        let body = command.body ?? .null
-        if command.kind == .claim {
-            let hashes = body["leases"]?.arrayValue?.compactMap(\.stringValue) ?? []
-            guard let pool = body["pool"]?.stringValue, let workerId = body["workerId"]?.stringValue,
-                hashes.count <= ClaimRequest.maxItems
-            else { return Future(value: ["items": []]) }
-            let actions = body["actions"]?.arrayValue?.compactMap(\.stringValue)
-            return self.pools.claimForPeer(pool: pool, workerId: workerId, actions: actions, peerHashes: hashes).map {
-                claimed in
-                ["items": .array(claimed.map(ExternalPoolsAPI.json))]
+    private func apply(_ command: ClusterCommand) -> Future<ClusterAnswer> {
+        switch command {
+        case .claim(_, let pool, let workerId, let actions, let leases):
+            guard leases.count <= ClaimRequest.maxItems else { return Future(value: .claimed([])) }
+            return self.pools.claimForPeer(pool: pool, workerId: workerId, actions: actions, peerHashes: leases).map {
+                claimed in .claimed(claimed.map(\.json))
             }
-        }
-        guard let hash = body["lease"]?.stringValue else { return Future(value: ["outcome": "notFound"]) }
-        switch command.kind {
-        case .leaseHeartbeat:
-            let answer: JSONValue =
-                switch self.pools.heartbeat(leaseHash: hash, progress: body["progress"]) {
-                case .ok(let cancelRequested): ["outcome": "ok", "cancelRequested": .bool(cancelRequested)]
-                case .gone: ["outcome": "gone"]
-                case .notFound: ["outcome": "notFound"]
+        case .leaseHeartbeat(let hash, let progress):
+            let answer: ClusterAnswer.LeaseAnswer =
+                switch self.pools.heartbeat(leaseHash: hash, progress: progress) {
+                case .ok(let cancelRequested): .alive(cancelRequested: cancelRequested)
+                case .gone: .gone(pool: nil, workerId: nil)
+                case .notFound: .notFound
                 }
-            return Future(value: answer)
-        case .leaseComplete:
-            guard let outcome = body["outcome"].flatMap(ClusterCommand.decodeOutcome) else {
-                return Future(value: ["outcome": "notFound"])
-            }
-            let retryable = body["retryable"]?.boolValue ?? true
-            switch self.pools.complete(leaseHash: hash, with: outcome, retryable: retryable) {
+            return Future(value: .lease(answer))
+        case .leaseComplete(let hash, let outcome, let retryable):
+            switch self.pools.complete(leaseHash: hash, with: outcome.outcome, retryable: retryable) {
             case .done(let task, let key, let pool, let workerId):
                 return self.pools.durable(task, lease: key).map {
-                    [
-                        "outcome": "done", "node": task.node?.json ?? .null, "pool": .string(pool),
-                        "workerId": .string(workerId),
-                    ]
+                    .lease(.completed(node: task.node?.json ?? .null, pool: pool, workerId: workerId))
                 }
             case .gone(let pool, let workerId):
-                var answer: JSONObject = ["outcome": "gone"]
-                if let pool { answer["pool"] = .string(pool) }
-                if let workerId { answer["workerId"] = .string(workerId) }
-                return Future(value: .object(answer))
+                return Future(value: .lease(.gone(pool: pool, workerId: workerId)))
             case .notFound:
-                return Future(value: ["outcome": "notFound"])
+                return Future(value: .lease(.notFound))
             }
-        case .leaseRelease:
+        case .leaseRelease(let hash):
             self.pools.giveBack(leaseHashes: [hash])
-            return Future(value: ["outcome": "released"])
-        case .claim, .cancelTask, .complete:
-            return Future(value: ["outcome": "notFound"])
+            return Future(value: .lease(.released))
+        case .cancelTask, .complete:
+            return Future(value: .lease(.notFound))
         }
     }
 }

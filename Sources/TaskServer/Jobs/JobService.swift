@@ -358,7 +358,7 @@ public final class JobService: JobObserver, Sendable {
         }
     }
 
-    public enum TaskCommandOutcome: Sendable {
+    public enum TaskCommandOutcome: Sendable, Equatable {
         case done(NodeRecord)
         /// `cancelTask` only: the node was cancelled already.
         case alreadyCancelled(NodeRecord)
@@ -385,7 +385,7 @@ public final class JobService: JobObserver, Sendable {
     ) -> Future<
         TaskCommandOutcome
     > {
-        self.command(id, task: taskID, completing: true, relayedOutcome: ClusterCommand.encode(outcome)) { run in
+        self.command(id, task: taskID, completing: true, relayedOutcome: ClusterCommand.TaskOutcome(outcome)) { run in
             run.complete(node: taskID, with: outcome)
         }
     }
@@ -396,7 +396,7 @@ public final class JobService: JobObserver, Sendable {
         _ id: String,
         task taskID: String,
         completing: Bool,
-        relayedOutcome: JSONValue? = nil,
+        relayedOutcome: ClusterCommand.TaskOutcome? = nil,
         _ body: @escaping @Sendable (JobRun) -> JobRun.NodeControlResult
     ) -> Future<TaskCommandOutcome> {
         guard let run = self.liveRun(id) else {
@@ -411,16 +411,14 @@ public final class JobService: JobObserver, Sendable {
                 guard let cluster = self.repository.cluster, !stored.state.isTerminal,
                     completing ? node.state == .running : true
                 else { return Future(value: .notRunning) }
-                let command = ClusterCommand(
-                    jobID: id,
-                    kind: completing ? .complete : .cancelTask,
-                    taskID: taskID,
-                    body: completing ? relayedOutcome : nil
-                )
-                return cluster.relay(command, timeout: Self.relayTimeout).map { answer in
-                    guard let answer, let outcome = TaskCommandOutcome(answer: answer) else {
-                        throw StoreError.ownerUnavailable
+                let command: ClusterCommand =
+                    if completing, let relayedOutcome {
+                        .complete(job: id, task: taskID, outcome: relayedOutcome)
+                    } else {
+                        .cancelTask(job: id, task: taskID)
                     }
+                return cluster.relay(command).map { answer in
+                    guard case .task(let outcome)? = answer else { throw StoreError.ownerUnavailable }
                     return outcome
                 }
             }
@@ -618,10 +616,6 @@ public final class JobService: JobObserver, Sendable {
 
     // MARK: - The cluster (SPEC §9)
 
-    /// How long a command relayed to the server that runs a job waits for its answer: past a
-    /// takeover (the lease, 5 s, and a heartbeat), then 503.
-    static let relayTimeout: Duration = .seconds(10)
-
     /// Relayed commands being applied here, so that a notification and a heartbeat's look for
     /// lost ones do not apply one twice.
     private let applying = Mutex<Set<Int64>>([])
@@ -657,18 +651,15 @@ public final class JobService: JobObserver, Sendable {
     }
 
     func applyRelayed(_ id: Int64, _ command: ClusterCommand) {
-        guard let cluster = self.repository.cluster, let jobID = command.jobID else { return }
+        guard let cluster = self.repository.cluster, !command.isPoolCommand else { return }
+        // A notification and a heartbeat's look for lost commands may both bring it.
         guard self.applying.withLock({ $0.insert(id).inserted }) else { return }
         let applied: Future<TaskCommandOutcome>
-        switch command.kind {
-        case .cancelTask:
-            applied = self.cancelTask(jobID, task: command.taskID)
-        case .complete:
-            guard let outcome = command.body.flatMap(ClusterCommand.decodeOutcome) else {
-                applied = Future(value: .notRunning)
-                break
-            }
-            applied = self.completeTask(jobID, task: command.taskID, with: outcome)
+        switch command {
+        case .cancelTask(let job, let task):
+            applied = self.cancelTask(job, task: task)
+        case .complete(let job, let task, let outcome):
+            applied = self.completeTask(job, task: task, with: outcome.outcome)
         case .claim, .leaseHeartbeat, .leaseComplete, .leaseRelease:
             // The external pools' (`PoolRelay`): the cluster hands them there.
             self.applying.withLock { _ = $0.remove(id) }
@@ -678,7 +669,7 @@ public final class JobService: JobObserver, Sendable {
             self.applying.withLock { _ = $0.remove(id) }
             // Not answered when it failed here (the job was lost meanwhile): the server that
             // takes the job over applies it.
-            if case .success(let result) = outcome { cluster.answer(id, result.answer) }
+            if case .success(let result) = outcome { cluster.answer(id, .task(result)) }
         }
     }
 
@@ -825,60 +816,4 @@ final class ClusterLink: ClusterDelegate {
     func clusterCancel(_ id: String) { _ = self.service?.liveRun(id)?.cancel() }
     func clusterApply(_ id: Int64, _ command: ClusterCommand) { self.service?.applyRelayed(id, command) }
     func clusterJobsEnded(_ ids: [String]) { self.service?.wakeRemoteWaits(ids) }
-}
-
-extension JobService.TaskCommandOutcome {
-    /// The outcome as a relayed command's answer (`Cluster.answer`).
-    var answer: JSONValue {
-        switch self {
-        case .done(let node): ["outcome": "done", "node": Self.nodeJSON(node)]
-        case .alreadyCancelled(let node): ["outcome": "alreadyCancelled", "node": Self.nodeJSON(node)]
-        case .jobNotFound: ["outcome": "jobNotFound"]
-        case .taskNotFound: ["outcome": "taskNotFound"]
-        case .terminal: ["outcome": "terminal"]
-        case .notAwait: ["outcome": "notAwait"]
-        case .notRunning: ["outcome": "notRunning"]
-        }
-    }
-
-    /// The outcome a relayed command's answer names (nil: not one).
-    init?(answer: JSONValue) {
-        let node = answer["node"].flatMap { try? StoredRecords.decodeNodes(.array([$0])).first }
-        switch answer["outcome"]?.stringValue {
-        case "done":
-            guard let node else { return nil }
-            self = .done(node)
-        case "alreadyCancelled":
-            guard let node else { return nil }
-            self = .alreadyCancelled(node)
-        case "jobNotFound": self = .jobNotFound
-        case "taskNotFound": self = .taskNotFound
-        case "terminal": self = .terminal
-        case "notAwait": self = .notAwait
-        case "notRunning": self = .notRunning
-        default: return nil
-        }
-    }
-
-    private static func nodeJSON(_ node: NodeRecord) -> JSONValue {
-        (try? JSONParser.parse(StoredRecords.encodeNodes([node]), limits: StoredRecords.limits))?.arrayValue?.first
-            ?? .null
-    }
-}
-
-extension ClusterCommand {
-    /// An `await` task's outcome as a relayed command carries it.
-    static func encode(_ outcome: Outcome<JSONValue>) -> JSONValue {
-        switch outcome {
-        case .success(let value): ["result": value]
-        case .failure(let error as TaskError): ["error": error.json]
-        case .failure, .cancelled: ["error": TaskError(code: "task.failed", message: "failed").json]
-        }
-    }
-
-    static func decodeOutcome(_ body: JSONValue) -> Outcome<JSONValue>? {
-        if let result = body["result"] { return .success(result) }
-        if let error = body["error"].flatMap(TaskError.init(json:)) { return .failure(error) }
-        return nil
-    }
 }

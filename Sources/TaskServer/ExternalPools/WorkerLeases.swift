@@ -1,0 +1,61 @@
+import TaskCore
+import TaskGraph
+
+/// Claims and leases as the worker API sees them (SPEC §6), wherever they live: the one thing
+/// `ExternalPoolsAPI` talks to. On one server, this server's external pools. In a cluster
+/// (SPEC §9), the pools here first and, for what this server does not hold, the server that does
+/// (`PoolRelay`): a claim with nothing queued here is relayed to a server with queued attempts; a
+/// heartbeat, completion or give-back of a lease not held here goes to the server that runs its
+/// job. So "here or relayed" is decided in one place.
+struct WorkerLeases: Sendable {
+    let pools: ExternalPools
+    /// Claims and leases through the other servers of a cluster; nil on one server.
+    let relay: PoolRelay?
+
+    /// Up to `claim.max` attempts of `pool`, waiting up to `claim.waitMs` for the first.
+    func claim(
+        _ claim: ClaimRequest,
+        pool: String,
+        withdrawnBy withdrawal: CancellationToken
+    ) throws(ExternalPoolsError) -> Future<[ExternalPools.Claimed]> {
+        if let relay { return try relay.claim(claim, pool: pool, withdrawnBy: withdrawal) }
+        return try self.pools.claim(
+            pool: pool,
+            workerId: claim.workerId,
+            actions: claim.actions,
+            max: claim.max,
+            waitMs: claim.waitMs,
+            withdrawnBy: withdrawal
+        )
+    }
+
+    /// Gives back leases whose claim's answer never reached the worker (their attempts are not
+    /// consumed): here, and the rest where they are held.
+    func giveBack(_ leaseIDs: [String]) {
+        let elsewhere = self.pools.giveBack(leaseIDs)
+        if let relay, !elsewhere.isEmpty { relay.giveBackElsewhere(elsewhere) }
+    }
+
+    /// A heartbeat of lease `id`: here, or at the server that holds it.
+    func heartbeat(_ id: String, progress: JSONValue?) -> Future<ExternalPools.HeartbeatResult> {
+        let here = self.pools.heartbeat(id, progress: progress)
+        guard here == .notFound, let relay else { return Future(value: here) }
+        return relay.heartbeatElsewhere(id, progress: progress)
+    }
+
+    /// Completes lease `id`: here, or at the server that holds it; answered once the outcome is
+    /// durable (`ownerUnavailable` when the run was given up first, or its server did not answer).
+    func complete(_ id: String, with outcome: Outcome<JSONValue>, retryable: Bool) -> Future<LeaseCompletion> {
+        switch self.pools.complete(id, with: outcome, retryable: retryable) {
+        case .done(let task, let key, let pool, let workerId):
+            return self.pools.durable(task, lease: key).map {
+                .done(node: task.node?.json ?? .null, pool: pool, workerId: workerId)
+            }
+        case .gone(let pool, let workerId):
+            return Future(value: .gone(pool: pool, workerId: workerId))
+        case .notFound:
+            guard let relay else { return Future(value: .notFound) }
+            return relay.completeElsewhere(id, with: outcome, retryable: retryable)
+        }
+    }
+}
