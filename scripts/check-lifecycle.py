@@ -204,6 +204,9 @@ def invalid_configuration():
         ([], {"TASKSERVER_MEMORY": "maybe"}, "TASKSERVER_MEMORY"),
         ([], {"TASKSERVER_LOG_FORMAT": "xml"}, "--log-format"),
         (["--executor", "io=many"], {}, "--executor"),
+        (["--executor", "io=4,rate=1/s,rate=2/s"], {}, "--executor"),
+        # A name among servers sharing a database, given without one: it would do nothing.
+        (["--node-name", "n1"], {}, "--node-name"),
         # A key no Authorization: Bearer header can carry (a control character, a space) would lock
         # the API; the message names the setting, never the key.
         (["--api-key", "0123456789abcdef\x01secret"], {}, "--api-key"),

@@ -252,6 +252,13 @@ struct Serve: AsyncParsableCommand {
                 }
                 configuration.nodeName = name
             }
+        } else if self.nodeName != nil {
+            // A name among the servers sharing a database; with a store of its own the server has
+            // no peers, and a flag that does nothing is a mistake worth saying. (The variable is
+            // left alone: an environment shared by several services may set it for all of them.)
+            throw ConfigurationError(
+                "--node-name names this server among those sharing a --database; give --database too"
+            )
         } else if !memory {
             configuration.dataPath = self.data ?? environment["TASKSERVER_DATA"] ?? "./data/taskserver.sqlite"
         }

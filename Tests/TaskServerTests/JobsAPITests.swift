@@ -884,4 +884,20 @@ struct JobsAPITests {
             #expect(succeeded["nextCursor"]?.stringValue != nil)
         }
     }
+
+    /// A batch's keys are its items' `idempotencyKey`s: the header, which would do nothing and
+    /// let a retried batch duplicate, is refused (#43).
+    @Test func anIdempotencyKeyHeaderOnABatchIsRefused() async throws {
+        try await withServer { server in
+            let batch: JSONValue = ["jobs": [Jobs.value(1)]]
+            let refused = try await server.post("/v1/jobs/batch", json: batch, headers: [("Idempotency-Key", "b-1")])
+            #expect(refused.status == 422, "\(refused)")
+            #expect(refused.json["code"] == "batch.invalid")
+            #expect(refused.json["errors"]?.arrayValue?.first?["pointer"] == "/jobs/0/idempotencyKey", "\(refused)")
+            #expect(try await server.get("/v1/jobs").json["items"] == [], "nothing was created")
+            let bad = try await server.post("/v1/jobs/batch", json: ["jobs": [1]])
+            let problem = bad.json["items"]?.arrayValue?.first?["problem"]
+            #expect(problem?["detail"] == "the job is invalid: the batch item must be an object", "\(bad)")
+        }
+    }
 }

@@ -300,6 +300,9 @@ struct QueueRulesAPITests {
         ("io=64,rate=10/s,burst=11", "burst must be from 1 to the rate's count"),
         ("images=external,rate=10/s", "rate limits apply to in-process pools"),
         ("io", "must be NAME=SIZE"),
+        // Given twice, one of them would be silently dropped (#43).
+        ("io=64,rate=10/s,rate=20/s", "rate= is given twice"),
+        ("io=64,rate=10/s,burst=2,burst=3", "burst= is given twice"),
     ])
     func badRateLimitsAreRefusedAtStartUp(spec: String, message: String) {
         var configuration = ServerConfiguration()

@@ -36,6 +36,20 @@ struct SchedulesAPITests {
         }
     }
 
+    /// `preview` names the route beside `/v1/schedules/{id}`: a schedule under it could be
+    /// created but never read, changed or deleted (it would fire forever) — refused (#43).
+    @Test func theIdPreviewIsReserved() async throws {
+        try await withServer { server in
+            let created = try await server.post(
+                "/v1/schedules",
+                json: ["id": "preview", "cron": "* * * * *", "job": Jobs.value(1)]
+            )
+            #expect(created.status == 422, "\(created)")
+            #expect(created.json["errors"]?.arrayValue?.first?["pointer"] == "/id", "\(created)")
+            #expect(try await server.get("/v1/schedules").json["items"] == [])
+        }
+    }
+
     @Test func withoutFromAndCountItGivesFiveFiresFromNow() async throws {
         try await withServer { server in
             let before = Timestamp.now()

@@ -86,6 +86,17 @@ struct JobsAPI: Sendable {
     /// the last commit. `200` with one item per job, in order.
     @Sendable func submitBatch(_ request: Request) throws -> Future<Response> {
         try self.refuseWhileDraining()
+        // A header that did nothing would make a retried batch a duplicate: refused, pointing to
+        // where a batch's keys go.
+        if request.headers.first(name: "idempotency-key") != nil {
+            throw Self.batchInvalid([
+                ValidationProblem(
+                    pointer: "/jobs/0/idempotencyKey",
+                    message:
+                        "the Idempotency-Key header does not apply to a batch; give each job its own idempotencyKey"
+                )
+            ])
+        }
         let json = try self.app.jsonBody(request)
         guard case .object(let object) = json else {
             throw Self.batchInvalid([ValidationProblem(pointer: "", message: "must be an object with jobs")])
@@ -157,7 +168,7 @@ struct JobsAPI: Sendable {
                     HTTPProblem(
                         .unprocessableEntity,
                         code: "graph.invalid",
-                        detail: "the job is invalid: : must be an object",
+                        detail: "the job is invalid: the batch item must be an object",
                         errors: [ValidationProblem(pointer: "", message: "must be an object")]
                     )
                 )

@@ -166,8 +166,10 @@ public struct ServerConfiguration: Sendable {
             var burst: Int?
             for option in group.dropFirst() {
                 if option.hasPrefix("rate=") {
+                    guard rate == nil else { throw ConfigurationError("--executor \(spec): rate= is given twice") }
                     rate = try Self.rate(option.dropFirst(5), spec: spec)
                 } else {
+                    guard burst == nil else { throw ConfigurationError("--executor \(spec): burst= is given twice") }
                     guard let value = Int(option.dropFirst(6)), value >= 1 else {
                         throw ConfigurationError("--executor \(spec): burst must be a positive integer")
                     }

@@ -55,6 +55,11 @@ struct ScheduleDefinition: Sendable, Equatable {
         if let given = reader.object["id"] {
             if let fixedID {
                 if given != .string(fixedID) { reader.report("id", "is the schedule's; it cannot change") }
+            } else if case .string(let text) = given, Self.reservedIDs.contains(text) {
+                reader.report(
+                    "id",
+                    "\"\(text)\" is reserved (POST /v1/schedules/\(text) is another route); choose another id"
+                )
             } else if case .string(let text) = given, Self.isValidID(text) {
                 id = text
             } else {
@@ -121,6 +126,10 @@ struct ScheduleDefinition: Sendable, Equatable {
         self.spec = spec!
         self.document = document
     }
+
+    /// Ids that name a route under `/v1/schedules/` (`preview`): a schedule under one could be
+    /// created but never read, changed or deleted.
+    static let reservedIDs: Set<String> = ["preview"]
 
     static func isValidID(_ text: String) -> Bool {
         let bytes = Array(text.utf8)
