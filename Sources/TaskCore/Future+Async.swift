@@ -27,12 +27,18 @@ extension Future {
     }
 
     /// A future completed by an `async` operation run in a new Swift task; a thrown
-    /// `CancellationError` cancels it. Cancelling `token` cancels the task.
+    /// `CancellationError` cancels it. Cancelling `token` cancels the task; with `token` already
+    /// cancelled, the operation never runs and the future is cancelled at once (as Bolts checks
+    /// a continuation's token before running it).
     public convenience init(
         cancellationToken token: CancellationToken? = nil,
         operation: @escaping @Sendable () async throws -> Value
     ) {
         self.init()
+        if token?.isCancellationRequested == true {
+            self.tryComplete(.cancelled)
+            return
+        }
         let task = Task {
             let outcome: Outcome<Value>
             do { outcome = .success(try await operation()) } catch is CancellationError { outcome = .cancelled } catch {

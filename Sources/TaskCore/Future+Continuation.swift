@@ -222,7 +222,10 @@ extension Future {
             let id = registration.id
             inner.whenComplete { [weak token] outcome in
                 token?.unregister(id)
-                if cancelled.isSet {
+                // The token too: work the body handed the token to (`delay(_:token:)`) registered
+                // its handler first, so its future completes — and this runs — before the flag's
+                // handler has (#43). The flag keeps a request whose token is gone by now.
+                if cancelled.isSet || token?.isCancellationRequested == true {
                     promise.tryCancel()
                 } else {
                     promise.tryComplete(with: outcome)

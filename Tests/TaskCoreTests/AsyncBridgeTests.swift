@@ -137,6 +137,23 @@ struct AsyncBridgeTests {
         #expect(await future.settled().isCancelled)
     }
 
+    /// An operation that ignores cancellation: with its token cancelled before the future is made,
+    /// it never runs, and the future is cancelled at once (a Bolts user's expectation, #43).
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
+    func alreadyCancelledTokenNeverRunsTheOperation() async {
+        let source = CancellationTokenSource()
+        source.cancel()
+        let ran = Promise<Void>()
+        let future = Future<Int>(cancellationToken: source.token) {
+            ran.succeed(())
+            return 1
+        }
+        #expect(future.isCompleted, "cancelled at once")
+        #expect(await future.settled().isCancelled)
+        #expect(!ran.future.isCompleted, "the operation did not run")
+        #expect(source.token.registeredHandlerCount == 0)
+    }
+
     @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func operationThatFinishesReleasesItsTokenRegistration() async throws {
         let source = CancellationTokenSource()

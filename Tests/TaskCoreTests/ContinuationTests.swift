@@ -193,6 +193,31 @@ struct ContinuationTests {
         }
     }
 
+    /// The body hands its token to work whose own cancel handler completes the work's future at
+    /// once (`delay(_:token:)`, its handler registered before the continuation's): the
+    /// continuation still ends cancelled — and so it does when the work's handler comes after the
+    /// continuation's (#43: with the first order it ended with the work's outcome).
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)), arguments: ExecutorKind.allCases)
+    func workCancelledByTheTokenItWasGivenEndsTheContinuationCancelled(executorKind: ExecutorKind) async {
+        for workHandlerFirst in [true, false] {
+            let source = CancellationTokenSource()
+            let started = Promise<Void>()
+            let later = Promise<Int>()
+            let next = Future(value: 1).continueWithTask(on: executorKind.make(), cancellationToken: source.token) {
+                _ in
+                defer { started.succeed(()) }
+                return workHandlerFirst ? Future.delay(.seconds(3600), token: source.token).map { 7 } : later.future
+            }
+            _ = await started.future.settled()
+            // The continuation registers its handler as its body returns, on the executor's thread.
+            try? await Task.sleep(for: .milliseconds(20))
+            // Registered after the continuation's handler: fails the work when the token is cancelled.
+            if !workHandlerFirst { _ = source.token.register { later.tryFail(TestError.boom) } }
+            source.cancel()
+            #expect(await next.settled().isSame(as: .cancelled), "the work's handler first: \(workHandlerFirst)")
+        }
+    }
+
     @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func aTokenCancelledWhileTheBodysFutureRunsEndsCancelled() async {
         let source = CancellationTokenSource()
