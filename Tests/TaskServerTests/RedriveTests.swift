@@ -117,6 +117,10 @@ struct RedriveTests {
         let startedAt = redriven.json["startedAt"]?.stringValue.flatMap(Timestamp.init(rfc3339:))
         #expect(startedAt.map { $0.milliseconds >= before.milliseconds } ?? false, "running, so started: \(redriven)")
         try await server.waitUntilStarted(id, task: "gate")
+        // It starts with this run: `job.started` after `job.redriven`, as for any job that runs.
+        let types = try await DelayedStartTests.events(server, id)
+        #expect(Array(types.drop { $0 != "job.redriven" }.prefix(2)) == ["job.redriven", "job.started"], "\(types)")
+        #expect(types.filter { $0 == "job.started" }.count == 1, "\(types)")
         let listed = try await server.get("/v1/jobs?state=running").json["items"]?.arrayValue ?? []
         #expect(listed.filter { $0["id"] == .string(id) }.map { $0["startedAt"] } == [redriven.json["startedAt"]])
         return (id, redriven.json["startedAt"])

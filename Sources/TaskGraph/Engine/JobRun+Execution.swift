@@ -76,7 +76,15 @@ extension JobRun {
             // Cancelled before it ever started (a delayed job), and not given a start time by the
             // caller (`JobService` gives the one it stored): it starts now, as a running job has one.
             if state.startedAt == nil { state.startedAt = now }
-            return (true, now, Self.appendEvent(.jobRedriven, taskId: nil, data: nil, time: now, in: &state))
+            var waiters = Self.appendEvent(.jobRedriven, taskId: nil, data: nil, time: now, in: &state)
+            // A job cancelled before it ever started starts now: its `job.started` comes with this
+            // run, as for any job that runs (#43).
+            if !state.events.contains(where: { $0.type == .jobStarted }) {
+                // At the start time the redrive stored (the caller's), which the event records.
+                let startedAt = state.startedAt ?? now
+                waiters += Self.appendEvent(.jobStarted, taskId: nil, data: nil, time: startedAt, in: &state)
+            }
+            return (true, now, waiters)
         }
         guard shouldStart else { return }
         self.run(timeoutFrom: now, waiters)
