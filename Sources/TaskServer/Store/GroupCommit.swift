@@ -66,6 +66,10 @@ extension GroupCommitting {
 /// The writes waiting for the writer, and whether it is at work.
 struct StoreWriteQueue {
     var items: [StoreWrite] = []
+    /// Writes of a commit whose answer was lost with the connection (PostgreSQL): it may have been
+    /// stored. They are sent again alone, before `items`, so that the commit that re-sends them
+    /// can tell, entry by entry, what is stored already (`take`).
+    var unsure: [StoreWrite] = []
     var draining = false
 
     /// Queues `write` unless `refuseWhenFull` and `limit` writes wait already; `start`: the writer
@@ -78,8 +82,18 @@ struct StoreWriteQueue {
         return (true, true)
     }
 
-    /// Up to `limit` writes, oldest first; empty (and the writer idle) when none is left.
-    mutating func take(_ limit: Int = 4096) -> [StoreWrite] {
+    /// Up to `limit` writes, oldest first; empty (and the writer idle) when none is left. The
+    /// `unsure` writes come first and alone (`unsure` true): merged with later writes of the same
+    /// jobs, a journal entry would no longer match the rows it may have stored.
+    mutating func take(_ limit: Int = 4096) -> (writes: [StoreWrite], unsure: Bool) {
+        if !self.unsure.isEmpty {
+            defer { self.unsure = [] }
+            return (self.unsure, true)
+        }
+        return (self.takeItems(limit), false)
+    }
+
+    private mutating func takeItems(_ limit: Int) -> [StoreWrite] {
         if self.items.isEmpty {
             self.draining = false
             return []

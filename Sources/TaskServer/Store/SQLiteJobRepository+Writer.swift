@@ -28,7 +28,7 @@ extension SQLiteJobRepository: GroupCommitting {
     /// Commits what is queued, batch after batch, until the queue is empty.
     func drain() {
         while true {
-            let batch = self.queue.withLock { $0.take() }
+            let batch = self.queue.withLock { $0.take().writes }
             if batch.isEmpty { return }
             self.commit(CommitPlan(batch) { self.nextPosition.wrappingAdd(1, ordering: .relaxed).newValue })
         }

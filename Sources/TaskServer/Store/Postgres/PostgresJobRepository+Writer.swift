@@ -33,15 +33,16 @@ extension PostgresJobRepository: GroupCommitting {
     /// away: then the writer stays "draining" until `reconnect` has a connection again).
     func drain() {
         while true {
-            let batch = self.queue.withLock { $0.take() }
+            let (batch, unsure) = self.queue.withLock { $0.take() }
             if batch.isEmpty { return }
-            guard self.commit(batch) else { return }
+            guard self.commit(batch, unsure: unsure) else { return }
         }
     }
 
     /// Writes `batch` in one transaction, then completes its futures (outside the transaction);
-    /// false when the connection is lost (what must not be lost is queued again).
-    func commit(_ batch: [StoreWrite]) -> Bool {
+    /// false when the connection is lost (what must not be lost is queued again). `unsure`: the
+    /// batch was sent before and its commit's answer lost, so part of it may be stored already.
+    func commit(_ batch: [StoreWrite], unsure: Bool = false) -> Bool {
         let plan = CommitPlan(batch) { 0 }
         var outcome = CommitOutcome()
         let started = monotonicNanoseconds()
@@ -50,7 +51,7 @@ extension PostgresJobRepository: GroupCommitting {
             guard let db = self.writer.connection else {
                 throw PostgresError(message: "not connected", connectionLost: true)
             }
-            try self.write(plan, db, token: token, &outcome)
+            try self.write(plan, db, token: token, unsure: unsure, &outcome)
         } catch let error as PostgresError where error.connectionLost {
             self.connectionLost(error, batch)
             return false
@@ -120,7 +121,8 @@ extension PostgresJobRepository: GroupCommitting {
             default: if let fail = write.fail(StoreError.unavailable) { failures.append(fail) }
             }
         }
-        self.queue.withLock { $0.items = kept + $0.items }
+        // The commit may have been stored before the connection broke: sent again alone (`unsure`).
+        self.queue.withLock { $0.unsure = kept + $0.unsure }
         let toFail = failures
         if !toFail.isEmpty { self.completionPool.execute { for fail in toFail { fail() } } }
         self.scheduleReconnect()
@@ -154,8 +156,15 @@ extension PostgresJobRepository: GroupCommitting {
     // MARK: - Statements
 
     /// Writes `plan` in one transaction. A commit of new jobs and journal entries only (nearly
-    /// every commit) is one round trip: BEGIN, a statement per table, COMMIT, pipelined.
-    func write(_ plan: CommitPlan, _ db: PostgresConnection, token: Int64, _ outcome: inout CommitOutcome) throws {
+    /// every commit) is one round trip: BEGIN, a statement per table, COMMIT, pipelined. `unsure`:
+    /// the plan was committed before, perhaps (`commit`).
+    func write(
+        _ plan: CommitPlan,
+        _ db: PostgresConnection,
+        token: Int64,
+        unsure: Bool,
+        _ outcome: inout CommitOutcome
+    ) throws {
         var inserts: [CommitPlan.NewJob] = []
         var entries: [JournalEntry] = []
         var others: [StoreWrite] = []
@@ -176,7 +185,10 @@ extension PostgresJobRepository: GroupCommitting {
         ]
         if !inserts.isEmpty { statements.append(self.insertStatement(inserts, token: token)) }
         if !entries.isEmpty { statements += self.journalStatements(entries, &outcome) }
-        let (feed, feedEntries) = Self.feedStatement(entries)
+        // Every statement of a journal entry is idempotent but the feed's, which adds a row: a
+        // re-sent entry whose events are stored already adds none (the feed exactly once).
+        let stored = unsure ? try Self.storedEvents(entries, db) : []
+        let (feed, feedEntries) = Self.feedStatement(entries.filter { !stored.contains(EventRowKey($0)) })
         // New jobs whose idempotency keys another server's commit took while this one ran.
         var raced: [CommitPlan.NewJob] = []
         if others.isEmpty {
@@ -204,6 +216,17 @@ extension PostgresJobRepository: GroupCommitting {
             if let first { self.feed.committed(first: first, feedEntries) }
         }
         if !raced.isEmpty { self.resolveRaced(raced, db, &outcome) }
+    }
+
+    /// The event rows of `entries` that are stored already (their commit's answer was lost).
+    static func storedEvents(_ entries: [JournalEntry], _ db: PostgresConnection) throws -> Set<EventRowKey> {
+        let keys = entries.filter { $0.position != 0 }.map(EventRowKey.init)
+        guard !keys.isEmpty else { return [] }
+        let rows = try db.query(
+            "SELECT e.job, e.seq FROM events e JOIN unnest($1::bigint[], $2::bigint[]) AS u(job, seq) USING (job, seq)",
+            [.intArray(keys.map { $0.job }), .intArray(keys.map { Int64($0.seq) })]
+        )
+        return Set((0..<rows.count).map { EventRowKey(job: rows.int($0, 0), seq: Int(rows.int($0, 1))) })
     }
 
     /// The row of the server-wide feed for the `job.*` events of `entries` (nil: none), numbered
@@ -858,4 +881,20 @@ struct EndedNotices {
     var pending: [String] = []
     var lastSent: UInt64 = 0
     var flushScheduled = false
+}
+
+/// The key of an `events` row: the job's position and the seq of the row's first event.
+struct EventRowKey: Hashable {
+    let job: Int64
+    let seq: Int
+
+    init(job: Int64, seq: Int) {
+        self.job = job
+        self.seq = seq
+    }
+
+    init(_ entry: JournalEntry) {
+        self.job = entry.position
+        self.seq = entry.firstSeq
+    }
 }
