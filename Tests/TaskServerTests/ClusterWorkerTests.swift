@@ -1,3 +1,4 @@
+import Synchronization
 import TestSupport
 import Testing
 
@@ -131,6 +132,7 @@ struct ClusterWorkerTests {
         func clusterQueuedCounts() -> [String: Int] { [:] }
         func clusterPeersQueued(_ queued: [String: [String: Int]]) {}
         func clusterApplyPoolCommand(_ id: Int64, _ command: ClusterCommand) {}
+        func clusterPeerQueued(server: String, pool: String, count: Int) {}
     }
 
     @Test func batchItemsWhoseServerDoesNotAnswerAre503AndMayStillApply() async throws {
@@ -242,13 +244,26 @@ struct ClusterWorkerTests {
         let a = try await Self.start(settings, "a")
         let b = try await Self.start(settings, "b")
 
-        // A claim waits on b with nothing queued anywhere; a gets a task.
-        async let waiting = ExternalPoolsAPITests.claim(b, worker: "w-b", max: 2, waitMs: 8000)
-        try await Task.sleep(for: .milliseconds(200))
-        let id = try await a.submitID(Self.job)
-        let items = try await waiting
-        try #require(items.count == 1, "the waiting claim on b got a's task within a heartbeat or two")
-        #expect(items[0]["jobId"]?.stringValue == id)
+        // A claim waits on b with nothing queued anywhere; a gets a task. a announces it at once
+        // (a notification), not with its next heartbeat: b's claim has it well within one (the
+        // heartbeats alone took 1.0–1.5 s; the notification takes milliseconds).
+        // (Once a knows of b, at its first heartbeat after b joined: a server announces only
+        // while it has peers; until then, the heartbeats carry the news.)
+        let cluster = try #require(a.app.repository.cluster as? PostgresCluster)
+        #expect(try await Self.eventually { cluster.peers.load(ordering: .relaxed) > 0 })
+        var items: [JSONValue] = []
+        var id = ""
+        for _ in 0..<3 {
+            async let waiting = ExternalPoolsAPITests.claim(b, worker: "w-b", max: 2, waitMs: 8000)
+            try await Task.sleep(for: .milliseconds(200))
+            id = try await a.submitID(Self.job)
+            let submitted = ContinuousClock.now
+            items = try await waiting
+            let waited = ContinuousClock.now - submitted
+            try #require(items.count == 1, "the waiting claim on b got a's task")
+            #expect(items[0]["jobId"]?.stringValue == id)
+            #expect(waited < .milliseconds(700 * TestTiming.slowdown), "woken by a's announcement: \(waited)")
+        }
         let leaseId = try #require(items[0]["leaseId"]?.stringValue)
 
         // Completed through a (it holds the lease, by the id's hash) with claimNext: nothing more.

@@ -26,6 +26,10 @@ public protocol Cluster: AnyObject, Sendable {
     /// Publishes `observer`'s queued counts with every heartbeat, tells it the other servers', and
     /// hands it the pool commands relayed to this server, until `stop`.
     func observePools(_ observer: any ClusterPoolsObserver)
+    /// Tells the other servers now that attempts of `pool` wait here with nobody here to claim
+    /// them (`ClusterPoolsObserver.clusterQueuedHere`), asking `observer`'s count when it is sent:
+    /// their waiting claims come at once instead of at their next heartbeat.
+    func announceQueued(pool: String)
 }
 
 /// What a cluster asks of, and tells, the external pools (`PoolRelay`). Called on the cluster's
@@ -38,6 +42,8 @@ public protocol ClusterPoolsObserver: AnyObject, Sendable {
     /// Another server relayed a pool command (`claim`, or one for a lease of a job this server
     /// runs), numbered `id`: apply it, then `Cluster.answer` it.
     func clusterApplyPoolCommand(_ id: Int64, _ command: ClusterCommand)
+    /// Another server announced `count` queued attempts of `pool` (`Cluster.announceQueued`).
+    func clusterPeerQueued(server: String, pool: String, count: Int)
 }
 
 /// What a cluster tells the scheduler. Called on the cluster's own thread: return quickly.

@@ -17,6 +17,10 @@ enum ClusterNotice: Equatable, Sendable {
     case changed(jobs: [String])
     /// `schedule <id>`: a schedule was created, changed, deleted or fired.
     case schedule(id: String)
+    /// `queued <server> <count> <pool>`: attempts of the pool were queued on the server with
+    /// nobody there waiting for them (`count` queued then): claims waiting elsewhere are relayed
+    /// there now, not at the next heartbeat. Last, the pool: its name is the rest of the payload.
+    case queued(server: String, count: Int, pool: String)
 
     enum CommandTarget: Equatable, Sendable {
         case job(String)
@@ -27,6 +31,12 @@ enum ClusterNotice: Equatable, Sendable {
     static let maxPayloadBytes = 7900
 
     init?(payload: String) {
+        if payload.hasPrefix("queued ") {
+            let words = payload.split(separator: " ", maxSplits: 3).map(String.init)
+            guard words.count == 4, let count = Int(words[2]), count >= 0 else { return nil }
+            self = .queued(server: words[1], count: count, pool: words[3])
+            return
+        }
         let words = payload.split(separator: " ").map(String.init)
         guard let kind = words.first else { return nil }
         switch kind {
@@ -62,6 +72,7 @@ enum ClusterNotice: Equatable, Sendable {
         case .ended(let jobs): (["ended"] + jobs).joined(separator: " ")
         case .changed(let jobs): (["changed"] + jobs).joined(separator: " ")
         case .schedule(let id): "schedule \(id)"
+        case .queued(let server, let count, let pool): "queued \(server) \(count) \(pool)"
         }
     }
 

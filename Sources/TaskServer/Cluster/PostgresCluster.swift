@@ -60,6 +60,8 @@ final class PostgresCluster: Cluster {
     /// Waits until the writes queued so far are committed (or refused); false when the store
     /// cannot write now (its connection is away): set by the repository.
     let flushWrites = Mutex<(@Sendable () -> Bool)?>(nil)
+    /// Pools whose `announceQueued` waits for the thread.
+    private let announcing = Mutex<Set<String>>([])
     /// Relayed commands waiting for their answers, by id.
     private let waiting = Mutex<[Int64: Promise<ClusterAnswer?>]>([:])
     /// Work for the cluster's connection (relays, answers), run by its thread.
@@ -195,6 +197,22 @@ final class PostgresCluster: Cluster {
             promise.fail(error)
         }
         return promise.future
+    }
+
+    func announceQueued(pool: String) {
+        // One announcement of a pool at a time waits for the thread: a burst of attempts queued
+        // meanwhile is one notification, with their count as it is sent.
+        guard self.peers.load(ordering: .relaxed) > 0, self.announcing.withLock({ $0.insert(pool).inserted }) else {
+            return
+        }
+        self.enqueue { db in
+            self.announcing.withLock { _ = $0.remove(pool) }
+            let count = self.poolsObserver.withLock { $0 }?.clusterQueuedCounts()[pool] ?? 0
+            guard count > 0 else { return }
+            try self.statements.notify(.queued(server: self.nodeName, count: count, pool: pool), db)
+        } failed: { _ in
+            self.announcing.withLock { _ = $0.remove(pool) }
+        }
     }
 
     func answer(_ id: Int64, _ answer: ClusterAnswer) {
@@ -435,6 +453,11 @@ final class PostgresCluster: Cluster {
                 delegate?.clusterJobsEnded(jobs)
             case .schedule(let id):
                 self.scheduleObserver.withLock { $0 }?.clusterSchedulesChanged(id)
+            case .queued(let server, let count, let pool):
+                // Its own announcements come back to this server too.
+                if server != self.nodeName {
+                    self.poolsObserver.withLock { $0 }?.clusterPeerQueued(server: server, pool: pool, count: count)
+                }
             }
         }
         if !answered.isEmpty { try self.collectAnswers(answered, db) }

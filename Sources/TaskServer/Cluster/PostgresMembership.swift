@@ -50,6 +50,11 @@ struct PostgresMembership: Sendable {
         )
     }
 
+    /// Sends `notice` on the cluster's channel (a notice that announces no commit of its own).
+    func notify(_ notice: ClusterNotice, _ db: PostgresConnection) throws {
+        try db.query("SELECT pg_notify('taskserver', $1)", [.text(notice.payload)])
+    }
+
     /// Renews the lease of the row under `token`, publishing `queued` (`{"pool": count}`);
     /// false when the row is gone or under another token (another server took over).
     func renew(token: Int64, queued: String?, _ db: PostgresConnection) throws -> Bool {

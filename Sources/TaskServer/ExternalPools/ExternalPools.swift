@@ -31,6 +31,9 @@ public final class ExternalPools: Sendable {
     private let poolIndex: [String: Int]
     private let state: Mutex<State>
     private let journalSlot = Mutex<(any LeaseJournal)?>(nil)
+    /// Told the pool's name when an attempt is queued in an empty queue with no claim waiting
+    /// here for it (`PoolRelay`: the cluster hears of it at once).
+    private let queuedForNobody = Mutex<(@Sendable (String) -> Void)?>(nil)
     let clock: any ServerClock
 
     struct Waiter {
@@ -119,6 +122,12 @@ public final class ExternalPools: Sendable {
     /// Where leases are made durable (the repository); none: leases live in memory only.
     public func attach(journal: any LeaseJournal) { self.journalSlot.withLock { $0 = journal } }
 
+    /// Calls `body` with a pool's name whenever its queue, empty, gets an attempt no claim waiting
+    /// here takes: only then may claims waiting on other servers not know of work here.
+    func onQueuedForNobody(_ body: @escaping @Sendable (String) -> Void) {
+        self.queuedForNobody.withLock { $0 = body }
+    }
+
     private var journal: (any LeaseJournal)? { self.journalSlot.withLock { $0 } }
 
     // MARK: - Carrying out the lease table's actions
@@ -163,7 +172,7 @@ public final class ExternalPools: Sendable {
         guard let pool = self.poolIndex[name] else { return }
         let attempt = ReadyAttempt(task: task, pool: pool)
         enum Placed {
-            case queued
+            case queued(first: Bool)
             case resumed(workerId: String, LeaseTable.Actions)
             case handedOff(Waiter, ClockTimer?, Claimed, StoredLease?, LeaseTable.Actions)
         }
@@ -187,12 +196,14 @@ public final class ExternalPools: Sendable {
                 let (claimed, stored, actions) = self.lease(attempt, workerId: waiter.workerId, now: now, in: &state)
                 return .handedOff(waiter, timer, claimed, stored, actions)
             }
+            let first = state.pools[pool].queue.count == 0
             state.pools[pool].queue.push(attempt)
-            return .queued
+            return .queued(first: first)
         }
         task.future.whenComplete { [weak self] _ in self?.attemptEnded(attempt) }
         switch placed {
-        case .queued:
+        case .queued(let first):
+            if first { self.queuedForNobody.withLock { $0 }?(name) }
             if let scheduleTimeoutMs = task.scheduleTimeoutMs {
                 let timer = self.clock.schedule(after: .milliseconds(scheduleTimeoutMs)) { [weak self] in
                     self?.scheduleTimedOut(attempt, after: scheduleTimeoutMs)
@@ -225,6 +236,7 @@ public final class ExternalPools: Sendable {
         var ended: [LeaseTable.Actions] = []
         var handedOff: [(Waiter, ClockTimer?, Claimed, StoredLease?, LeaseTable.Actions)] = []
         var unknown: [String] = []
+        var firstQueued: [String] = []
         self.state.withLock { state in
             for id in keys {
                 guard let (lease, actions) = self.endLease(id, cancelled: false, in: &state) else {
@@ -248,9 +260,13 @@ public final class ExternalPools: Sendable {
                     )
                     handedOff.append((waiter, timer, claimed, stored, actions))
                 } else {
+                    if state.pools[pool].queue.count == 0 { firstQueued.append(self.names[pool]) }
                     state.pools[pool].queue.push(attempt)
                 }
             }
+        }
+        if !firstQueued.isEmpty, let announce = self.queuedForNobody.withLock({ $0 }) {
+            for pool in firstQueued { announce(pool) }
         }
         for actions in ended { self.run(actions) }
         for (waiter, timer, claimed, stored, actions) in handedOff {
@@ -471,6 +487,12 @@ public final class ExternalPools: Sendable {
             }
             return counts
         }
+    }
+
+    /// Whether claims wait on pool `name`.
+    func hasWaitingClaims(_ name: String) -> Bool {
+        guard let pool = self.poolIndex[name] else { return false }
+        return self.state.withLock { !$0.pools[pool].waiters.isEmpty }
     }
 
     /// The names of the pools with waiting claims.

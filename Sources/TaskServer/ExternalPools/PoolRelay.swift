@@ -8,8 +8,10 @@ import TaskGraph
 /// - **Claims.** A claim takes from the queue of the server it reaches. When that has nothing for
 ///   it and another server published queued attempts of the pool with its last heartbeat, the
 ///   claim is relayed there (a `claim` command, answered once the leases are stored). A claim that
-///   waits is relayed when it starts waiting and at every heartbeat that shows work elsewhere, so
-///   a worker waiting on one server gets another's attempts within about a heartbeat (1 s).
+///   waits is relayed when it starts waiting, when another server announces attempts queued there
+///   for nobody (`Cluster.announceQueued`: its empty queue got one no claim there took), and at
+///   every heartbeat that shows work elsewhere (the fallback, should a notification be lost): a
+///   worker waiting on one server gets another's attempts within milliseconds.
 /// - **Lease ids** stay capabilities: the relaying server makes them and sends only their hashes;
 ///   the owner keys those leases by hash (as after a restart). A relayed lease's id exists only
 ///   at the relaying server, in its answer, and at the worker.
@@ -34,6 +36,7 @@ final class PoolRelay: ClusterPoolsObserver, Sendable {
         self.pools = pools
         self.cluster = cluster
         cluster.observePools(self)
+        pools.onQueuedForNobody { [weak cluster] pool in cluster?.announceQueued(pool: pool) }
     }
 
     // MARK: - The claiming server's side
@@ -181,6 +184,11 @@ final class PoolRelay: ClusterPoolsObserver, Sendable {
         for pool in self.pools.poolsWithWaitingClaims() where queued[pool] != nil {
             self.relayWaiting(pool)
         }
+    }
+
+    func clusterPeerQueued(server: String, pool: String, count: Int) {
+        self.peersQueued.withLock { $0[pool, default: [:]][server] = count }
+        if self.pools.hasWaitingClaims(pool) { self.relayWaiting(pool) }
     }
 
     func clusterApplyPoolCommand(_ id: Int64, _ command: ClusterCommand) {
