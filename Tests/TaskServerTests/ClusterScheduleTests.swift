@@ -81,6 +81,53 @@ struct ClusterScheduleTests {
         await b.stop()
     }
 
+    /// A manual run started through a server that does not fire counts for the leader's overlap
+    /// rule: the leader judges it from the stored last run, not from its own memory.
+    @Test func aRunTriggeredThroughAnotherServerCountsForTheOverlapRule() async throws {
+        let settings = try TestPostgres.freshSchema()
+        defer { TestPostgres.drop(settings) }
+        let clockA = ManualClock(start: .now())
+        let clockB = ManualClock(start: clockA.now())
+        let a = try await Self.start(settings, "a", clockA)
+        let b = try await Self.start(settings, "b", clockB)
+        #expect(try await Self.eventually { a.app.scheduler.isLeading })
+        var triggered: [String: String] = [:]
+        for overlap in ["skip", "cancelPrevious"] {
+            let created = try await a.post(
+                "/v1/schedules",
+                json: ScheduleTests.schedule(overlap, job: ScheduleTests.gate, ["overlap": .string(overlap)])
+            )
+            #expect(created.status == 201, "\(created)")
+            let run = try await b.post("/v1/schedules/\(overlap)/trigger")
+            #expect(run.status == 201, "\(run)")
+            triggered[overlap] = run.json["id"]?.stringValue
+        }
+
+        // The minute passes: a fires both.
+        ScheduleTests.advanceToNextMinute(clockA)
+        ScheduleTests.advanceToNextMinute(clockB)
+        let replaced = try await ScheduleTests.waitForJobs(a, "cancelPrevious", count: 2, nudging: clockA)
+        #expect(replaced.count == 2, "\(replaced)")
+        #expect(
+            try await Self.eventually {
+                try await a.get("/v1/schedules/skip").json["lastFireAt"] != nil
+            }
+        )
+        let skipped = try await ScheduleTests.jobs(a, "skip")
+        #expect(
+            skipped.compactMap { $0["id"]?.stringValue } == [triggered["skip"]].compactMap { $0 },
+            "skip: no second run"
+        )
+        #expect(
+            try await Self.eventually {
+                try await a.get("/v1/jobs/\(triggered["cancelPrevious"] ?? "")").json["state"] == "cancelled"
+            },
+            "cancelPrevious cancelled the run triggered through b"
+        )
+        await a.stop()
+        await b.stop()
+    }
+
     /// A server that does not hear of a change at once (the announcement is on its way) still
     /// answers for a schedule created through another server the moment the `201` came back:
     /// read, listed, changed, triggered, deleted, or created again (409), as a job would be.

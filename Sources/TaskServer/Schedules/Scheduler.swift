@@ -546,13 +546,24 @@ public final class Scheduler: Sendable {
         return self.reread(id).flatMap { self.triggerHeld(id) }
     }
 
+    /// The run is recorded as the schedule's last before the trigger answers: the next fire's
+    /// overlap rule sees it on whichever server fires (`handle` reads it back in a cluster).
     private func triggerHeld(_ id: String) -> Future<JobService.Submitted?> {
         guard let entry = self.state.withLock({ $0.entries[id] }) else { return Future(value: nil) }
-        return self.submitJob(of: entry, idempotency: nil).map { submitted in
-            if case .created(let run) = submitted {
-                self.state.withLock { $0.entries[id]?.lastJobID = run.id }
+        return self.submitJob(of: entry, idempotency: nil).flatMap { submitted -> Future<JobService.Submitted?> in
+            guard case .created(let run) = submitted else { return Future(value: submitted) }
+            self.state.withLock { $0.entries[id]?.lastJobID = run.id }
+            return self.store.recordFire(id, at: nil, jobID: run.id).continueWith(on: .immediate) { recorded in
+                if case .failure(let error) = recorded.outcome {
+                    // The run started: answered as started; only the overlap rule on another
+                    // server may not know of it.
+                    self.logger.warning(
+                        "a manual run of a schedule could not be recorded as its last run",
+                        metadata: ["schedule.id": "\(id)", "job.id": "\(run.id)", "error": "\(error)"]
+                    )
+                }
+                return submitted
             }
-            return submitted
         }
     }
 
@@ -611,8 +622,9 @@ public final class Scheduler: Sendable {
     /// One fire of `entry` at `time`: the overlap rule, the job, then the record of the fire.
     private func handle(_ entry: Entry, at time: Timestamp) {
         let id = entry.definition.id
-        let previous: Future<(any JobView)?> = entry.lastJobID.map { self.jobs.job($0) } ?? Future(value: nil)
-        previous.flatMap { previous -> Future<String?> in
+        self.lastRun(of: entry).flatMap { lastJobID -> Future<(any JobView)?> in
+            lastJobID.map { self.jobs.job($0) } ?? Future(value: nil)
+        }.flatMap { previous -> Future<String?> in
             let running = previous.map { !$0.snapshot.state.isTerminal } ?? false
             switch (entry.definition.overlap, running) {
             case (.skip, true):
@@ -643,6 +655,13 @@ public final class Scheduler: Sendable {
             self.state.withLock { $0.entries[id]?.firing = false }
             self.armTimer()
         }
+    }
+
+    /// The schedule's last run, for the overlap rule: in a cluster as stored (a manual run through
+    /// another server is recorded there, not in this server's memory); this server's otherwise.
+    private func lastRun(of entry: Entry) -> Future<String?> {
+        guard self.cluster != nil, entry.definition.overlap != .allow else { return Future(value: entry.lastJobID) }
+        return self.store.storedSchedule(entry.definition.id).map { stored in stored?.lastJobID ?? entry.lastJobID }
     }
 
     /// Submits the job of a fire at `time`; its id (the earlier job's, if this fire started one).

@@ -15,7 +15,7 @@ enum StoreWrite {
     case claimSleeping(Timestamp, Int, Promise<[StoredJob]>)
     case putSchedule(StoredSchedule, Promise<Void>)
     case deleteSchedule(String, Promise<Bool>)
-    case recordFire(String, Timestamp, String?, Promise<Void>)
+    case recordFire(String, Timestamp?, String?, Promise<Void>)
     case delete(String, Promise<DeleteResult>)
     case flush(Promise<Void>)
     case expire(before: Timestamp)

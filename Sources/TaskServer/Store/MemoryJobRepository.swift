@@ -361,9 +361,9 @@ public final class MemoryJobRepository: JobRepository {
         Future(value: self.schedules.withLock { $0.values.sorted { $0.id < $1.id } })
     }
 
-    public func recordFire(_ id: String, at: Timestamp, jobID: String?) -> Future<Void> {
+    public func recordFire(_ id: String, at: Timestamp?, jobID: String?) -> Future<Void> {
         self.schedules.withLock { schedules in
-            schedules[id]?.lastFireAt = at
+            if let at { schedules[id]?.lastFireAt = at }
             if let jobID { schedules[id]?.lastJobID = jobID }
         }
         return Future(value: ())

@@ -156,8 +156,8 @@ extension SQLiteJobRepository: GroupCommitting {
             completions.append { promise.succeed(deleted) }
         case .recordFire(let id, let at, let jobID, let promise):
             try self.writer.prepared(
-                "UPDATE schedules SET last_fire_at = ?, last_job_id = coalesce(?, last_job_id) WHERE id = ?"
-            ).bind(.int(at.milliseconds), jobID.map(SQLiteValue.text), .text(id)).run()
+                "UPDATE schedules SET last_fire_at = coalesce(?, last_fire_at), last_job_id = coalesce(?, last_job_id) WHERE id = ?"
+            ).bind(at.map { .int($0.milliseconds) }, jobID.map(SQLiteValue.text), .text(id)).run()
             completions.append { promise.succeed(()) }
         case .claimSleeping(let through, let limit, let promise):
             let jobs = try self.readSleeping(through: through, limit: limit, self.writer)

@@ -16,8 +16,9 @@ public protocol ScheduleStore: Sendable {
     /// Every schedule kept (read at start-up).
     func storedSchedules() -> Future<[StoredSchedule]>
     /// Records that the schedule fired at `at` (the fire time) with job `jobID` (nil: the fire
-    /// was skipped by its overlap rule); completes once durable.
-    func recordFire(_ id: String, at: Timestamp, jobID: String?) -> Future<Void>
+    /// was skipped by its overlap rule); `at` nil: a manual run (`trigger`) started `jobID`, the
+    /// run the next fire's overlap rule looks at, whichever server fires. Completes once durable.
+    func recordFire(_ id: String, at: Timestamp?, jobID: String?) -> Future<Void>
     /// Schedule `id` as kept now (a cluster's servers read what another one changed).
     func storedSchedule(_ id: String) -> Future<StoredSchedule?>
 }

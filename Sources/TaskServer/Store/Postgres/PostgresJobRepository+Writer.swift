@@ -737,8 +737,11 @@ extension PostgresJobRepository: GroupCommitting {
             outcome.completions.append { promise.succeed(deleted) }
         case .recordFire(let id, let at, let jobID, let promise):
             try db.query(
-                "UPDATE schedules SET last_fire_at = $1, last_job_id = coalesce($2, last_job_id) WHERE id = $3",
-                [.int(at.milliseconds), jobID.map(PostgresValue.text), .text(id)]
+                """
+                UPDATE schedules SET last_fire_at = coalesce($1, last_fire_at), last_job_id = coalesce($2, last_job_id)
+                WHERE id = $3
+                """,
+                [at.map { .int($0.milliseconds) }, jobID.map(PostgresValue.text), .text(id)]
             )
             try self.notifyScheduleChanged(id, db)
             outcome.completions.append { promise.succeed(()) }

@@ -318,7 +318,7 @@ public final class PostgresJobRepository: JobRepository {
         self.queued { .deleteSchedule(id, $0) }
     }
 
-    public func recordFire(_ id: String, at: Timestamp, jobID: String?) -> Future<Void> {
+    public func recordFire(_ id: String, at: Timestamp?, jobID: String?) -> Future<Void> {
         self.queued { .recordFire(id, at, jobID, $0) }
     }
 
