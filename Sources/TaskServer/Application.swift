@@ -115,6 +115,8 @@ public final class Application: Sendable {
             externalExecutors: externalPools.executors
         )
         engineConfiguration.rates = configuration.rates
+        // A cluster's servers hold concurrency keys together (at most `max` on all of them).
+        engineConfiguration.sharedKeys = repository.sharedKeys
         // With a durable repository, event readers (long-polls, streams) see an event once it is
         // committed: a crash never takes back an event a client has seen.
         engineConfiguration.eventsAwaitDurability = repository.isDurable

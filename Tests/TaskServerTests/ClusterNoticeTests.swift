@@ -9,6 +9,7 @@ import Testing
         let notices: [ClusterNotice] = [
             .cancel(job: "01abc"), .command(id: 42, target: .job("01abc")), .command(id: 7, target: .server("n2")),
             .answered(id: 9), .ended(jobs: ["a", "b"]), .changed(jobs: ["c"]), .schedule(id: "nightly"),
+            .queued(server: "n1", count: 3, pool: "images"), .freed(key: "customer 42"), .left(server: "n2"),
         ]
         for notice in notices { #expect(ClusterNotice(payload: notice.payload) == notice) }
     }
@@ -20,6 +21,8 @@ import Testing
         #expect(ClusterNotice(payload: "answered 3") == .answered(id: 3))
         #expect(ClusterNotice(payload: "cancel 01xyz") == .cancel(job: "01xyz"))
         #expect(ClusterNotice(payload: "schedule s-1") == .schedule(id: "s-1"))
+        #expect(ClusterNotice(payload: "freed " + "k") == .freed(key: "k"))
+        #expect(ClusterNotice(payload: "left n3") == .left(server: "n3"))
     }
 
     @Test func malformedPayloadsAreIgnored() {

@@ -24,6 +24,8 @@ public struct EngineConfiguration: Sendable {
     public var rates: [String: RateLimit] = [:]
     /// See `Engine.eventsAwaitDurability`.
     public var eventsAwaitDurability = false
+    /// Concurrency keys shared with other engines (a cluster's servers); nil: the engine's own.
+    public var sharedKeys: (any SharedConcurrencyKeys)?
 
     public init(
         executors: [String: Int] = ["default": 8],
@@ -62,8 +64,10 @@ public final class Engine: Sendable {
     public let actions: ActionRegistry
     public let limits: GraphLimits
     public let decoder: JobDecoder
-    /// The concurrency keys of every job and task this engine runs (SPEC §8).
+    /// The concurrency keys of every job and task this engine runs (SPEC §8), unless `sharedKeys`.
     public let concurrency = ConcurrencyLimiter()
+    /// Concurrency keys held with other engines (a cluster's servers), in place of `concurrency`.
+    public let sharedKeys: (any SharedConcurrencyKeys)?
     /// How many times an attempt (or a job) had to wait, per reason, since the engine started.
     private let concurrencyWaits = Atomic<Int>(0)
     private let rateWaits = Atomic<Int>(0)
@@ -86,6 +90,7 @@ public final class Engine: Sendable {
         for name in externalNames { sizes[name] = nil }
         self.externalList = configuration.externalExecutors
         self.eventsAwaitDurability = configuration.eventsAwaitDurability
+        self.sharedKeys = configuration.sharedKeys
         self.hasExternalExecutors = !configuration.externalExecutors.isEmpty
         var pools: [String: WorkerPool] = [:]
         for (name, size) in sizes {

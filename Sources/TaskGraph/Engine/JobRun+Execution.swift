@@ -120,12 +120,7 @@ extension JobRun {
             self.runRoot(context: context, timeoutFrom: startedAt)
             return
         }
-        let acquired = self.engine.concurrency.acquire(
-            key: key,
-            max: concurrency.max,
-            priority: self.spec.priority,
-            cancellationToken: context.token
-        )
+        let acquired = self.acquireKey(key, max: concurrency.max, holder: self.id, token: context.token)
         if case .success(let permit) = acquired.outcome {
             self.runRoot(context: context, timeoutFrom: startedAt, releasing: permit)
             return
@@ -144,7 +139,7 @@ extension JobRun {
     private func runRoot(
         context: ExecutionContext,
         timeoutFrom startedAt: Timestamp?,
-        releasing permit: ConcurrencyLimiter.Permit? = nil
+        releasing permit: (any HeldKey)? = nil
     ) {
         let root = self.execute(self.spec.graph, at: 0, input: self.spec.input, context: context)
         if let outcome = root.outcome {
@@ -592,16 +587,13 @@ extension JobRun {
         } catch {
             return Future(error: error)
         }
-        // A free key (the usual case): no promise, no future, no continuation.
-        if let permit = self.engine.concurrency.tryAcquire(key: key, max: concurrency.max) {
+        // A free key (the usual case, one server): no promise, no future, no continuation.
+        if self.engine.sharedKeys == nil,
+            let permit = self.engine.concurrency.tryAcquire(key: key, max: concurrency.max)
+        {
             return self.startHolding(permit, plan)
         }
-        let acquired = self.engine.concurrency.acquire(
-            key: key,
-            max: concurrency.max,
-            priority: self.spec.priority,
-            cancellationToken: context.token
-        )
+        let acquired = self.acquireKey(key, max: concurrency.max, holder: self.id + "/" + plan.id, token: context.token)
         if case .success(let permit) = acquired.outcome { return self.startHolding(permit, plan) }
         self.markWaiting(index, for: .concurrency)
         self.engine.noteWait(.concurrency)
@@ -613,11 +605,38 @@ extension JobRun {
 
     /// Starts an attempt that holds its key, and gives the key back when the attempt ends. A
     /// built-in task turns `running` now; a worker task when a worker claims it.
-    private func startHolding(_ permit: ConcurrencyLimiter.Permit, _ plan: AttemptPlan) -> Future<JSONValue> {
+    private func startHolding(_ permit: any HeldKey, _ plan: AttemptPlan) -> Future<JSONValue> {
         if plan.action != nil { self.markStarted(plan.index) }
         let running = self.startAttempt(plan)
         if running.isCompleted { permit.release() } else { running.whenComplete { _ in permit.release() } }
         return running
+    }
+
+    /// A place under `key` for `holder`: from the keys shared with other engines (a cluster's
+    /// servers) if there are any, else from this engine's.
+    private func acquireKey(
+        _ key: String,
+        max: Int,
+        holder: String,
+        token: CancellationToken?
+    ) -> Future<any HeldKey> {
+        if let shared = self.engine.sharedKeys {
+            return shared.acquire(
+                key: key,
+                max: max,
+                priority: self.spec.priority,
+                holder: holder,
+                jobID: self.id,
+                cancellationToken: token
+            )
+        }
+        return self.engine.concurrency.acquire(
+            key: key,
+            max: max,
+            priority: self.spec.priority,
+            cancellationToken: token
+        )
+        .map { $0 as any HeldKey }
     }
 
     /// The key `spec` evaluates to in `scope`: a string, or a number as its JSON text. Anything

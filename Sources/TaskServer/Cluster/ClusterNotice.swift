@@ -21,6 +21,11 @@ enum ClusterNotice: Equatable, Sendable {
     /// nobody there waiting for them (`count` queued then): claims waiting elsewhere are relayed
     /// there now, not at the next heartbeat. Last, the pool: its name is the rest of the payload.
     case queued(server: String, count: Int, pool: String)
+    /// `left <server>`: a server left the cluster (shut down): its unfinished jobs are ownerless.
+    case left(server: String)
+    /// `freed <key>`: a slot of the concurrency key was given back while a server waited for one
+    /// (`PostgresKeySlots`). The key is the rest of the payload (it may hold spaces).
+    case freed(key: String)
 
     enum CommandTarget: Equatable, Sendable {
         case job(String)
@@ -35,6 +40,10 @@ enum ClusterNotice: Equatable, Sendable {
             let words = payload.split(separator: " ", maxSplits: 3).map(String.init)
             guard words.count == 4, let count = Int(words[2]), count >= 0 else { return nil }
             self = .queued(server: words[1], count: count, pool: words[3])
+            return
+        }
+        if payload.hasPrefix("freed "), payload.utf8.count > 6 {
+            self = .freed(key: String(payload.dropFirst(6)))
             return
         }
         let words = payload.split(separator: " ").map(String.init)
@@ -58,6 +67,8 @@ enum ClusterNotice: Equatable, Sendable {
             self = .changed(jobs: Array(words.dropFirst()))
         case "schedule" where words.count == 2:
             self = .schedule(id: words[1])
+        case "left" where words.count == 2:
+            self = .left(server: words[1])
         default:
             return nil
         }
@@ -73,6 +84,8 @@ enum ClusterNotice: Equatable, Sendable {
         case .changed(let jobs): (["changed"] + jobs).joined(separator: " ")
         case .schedule(let id): "schedule \(id)"
         case .queued(let server, let count, let pool): "queued \(server) \(count) \(pool)"
+        case .freed(let key): "freed \(key)"
+        case .left(let server): "left \(server)"
         }
     }
 

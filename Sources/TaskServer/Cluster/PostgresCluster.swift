@@ -52,6 +52,8 @@ final class PostgresCluster: Cluster {
     private let delegate = Mutex<(any ClusterDelegate)?>(nil)
     private let scheduleObserver = Mutex<(any ClusterScheduleObserver)?>(nil)
     private let poolsObserver = Mutex<(any ClusterPoolsObserver)?>(nil)
+    /// Told of a concurrency key's slot given back while a server waited for one.
+    let keyFreed = Mutex<(@Sendable (String) -> Void)?>(nil)
     /// Reads the server-wide feed's new rows (another server's jobs ended: it committed some).
     let feedWake = Mutex<(@Sendable () -> Void)?>(nil)
     /// Told of finished jobs redriven or deleted through any server (nil: any may have been — the
@@ -419,6 +421,7 @@ final class PostgresCluster: Cluster {
             // The server-wide feed keeps ten times what a server holds (`FeedWindow.capacity`).
             { db in try self.statements.trimFeed(keeping: FeedWindow.capacity * 10, db) },
             { db in try self.statements.deleteOldCommands(db) },
+            { db in try self.statements.sweepKeySlots(db) },
         ]
     }
 
@@ -453,6 +456,12 @@ final class PostgresCluster: Cluster {
                 delegate?.clusterJobsEnded(jobs)
             case .schedule(let id):
                 self.scheduleObserver.withLock { $0 }?.clusterSchedulesChanged(id)
+            case .freed(let key):
+                self.keyFreed.withLock { $0 }?(key)
+            case .left(let server):
+                // Its unfinished jobs (left waiting for a worker, an approval, a key) go on here or
+                // on another survivor: claimed with `SKIP LOCKED`, so the survivors share them.
+                if server != self.nodeName, self.isActing { self.carryOut([.claimOwnerless], db: db) }
             case .queued(let server, let count, let pool):
                 // Its own announcements come back to this server too.
                 if server != self.nodeName {

@@ -112,6 +112,23 @@ struct PostgresMembership: Sendable {
         )
     }
 
+    /// The leader's chore: slots of concurrency keys whose job ended or is gone (a release lost
+    /// with a crash), and the waiting marks of servers that are gone. Servers waiting for a key
+    /// freed so are told (`freed <key>`).
+    func sweepKeySlots(_ db: PostgresConnection) throws {
+        try db.query(
+            """
+            WITH gone AS (
+                DELETE FROM key_slots s WHERE NOT EXISTS (
+                    SELECT 1 FROM jobs j WHERE j.id = s.job_id AND j.state NOT IN ('succeeded', 'failed', 'cancelled'))
+                RETURNING s.key)
+            SELECT pg_notify('taskserver', 'freed ' || g.key) FROM (SELECT DISTINCT key FROM gone) g
+            WHERE EXISTS (SELECT 1 FROM key_waiters w WHERE w.key = g.key)
+            """
+        )
+        try db.query("DELETE FROM key_waiters w WHERE NOT EXISTS (SELECT 1 FROM servers s WHERE s.id = w.server)")
+    }
+
     /// The leader's chore: commands answered `commandRetention` ago, and claims nobody applied in
     /// that time (never applied later).
     func deleteOldCommands(_ db: PostgresConnection) throws {
@@ -217,7 +234,14 @@ struct PostgresMembership: Sendable {
 
     /// Deletes this server's row (a graceful leave: the others claim at once what is left).
     func leave(token: Int64, _ db: PostgresConnection) throws {
-        try db.query("DELETE FROM servers WHERE id = $1 AND token = $2", [.text(self.nodeName), .int(token)])
+        // The others take up what it leaves unfinished at once (`left`), not at their next takeover.
+        try db.query(
+            """
+            WITH gone AS (DELETE FROM servers WHERE id = $1 AND token = $2 RETURNING id)
+            SELECT pg_notify('taskserver', 'left ' || id) FROM gone
+            """,
+            [.text(self.nodeName), .int(token)]
+        )
     }
 
     /// The command of a `commands` row read as `id, job_id, kind, task_id, body, server`.

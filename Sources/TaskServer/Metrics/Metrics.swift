@@ -336,7 +336,7 @@ final class Metrics: JobObserver {
             return waitCounts.map { ($0.key, $0.value - (last[$0.key] ?? 0)) }
         }
         for (reason, count) in newWaits where count > 0 { self.waits[reason]?.increment(by: Int64(count)) }
-        let keys = app.engine.concurrency.statistics
+        let keys = app.engine.sharedKeys?.statistics ?? app.engine.concurrency.statistics
         self.concurrencyKeys.set(Int64(keys.keys))
         self.concurrencyWaiting.set(Int64(keys.waiting))
         let outbound = app.outbound.statistics

@@ -27,6 +27,9 @@ public protocol JobRepository: AnyObject, LeaseJournal, DeliveryStore, ScheduleS
     /// The servers sharing this store, when several may (PostgreSQL); nil when this server owns
     /// every job (memory, SQLite).
     var cluster: (any Cluster)? { get }
+    /// Concurrency keys held for every server sharing the store (PostgreSQL); nil: each engine
+    /// keeps its own (memory, SQLite: one server).
+    var sharedKeys: (any SharedConcurrencyKeys)? { get }
     /// The server-wide feed this store keeps for every server sharing it (PostgreSQL), filled by
     /// its commits (`JournalBatch.feedJob`); nil when the process keeps its own.
     var eventFeed: (any EventFeed)? { get }
@@ -77,6 +80,7 @@ public protocol JobRepository: AnyObject, LeaseJournal, DeliveryStore, ScheduleS
 extension JobRepository {
     public var isAvailable: Bool { true }
     public var cluster: (any Cluster)? { nil }
+    public var sharedKeys: (any SharedConcurrencyKeys)? { nil }
     public var eventFeed: (any EventFeed)? { nil }
 }
 

@@ -62,6 +62,8 @@ public final class PostgresJobRepository: JobRepository {
     let settings: PostgresSettings
     /// This server among the servers sharing the database: its row, lease and wake-ups.
     let membership: PostgresCluster
+    /// The cluster's concurrency keys (SPEC §8, §9).
+    let keySlots: PostgresKeySlots
     /// This server's name (`servers.id`; the owner of its jobs, the holder of its claims).
     var serverID: String { self.membership.nodeName }
     let logger: Logger
@@ -118,6 +120,14 @@ public final class PostgresJobRepository: JobRepository {
             connection: connection,
             logger: logger
         )
+        let membership = self.membership
+        self.keySlots = PostgresKeySlots(
+            settings: settings,
+            nodeName: options.nodeName,
+            token: { membership.token.load(ordering: .sequentiallyConsistent) },
+            clock: options.clock,
+            logger: logger
+        )
         let count = Int(try connection.query("SELECT count(*) FROM jobs").int(0, 0))
         let newest = try PostgresEventFeed.newest(connection)
         self.feed = PostgresEventFeed(last: newest.last, rows: newest.rows)
@@ -130,6 +140,11 @@ public final class PostgresJobRepository: JobRepository {
         }
         let feed = self.feed
         self.membership.feedWake.withLock { $0 = { feed.fellBehind() } }
+        let keySlots = self.keySlots
+        self.membership.keyFreed.withLock { $0 = { key in keySlots.freed(key) } }
+        // A slot is given back once what its holder's run recorded (its end) is durable: a crash
+        // never frees a slot whose holder's end another server would not see.
+        keySlots.beforeRelease { [weak self] in _ = try? self?.flush().wait() }
         self.membership.jobsChanged.withLock {
             $0 = { [weak self] ids in
                 guard let self else { return }
@@ -156,6 +171,8 @@ public final class PostgresJobRepository: JobRepository {
     public var eventFeed: (any EventFeed)? { self.feed }
 
     public var cluster: (any Cluster)? { self.membership }
+
+    public var sharedKeys: (any SharedConcurrencyKeys)? { self.keySlots }
 
     /// Whether the database answers (`/readyz` says 503 while it does not).
     public var isAvailable: Bool { self.available.load(ordering: .relaxed) }
@@ -409,6 +426,7 @@ public final class PostgresJobRepository: JobRepository {
         if let timer = self.retentionTimer.withLock({ $0 }) { self.options.clock.cancel(timer) }
         let closed = Promise<Void>()
         self.flush().flatMap { self.membership.leave() }.whenComplete { _ in
+            self.keySlots.close()
             self.writerPool.execute {
                 self.writer.connection = nil
                 self.completionPool.execute {

@@ -190,6 +190,46 @@ enum PostgresSchema {
         """
         ALTER TABLE servers ADD COLUMN process text;
         """,
+        // 7: concurrency keys for the whole cluster (`PostgresKeySlots`): a holder fills one of
+        // the key's `max` slots; the primary key makes two servers racing for the last slot take
+        // it once. A slot belongs to its holder (a job, or a job's task), taken up by the server
+        // that runs the holder after a takeover; a job's end deletes its slots.
+        """
+        CREATE TABLE key_slots (
+            key text NOT NULL,
+            slot bigint NOT NULL,                  -- 0 … max - 1
+            holder text NOT NULL,                  -- the job id, or the job id, a slash, the task
+            job_id text NOT NULL,
+            token bigint NOT NULL,                 -- the registration that took it (or took it up)
+            taken_at bigint NOT NULL,
+            PRIMARY KEY (key, slot)
+        );
+        CREATE UNIQUE INDEX key_slots_by_holder ON key_slots (key, holder);
+        CREATE INDEX key_slots_by_job ON key_slots (job_id);
+        CREATE TABLE key_waiters (
+            key text NOT NULL,
+            server text NOT NULL,                  -- a server with a line for the key, refused a slot
+            PRIMARY KEY (key, server)
+        );
+        CREATE FUNCTION taskserver_take_slot(k text, max_holders bigint, who text, job text, server_token bigint,
+            server text) RETURNS bigint LANGUAGE plpgsql AS $$
+        DECLARE
+            got bigint;
+            free bigint;
+        BEGIN
+            PERFORM taskserver_fence(server, server_token);
+            UPDATE key_slots SET token = server_token WHERE key = k AND holder = who RETURNING slot INTO got;
+            IF got IS NOT NULL THEN RETURN got; END IF;
+            FOR free IN SELECT g FROM generate_series(0, max_holders - 1) g
+                    WHERE NOT EXISTS (SELECT 1 FROM key_slots s WHERE s.key = k AND s.slot = g) LOOP
+                INSERT INTO key_slots VALUES (k, free, who, job, server_token, taskserver_now_ms())
+                    ON CONFLICT DO NOTHING RETURNING slot INTO got;
+                IF got IS NOT NULL THEN RETURN got; END IF;
+            END LOOP;
+            INSERT INTO key_waiters VALUES (k, server) ON CONFLICT DO NOTHING;
+            RETURN NULL;
+        END $$;
+        """,
     ]
 
     /// The advisory lock key of migrations (any fixed number; "TSMG" in ASCII).

@@ -1,0 +1,415 @@
+import Logging
+import Synchronization
+import TaskCore
+import TaskGraph
+
+/// Concurrency keys (SPEC §8) for every server sharing one PostgreSQL database (SPEC §9): at
+/// most `max` holders of a key on all servers together, counted as filled slots.
+///
+/// - **Slots.** A holder takes a row of `key_slots` — `(key, slot)` with `slot` in `0..<max` is
+///   the primary key — with `taskserver_take_slot`, which tries the free slots one `INSERT … ON
+///   CONFLICT DO NOTHING` at a time: two servers racing for the last slot cannot both take it.
+///   Holders are named by their job (a job-level key) or job and task (an attempt's key).
+/// - **A slot belongs to its holder, not to a server.** A job taken over by another server runs
+///   its task again under the same holder name and takes its slot up (the row's token becomes the
+///   new registration's). A release deletes the row only under the token it was taken with and
+///   only while that registration is live: a server whose jobs were taken over frees nothing
+///   (its work may still run), so a dead server's slots free only when its jobs are taken up.
+///   A job's end, in the transaction that records it, deletes every slot of the job — the net
+///   under a release lost with a crash.
+/// - **Waiting.** Each server keeps one line per key (by priority, then arrival); only its head
+///   asks the database. A head refused a slot marks the key waited for (`key_waiters`); a release
+///   of such a key sends `freed <key>`, and every server with a line for it asks again at once —
+///   and every 500 ms while it waits, should a notification be lost. Across servers the freed
+///   slot goes to whichever head asks first: lines are ordered within a server, not across them.
+/// - **Batches.** Every request queued while the previous batch ran goes in one pipelined round
+///   trip (releases first, then takes), on a connection and thread of their own.
+final class PostgresKeySlots: SharedConcurrencyKeys {
+    /// A held slot; `release()` gives it back (also on deinit, as a safety net).
+    final class Held: HeldKey {
+        let key: String
+        let slot: Int64
+        let token: Int64
+        private weak let slots: PostgresKeySlots?
+        private let released = Atomic(false)
+
+        init(key: String, slot: Int64, token: Int64, slots: PostgresKeySlots) {
+            self.key = key
+            self.slot = slot
+            self.token = token
+            self.slots = slots
+        }
+
+        func release() {
+            guard !self.released.exchange(true, ordering: .acquiringAndReleasing) else { return }
+            self.slots?.release(self)
+        }
+
+        deinit { self.release() }
+    }
+
+    private struct Request {
+        let id: UInt64
+        let key: String
+        let max: Int
+        let holder: String
+        let jobID: String
+        let promise: Promise<any HeldKey>
+    }
+
+    /// One key's line on this server: `head` asks the database; the others wait behind it.
+    private struct Line {
+        var head: Request?
+        var waiters = PriorityFIFO<Request>()
+        /// The head's request is in a batch (or queued for one).
+        var asking = false
+        /// The head was refused: it asks again when the key is freed, or on the retry timer.
+        var blocked = false
+        var isEmpty: Bool { self.head == nil && self.waiters.isEmpty }
+    }
+
+    private struct State {
+        var lines: [String: Line] = [:]
+        var takes: [Request] = []
+        var releases: [(key: String, slot: Int64, token: Int64)] = []
+        /// Keys whose line emptied after waiting: their `key_waiters` row goes.
+        var unwaits: [String] = []
+        var cancelled: Set<UInt64> = []
+        var draining = false
+        var retryArmed = false
+        var nextID: UInt64 = 0
+        var holders = 0
+    }
+
+    private let state = Mutex(State())
+    private let settings: PostgresSettings
+    private let nodeName: String
+    /// The registration's fencing token now.
+    private let token: @Sendable () -> Int64
+    private let clock: any ServerClock
+    private let logger: Logger
+    private let thread = WorkerPool(name: "pg-keys", size: 1)
+    /// Waits until the store's writes queued so far are committed (on the thread, before a batch
+    /// that gives slots back).
+    private let flushWrites = Mutex<(@Sendable () -> Void)?>(nil)
+    /// Touched by `thread` only.
+    private nonisolated(unsafe) var connection: PostgresConnection?
+
+    init(
+        settings: PostgresSettings,
+        nodeName: String,
+        token: @escaping @Sendable () -> Int64,
+        clock: any ServerClock,
+        logger: Logger
+    ) {
+        self.settings = settings
+        self.nodeName = nodeName
+        self.token = token
+        self.clock = clock
+        self.logger = logger
+    }
+
+    func close() { self.thread.shutdown() }
+
+    /// Calls `flush` (which waits until the store's queued writes are committed) before each batch
+    /// that gives slots back.
+    func beforeRelease(_ flush: @escaping @Sendable () -> Void) { self.flushWrites.withLock { $0 = flush } }
+
+    var statistics: ConcurrencyLimiter.Statistics {
+        self.state.withLock { state in
+            var waiting = 0
+            for line in state.lines.values { waiting += line.waiters.count + (line.head == nil ? 0 : 1) }
+            return ConcurrencyLimiter.Statistics(keys: state.lines.count, holders: state.holders, waiting: waiting)
+        }
+    }
+
+    func acquire(
+        key: String,
+        max: Int,
+        priority: Int,
+        holder: String,
+        jobID: String,
+        cancellationToken token: CancellationToken?
+    ) -> Future<any HeldKey> {
+        if token?.isCancellationRequested == true { return .cancelled() }
+        let promise = Promise<any HeldKey>()
+        let (id, start) = self.state.withLock { state -> (UInt64, Bool) in
+            state.nextID += 1
+            let request = Request(
+                id: state.nextID,
+                key: key,
+                max: Swift.max(1, max),
+                holder: holder,
+                jobID: jobID,
+                promise: promise
+            )
+            if state.lines[key]?.head == nil {
+                state.lines[key, default: Line()].head = request
+                state.lines[key]!.asking = true
+                state.takes.append(request)
+                return (request.id, Self.startDraining(&state))
+            }
+            state.lines[key]!.waiters.append(request, priority: priority)
+            return (request.id, false)
+        }
+        if start { self.thread.execute { self.drain() } }
+        if let token {
+            let registration = token.register { [weak self] in self?.cancel(id, key: key, priority: priority) }
+            promise.future.whenComplete { _ in registration.dispose() }
+        }
+        return promise.future
+    }
+
+    /// A waiter that left: out of its line, or (asking now) given back as soon as it is granted.
+    private func cancel(_ id: UInt64, key: String, priority: Int) {
+        let removed: Promise<any HeldKey>? = self.state.withLock { state in
+            guard var line = state.lines[key] else { return nil }
+            var removed: Promise<any HeldKey>?
+            if line.head?.id == id {
+                if line.asking {
+                    state.cancelled.insert(id)
+                } else {
+                    removed = line.head?.promise
+                    line.head = line.waiters.popFirst()
+                    line.blocked = false
+                    if line.head != nil {
+                        line.asking = true
+                        state.takes.append(line.head!)
+                    }
+                }
+            } else {
+                _ = line.waiters.removeFirst(priority: priority) { request in
+                    if request.id == id { removed = request.promise }
+                    return request.id == id
+                }
+            }
+            if line.isEmpty {
+                state.lines[key] = nil
+                state.unwaits.append(key)
+            } else {
+                state.lines[key] = line
+            }
+            return removed
+        }
+        removed?.tryCancel()
+        self.kick()
+    }
+
+    private func release(_ held: Held) {
+        self.state.withLock { state in
+            state.holders -= 1
+            state.releases.append((held.key, held.slot, held.token))
+            // Its own release may let its own line in: asked again with the batch that frees it.
+            if var line = state.lines[held.key], line.blocked, let head = line.head {
+                line.blocked = false
+                line.asking = true
+                state.lines[held.key] = line
+                state.takes.append(head)
+            }
+        }
+        self.kick()
+    }
+
+    /// Another server freed a slot of `key` (`freed` notification): this server's line asks again.
+    func freed(_ key: String) {
+        let asked = self.state.withLock { state -> Bool in
+            guard var line = state.lines[key], line.blocked, let head = line.head else { return false }
+            line.blocked = false
+            line.asking = true
+            state.lines[key] = line
+            state.takes.append(head)
+            return true
+        }
+        if asked { self.kick() }
+    }
+
+    /// Starts the thread on what is queued, unless it is at work already.
+    private func kick() {
+        let start = self.state.withLock { state in
+            state.takes.isEmpty && state.releases.isEmpty && state.unwaits.isEmpty ? false : Self.startDraining(&state)
+        }
+        if start { self.thread.execute { self.drain() } }
+    }
+
+    private static func startDraining(_ state: inout State) -> Bool {
+        if state.draining { return false }
+        state.draining = true
+        return true
+    }
+
+    // MARK: - The thread
+
+    private func drain() {
+        while true {
+            let (takes, releases, unwaits) = self.state.withLock { state in
+                defer {
+                    state.takes = []
+                    state.releases = []
+                    state.unwaits = []
+                }
+                if state.takes.isEmpty && state.releases.isEmpty && state.unwaits.isEmpty { state.draining = false }
+                return (state.takes, state.releases, state.unwaits)
+            }
+            if takes.isEmpty && releases.isEmpty && unwaits.isEmpty { return }
+            guard self.run(takes, releases, unwaits) else {
+                // The database is away: everything waits for the connection, tried again in 1 s.
+                self.state.withLock { state in
+                    state.takes = takes + state.takes
+                    state.releases = releases + state.releases
+                    state.unwaits = unwaits + state.unwaits
+                    state.draining = false
+                }
+                _ = self.clock.schedule(after: .seconds(1)) { [weak self] in self?.kick() }
+                return
+            }
+        }
+    }
+
+    /// One round trip; false when the connection broke (nothing of it happened, or all of it did:
+    /// it is sent again, and every statement of it may be repeated).
+    private func run(
+        _ takes: [Request],
+        _ releases: [(key: String, slot: Int64, token: Int64)],
+        _ unwaits: [String]
+    ) -> Bool {
+        if !releases.isEmpty, let flush = self.flushWrites.withLock({ $0 }) { flush() }
+        let token = self.token()
+        var statements: [PostgresConnection.Statement] = []
+        if !releases.isEmpty {
+            statements.append(
+                .init(
+                    sql: """
+                        WITH gone AS (
+                            DELETE FROM key_slots s USING unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(key, slot, token)
+                            WHERE s.key = u.key AND s.slot = u.slot AND s.token = u.token
+                                AND EXISTS (SELECT 1 FROM servers WHERE id = $4 AND servers.token = u.token)
+                            RETURNING s.key)
+                        SELECT pg_notify('taskserver', 'freed ' || g.key) FROM (SELECT DISTINCT key FROM gone) g
+                        WHERE EXISTS (SELECT 1 FROM key_waiters w WHERE w.key = g.key)
+                        """,
+                    values: [
+                        .textArray(releases.map(\.key)), .intArray(releases.map(\.slot)),
+                        .intArray(releases.map(\.token)), .text(self.nodeName),
+                    ]
+                )
+            )
+        }
+        if !unwaits.isEmpty {
+            statements.append(
+                .init(
+                    sql: "DELETE FROM key_waiters WHERE server = $1 AND key = ANY($2::text[])",
+                    values: [.text(self.nodeName), .textArray(unwaits)]
+                )
+            )
+        }
+        for take in takes {
+            statements.append(
+                .init(
+                    sql: "SELECT taskserver_take_slot($1, $2, $3, $4, $5, $6)",
+                    values: [
+                        .text(take.key), .int(Int64(take.max)), .text(take.holder), .text(take.jobID), .int(token),
+                        .text(self.nodeName),
+                    ]
+                )
+            )
+        }
+        let rows: [PostgresRows]
+        do {
+            if self.connection == nil { self.connection = try PostgresConnection(self.settings) }
+            rows = try self.connection!.pipeline(
+                [.init(sql: "BEGIN")] + statements + [.init(sql: "COMMIT")]
+            )
+        } catch let error as PostgresError where !error.connectionLost {
+            try? self.connection?.execute("ROLLBACK")
+            // Refused (this server's jobs were taken over: the fence): its waiters get nothing;
+            // their runs are being given up. Releases are dropped: not this registration's to free.
+            self.logger.warning("concurrency keys: a batch was refused", metadata: ["error": "\(error)"])
+            self.answer(takes, slots: Array(repeating: nil, count: takes.count), token: token, refused: true)
+            return true
+        } catch {
+            self.logger.debug("concurrency keys: the database is away", metadata: ["error": "\(error)"])
+            self.connection = nil
+            return false
+        }
+        let first = 1 + (releases.isEmpty ? 0 : 1) + (unwaits.isEmpty ? 0 : 1)
+        let slots: [Int64?] = takes.indices.map { index in
+            let result = rows[first + index]
+            return result.count > 0 && !result.isNull(0, 0) ? result.int(0, 0) : nil
+        }
+        self.answer(takes, slots: slots, token: token, refused: false)
+        return true
+    }
+
+    /// Grants the heads that got a slot (then asks for the next in their lines), blocks the others.
+    private func answer(_ takes: [Request], slots: [Int64?], token: Int64, refused: Bool) {
+        var granted: [(Request, Held)] = []
+        var refusedPromises: [Promise<any HeldKey>] = []
+        var giveBack: [Held] = []
+        let armRetry = self.state.withLock { state -> Bool in
+            for (take, slot) in zip(takes, slots) {
+                guard var line = state.lines[take.key], line.head?.id == take.id else {
+                    // Cancelled and gone from its line meanwhile.
+                    if let slot {
+                        state.holders += 1
+                        giveBack.append(Held(key: take.key, slot: slot, token: token, slots: self))
+                    }
+                    continue
+                }
+                line.asking = false
+                if let slot {
+                    state.holders += 1
+                    let held = Held(key: take.key, slot: slot, token: token, slots: self)
+                    if state.cancelled.remove(take.id) != nil {
+                        giveBack.append(held)
+                    } else {
+                        granted.append((take, held))
+                    }
+                    line.head = line.waiters.popFirst()
+                    line.blocked = false
+                } else if refused || state.cancelled.remove(take.id) != nil {
+                    refusedPromises.append(take.promise)
+                    line.head = line.waiters.popFirst()
+                    line.blocked = refused
+                } else {
+                    line.blocked = true
+                }
+                if let head = line.head, !line.blocked {
+                    line.asking = true
+                    state.takes.append(head)
+                }
+                if line.isEmpty {
+                    state.lines[take.key] = nil
+                    // Asked and refused before: its waiting mark goes (harmless if none).
+                    state.unwaits.append(take.key)
+                } else {
+                    state.lines[take.key] = line
+                }
+            }
+            let blocked = state.lines.values.contains { $0.blocked }
+            guard blocked, !state.retryArmed else { return false }
+            state.retryArmed = true
+            return true
+        }
+        for (take, held) in granted { take.promise.succeed(held) }
+        for promise in refusedPromises { promise.tryCancel() }
+        for held in giveBack { held.release() }
+        if armRetry {
+            _ = self.clock.schedule(after: .milliseconds(500)) { [weak self] in self?.retryBlocked() }
+        }
+    }
+
+    /// Every blocked head asks again (a `freed` notification may have been lost).
+    private func retryBlocked() {
+        self.state.withLock { state in
+            state.retryArmed = false
+            for key in state.lines.keys {
+                guard var line = state.lines[key], line.blocked, let head = line.head else { continue }
+                line.blocked = false
+                line.asking = true
+                state.lines[key] = line
+                state.takes.append(head)
+            }
+        }
+        self.kick()
+    }
+}

@@ -1,0 +1,135 @@
+import TestSupport
+import Testing
+
+@testable import TaskGraph
+@testable import TaskServer
+
+/// Concurrency keys for the whole cluster (SPEC §8, §9): `max` holders of a key on all servers
+/// together, counted as filled slots in PostgreSQL (`PostgresKeySlots`). Three servers on one
+/// schema, jobs submitted through each.
+@Suite(.serialized, .timeLimit(.minutes(2 * TestTiming.slowdown)))
+struct ClusterKeysTests {
+    typealias Rules = QueueRulesAPITests
+
+    static func start(_ settings: PostgresSettings) async throws -> [TestServer] {
+        var servers: [TestServer] = []
+        for name in ["a", "b", "c"] { servers.append(try await TestServer.node(settings, name)) }
+        return servers
+    }
+
+    /// The state of each job's task `work`, read through `server`.
+    static func states(_ server: TestServer, _ ids: [String]) async throws -> [String] {
+        var states: [String] = []
+        for id in ids { states.append(try await Rules.node(server, id)["state"]?.stringValue ?? "?") }
+        return states
+    }
+
+    static func heldSlots(_ admin: PostgresConnection, _ key: String) throws -> Int {
+        Int(try admin.query("SELECT count(*) FROM key_slots WHERE key = $1", [.text(key)]).int(0, 0))
+    }
+
+    @Test func aTaskKeyWithMaxOneRunsOneTaskOnAllServersTogether() async throws {
+        let settings = try TestPostgres.freshSchema()
+        defer { TestPostgres.drop(settings) }
+        let servers = try await Self.start(settings)
+        let admin = try PostgresConnection(settings)
+        var ids: [String] = []
+        for server in servers + servers { ids.append(try await server.submitID(Rules.awaitJob(customer: 42))) }
+
+        // One at a time, whichever server runs it; each completion (through any server) lets the
+        // next one in.
+        var done: Set<String> = []
+        for round in 0..<ids.count {
+            let reader = servers[round % servers.count]
+            var running: [String] = []
+            #expect(
+                try await Rules.eventually {
+                    let states = try await Self.states(reader, ids)
+                    running = zip(ids, states).filter { $0.1 == "running" }.map(\.0)
+                    return running.count == 1
+                },
+                "round \(round): one task runs"
+            )
+            // Looked at again a moment later: still one (no second server let one in).
+            try await Task.sleep(for: .milliseconds(100))
+            let again = try await Self.states(reader, ids)
+            #expect(again.filter { $0 == "running" }.count == 1, "round \(round): \(again)")
+            #expect(try Self.heldSlots(admin, "customer-42") == 1)
+            guard let holder = running.first else { break }
+            try await Rules.complete(servers[(round + 1) % servers.count], holder)
+            #expect(try await reader.finished(holder)["state"] == "succeeded")
+            done.insert(holder)
+        }
+        #expect(done.count == ids.count)
+        #expect(try await Rules.eventually { try Self.heldSlots(admin, "customer-42") == 0 }, "no slot left held")
+        for server in servers { await server.stop() }
+    }
+
+    /// A job-level key with `max: 3`: three jobs run on the three servers together; a holder
+    /// cancelled gives its slot to the next; a slot moves with its job when its server leaves.
+    @Test func aJobKeyAdmitsMaxHoldersAndMovesWithItsJob() async throws {
+        let settings = try TestPostgres.freshSchema()
+        defer { TestPostgres.drop(settings) }
+        let servers = try await Self.start(settings)
+        let admin = try PostgresConnection(settings)
+        let job = jsonValue(
+            #"{"concurrency": {"key": "batch", "max": 3}, "graph": {"type": "task", "id": "work", "action": "await"}}"#
+        )
+        var ids: [String] = []
+        for index in 0..<5 { ids.append(try await servers[index % 3].submitID(job)) }
+        func running() async throws -> [String] {
+            zip(ids, try await Self.states(servers[0], ids)).filter { $0.1 == "running" }.map(\.0)
+        }
+        #expect(try await Rules.eventually { try await running().count == 3 })
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(try await running().count == 3)
+        #expect(try Self.heldSlots(admin, "batch") == 3)
+
+        // A holder cancelled: the fourth job runs, never more than three.
+        let holders = try await running()
+        #expect(try await servers[1].post("/v1/jobs/\(holders[0])/cancel").status == 202)
+        #expect(try await servers[0].finished(holders[0])["state"] == "cancelled")
+        #expect(try await Rules.eventually { try await running().filter { $0 != holders[0] }.count == 3 })
+        #expect(try Self.heldSlots(admin, "batch") == 3)
+
+        // Server c leaves with its jobs unfinished: a and b take them up, holders and waiters both;
+        // the slots of c's holders move with them (never a fourth).
+        await servers[2].stop()
+        for _ in 0..<20 {
+            #expect(try await running().count <= 3)
+            #expect(try Self.heldSlots(admin, "batch") <= 3)
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        // Completed one by one, every job ends: each slot's holder (a job-level key's holder is
+        // its job) is completed once its task runs again where it was taken up.
+        for _ in 0..<4 {
+            let held = try admin.query("SELECT holder FROM key_slots WHERE key = 'batch' ORDER BY slot")
+            #expect(held.count >= 1 && held.count <= 3)
+            guard held.count > 0 else { break }
+            let next = held.text(0, 0)
+            #expect(
+                try await Rules.eventually {
+                    let response = try await servers[0].post(
+                        "/v1/jobs/\(next)/tasks/work/complete",
+                        json: ["result": "done"]
+                    )
+                    return response.status == 200 || response.status == 202
+                }
+            )
+            #expect(try await servers[1].finished(next)["state"] == "succeeded")
+            #expect(
+                try await Rules.eventually {
+                    try admin.query("SELECT count(*) FROM key_slots WHERE holder = $1", [.text(next)]).int(0, 0) == 0
+                },
+                "an ended job holds no slot"
+            )
+        }
+        for id in ids {
+            let state = try await servers[0].finished(id)["state"]
+            #expect(state == "succeeded" || state == "cancelled")
+        }
+        #expect(try await Rules.eventually { try Self.heldSlots(admin, "batch") == 0 }, "no slot left held")
+        await servers[0].stop()
+        await servers[1].stop()
+    }
+}
