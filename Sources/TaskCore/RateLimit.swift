@@ -34,21 +34,36 @@ public struct RateLimit: Sendable, Equatable, CustomStringConvertible {
 /// The state of a `RateLimit`: tokens now, refilled lazily from the monotonic clock.
 package struct TokenBucket: Sendable {
     package let limit: RateLimit
-    private let nanosecondsPerToken: Double
+    private var nanosecondsPerToken: Double
+    private var burst: Double
     private var tokens: Double
     private var refilledAt: UInt64
+    /// The part of `limit` this bucket gives out (`share`).
+    package private(set) var share = 1.0
 
     package init(_ limit: RateLimit, now: UInt64 = monotonicNanoseconds()) {
         self.limit = limit
         self.nanosecondsPerToken = Double(limit.period.clampedNanoseconds) / Double(limit.count)
+        self.burst = Double(limit.burst)
         self.tokens = Double(limit.burst)
         self.refilledAt = now
+    }
+
+    /// Gives out `share` (0 < share ≤ 1) of the limit from now on: tokens accrue `share` times as
+    /// fast and the bucket holds `share` of the burst (at least one token).
+    package mutating func setShare(_ share: Double, now: UInt64 = monotonicNanoseconds()) {
+        let share = Swift.min(1, Swift.max(share, 0.0001))
+        self.refill(now)
+        self.share = share
+        self.nanosecondsPerToken = Double(self.limit.period.clampedNanoseconds) / Double(self.limit.count) / share
+        self.burst = Swift.max(1, Double(self.limit.burst) * share)
+        self.tokens = Swift.min(self.tokens, self.burst)
     }
 
     private mutating func refill(_ now: UInt64) {
         guard now > self.refilledAt else { return }
         let gained = Double(now - self.refilledAt) / self.nanosecondsPerToken
-        self.tokens = Swift.min(Double(self.limit.burst), self.tokens + gained)
+        self.tokens = Swift.min(self.burst, self.tokens + gained)
         self.refilledAt = now
     }
 

@@ -44,6 +44,8 @@ public final class WorkerPool: Executor, @unchecked Sendable {
         public var rate: RateLimit?
         /// Tokens in the rate limit's bucket now (fractional while one accrues).
         public var tokens: Double?
+        /// The share of `rate` given out (`setRateShare`).
+        public var rateShare: Double = 1
 
         public init(
             size: Int,
@@ -52,7 +54,8 @@ public final class WorkerPool: Executor, @unchecked Sendable {
             completed: Int,
             queuedByPriority: [Int] = Array(repeating: 0, count: 10),
             rate: RateLimit? = nil,
-            tokens: Double? = nil
+            tokens: Double? = nil,
+            rateShare: Double = 1
         ) {
             self.size = size
             self.running = running
@@ -61,6 +64,7 @@ public final class WorkerPool: Executor, @unchecked Sendable {
             self.queuedByPriority = queuedByPriority
             self.rate = rate
             self.tokens = tokens
+            self.rateShare = rateShare
         }
     }
 
@@ -123,6 +127,15 @@ public final class WorkerPool: Executor, @unchecked Sendable {
         self.freeSlots = size
     }
 
+    /// Gives out `share` (0 < share ≤ 1) of `rate` from now on: a cluster's servers divide one
+    /// rate among them (SPEC §9). Tokens held beyond the smaller burst are dropped. No rate: nothing.
+    public func setRateShare(_ share: Double) {
+        self.lock.withLock { self.bucket?.setShare(share) }
+    }
+
+    /// The share of `rate` given out (`setRateShare`; 1 without a rate).
+    public var rateShare: Double { self.lock.withLock { self.bucket?.share ?? 1 } }
+
     /// The pool's counters now.
     public var statistics: Statistics {
         self.lock.withLock {
@@ -133,7 +146,8 @@ public final class WorkerPool: Executor, @unchecked Sendable {
                 completed: self.completed,
                 queuedByPriority: self.waiting.countsByPriority,
                 rate: self.rate,
-                tokens: self.bucket?.available()
+                tokens: self.bucket?.available(),
+                rateShare: self.bucket?.share ?? 1
             )
         }
     }

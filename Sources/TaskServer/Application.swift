@@ -122,6 +122,14 @@ public final class Application: Sendable {
         engineConfiguration.eventsAwaitDurability = repository.isDurable
         self.engine = Engine(configuration: engineConfiguration)
         self.engine.addObserver(metrics)
+        // A cluster's servers divide each pool's `rate=` among the live ones (1/N each), re-divided
+        // at every heartbeat: the sum stays the configured rate (SPEC §8, §9).
+        let limited = self.engine.pools.values.filter { $0.rate != nil }
+        if let cluster = repository.cluster, !limited.isEmpty {
+            cluster.observeServerCount { servers in
+                for pool in limited { pool.setRateShare(1 / Double(max(1, servers))) }
+            }
+        }
         if logger.logLevel <= .debug { self.engine.addObserver(JobLog(logger: logger)) }
         var backgroundLogger = logger
         backgroundLogger[metadataKey: "activity"] = "webhooks"

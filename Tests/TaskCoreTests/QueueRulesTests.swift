@@ -96,6 +96,27 @@ struct QueueRulesTests {
         #expect(pool.statistics.completed == 6)
     }
 
+    /// A cluster's servers divide one rate (`setRateShare`): a half share accrues tokens half as
+    /// fast and holds half the burst. Counted on a clock given by hand.
+    @Test func aShareOfTheRateAccruesThatShareOfTheTokens() {
+        var bucket = TokenBucket(RateLimit(count: 100, period: .seconds(1), burst: 10), now: 0)
+        bucket.setShare(0.5, now: 0)
+        #expect(bucket.available(now: 0) == 5, "the bucket holds half the burst")
+        var taken = 0
+        for _ in 0..<6 where bucket.take(now: 0) { taken += 1 }
+        #expect(taken == 5)
+        // 100/s at a half share: a token every 20 ms, not 10.
+        let early = bucket.take(now: 19_000_000)
+        #expect(!early)
+        let due = bucket.take(now: 20_000_000)
+        #expect(due)
+        // One second: 50 tokens accrue, capped at the half burst.
+        #expect(bucket.available(now: 1_020_000_000) == 5)
+        // The whole rate again: the full burst refills.
+        bucket.setShare(1, now: 1_020_000_000)
+        #expect(bucket.available(now: 1_070_000_000) == 10)
+    }
+
     @Test func theDefaultBurstIsATenthOfThePeriodsStarts() {
         #expect(RateLimit(count: 100, period: .seconds(1)).burst == 10)
         #expect(RateLimit(count: 5, period: .seconds(1)).burst == 1)

@@ -1,3 +1,4 @@
+import TaskCore
 import TestSupport
 import Testing
 
@@ -131,5 +132,33 @@ struct ClusterKeysTests {
         #expect(try await Rules.eventually { try Self.heldSlots(admin, "batch") == 0 }, "no slot left held")
         await servers[0].stop()
         await servers[1].stop()
+    }
+}
+
+/// Rate limits for the whole cluster (SPEC §8, §9): each server gives out 1/N of a pool's rate,
+/// N the live servers, re-divided at every heartbeat.
+@Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
+struct ClusterRateTests {
+    static func share(_ server: TestServer) async throws -> Double? {
+        let items = try await server.get("/v1/executors").json["items"]?.arrayValue ?? []
+        return items.first { $0["name"] == "paced" }?["rate"]?["share"]?.doubleValue
+    }
+
+    @Test func serversDivideAPoolsRateAndTakeItBackWhenOneLeaves() async throws {
+        let settings = try TestPostgres.freshSchema()
+        defer { TestPostgres.drop(settings) }
+        let configure: (inout ServerConfiguration) -> Void = { configuration in
+            configuration.executors["paced"] = 4
+            configuration.rates["paced"] = RateLimit(count: 100, period: .seconds(1))
+        }
+        let a = try await TestServer.node(settings, "a", configure)
+        #expect(try await Self.share(a) == 1)
+        let b = try await TestServer.node(settings, "b", configure)
+        // b counts a at once (at registration); a counts b at its next heartbeat.
+        #expect(try await Self.share(b) == 0.5)
+        #expect(try await ClusterKeysTests.Rules.eventually { try await Self.share(a) == 0.5 })
+        await b.stop()
+        #expect(try await ClusterKeysTests.Rules.eventually { try await Self.share(a) == 1 })
+        await a.stop()
     }
 }

@@ -43,6 +43,7 @@ struct ServiceAPI: Sendable {
                     "burst": .int(rate.burst),
                     // Two decimals: a fraction says how close the next token is.
                     "tokens": .double(((statistics.tokens ?? 0) * 100).rounded(.down) / 100),
+                    "share": .double(statistics.rateShare),
                 ]
             }
             return (entry.name, .object(item))

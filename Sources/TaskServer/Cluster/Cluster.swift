@@ -30,6 +30,9 @@ public protocol Cluster: AnyObject, Sendable {
     /// them (`ClusterPoolsObserver.clusterQueuedHere`), asking `observer`'s count when it is sent:
     /// their waiting claims come at once instead of at their next heartbeat.
     func announceQueued(pool: String)
+    /// Tells `body`, at once and at every heartbeat until `stop`, how many servers are live (this
+    /// one included): each in-process pool's `rate=` is divided among them.
+    func observeServerCount(_ body: @escaping @Sendable (Int) -> Void)
 }
 
 /// What a cluster asks of, and tells, the external pools (`PoolRelay`). Called on the cluster's

@@ -52,6 +52,7 @@ final class PostgresCluster: Cluster {
     private let delegate = Mutex<(any ClusterDelegate)?>(nil)
     private let scheduleObserver = Mutex<(any ClusterScheduleObserver)?>(nil)
     private let poolsObserver = Mutex<(any ClusterPoolsObserver)?>(nil)
+    private let serverCountObserver = Mutex<(@Sendable (Int) -> Void)?>(nil)
     /// Told of a concurrency key's slot given back while a server waited for one.
     let keyFreed = Mutex<(@Sendable (String) -> Void)?>(nil)
     /// Reads the server-wide feed's new rows (another server's jobs ended: it committed some).
@@ -110,6 +111,7 @@ final class PostgresCluster: Cluster {
         let registeredAt = clock.monotonicNanoseconds()
         self.token.store(try self.statements.register(connection), ordering: .sequentiallyConsistent)
         try self.statements.releaseDeliveries(of: [nodeName], connection)
+        self.peers.store(try self.statements.alive(connection).peers, ordering: .relaxed)
         self.lease = Mutex(NodeLease(timing: self.timing, registeredAt: registeredAt))
     }
 
@@ -135,6 +137,7 @@ final class PostgresCluster: Cluster {
         self.delegate.withLock { $0 = nil }
         self.scheduleObserver.withLock { $0 = nil }
         self.poolsObserver.withLock { $0 = nil }
+        self.serverCountObserver.withLock { $0 = nil }
     }
 
     func observeSchedules(_ observer: any ClusterScheduleObserver) {
@@ -143,6 +146,11 @@ final class PostgresCluster: Cluster {
 
     func observePools(_ observer: any ClusterPoolsObserver) {
         self.poolsObserver.withLock { $0 = observer }
+    }
+
+    func observeServerCount(_ body: @escaping @Sendable (Int) -> Void) {
+        self.serverCountObserver.withLock { $0 = body }
+        body(self.peers.load(ordering: .relaxed) + 1)
     }
 
     /// Ends the membership: the thread stops and the row is deleted, so that the other servers
@@ -399,6 +407,7 @@ final class PostgresCluster: Cluster {
         let alive = try self.statements.alive(db)
         pools?.clusterPeersQueued(try Self.queuedByPool(alive.queued))
         self.peers.store(alive.peers, ordering: .relaxed)
+        self.serverCountObserver.withLock { $0 }?(alive.peers + 1)
         let leading = alive.leaderToken == self.token.load(ordering: .relaxed)
         self.isLeader.store(leading, ordering: .relaxed)
         if leading {
