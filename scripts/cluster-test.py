@@ -47,6 +47,7 @@ talk to any of them, as behind a load balancer: every request goes to a node pic
      database's restart, when a commit's answer is lost and the commit sent again).
 Exit status 0 when every check passes; figures on stdout.
 """
+from datetime import datetime
 import json
 import os
 import random
@@ -157,7 +158,8 @@ class Node:
         database = proxied(DATABASE, self.proxy) if self.proxy else DATABASE
         try:
             self.server = TestServer(BIN, ["--database", database, "--node-name", self.name, "--executor", "default=8",
-                                           "--executor", "ext=external", "--log-level", "info"], log=self.log, timeout=60)
+                                           "--executor", f"paced=4,rate={PACED_RATE}/s", "--executor", "ext=external",
+                                           "--log-level", "info"], log=self.log, timeout=60)
         except ServerStartError as error:
             raise SystemExit(f"{self.name} did not start: {error}")
         self.port = self.server.port
@@ -212,7 +214,26 @@ kills = []      # monotonic times of kills and freezes
 lock = threading.Lock()
 
 
+# Queue rules for the whole cluster: concurrency keys (a task's, with max 1 and 3; a job's, max 2),
+# and a rate-limited pool whose tasks also hold a key (two rules on one task).
+KEYS = {"key1": ("chaos-one", 1), "key3": ("chaos-three", 3), "jobkey": ("chaos-job", 2), "paced": ("chaos-paced", 2)}
+PACED_RATE = 10
+
+
 def make_job(kind, n):
+    if kind in KEYS:
+        key, most = KEYS[kind]
+        rule = {"concurrency": {"key": key, "max": most}}
+        first = {"type": "task", "id": "k", "action": "delay", "params": {"ms": random.randint(50, 400)}}
+        if kind == "paced":
+            first = {"type": "task", "id": "k", "executor": "paced", "action": "value", "params": {"value": 0}}
+        if kind != "jobkey":
+            first.update(rule)
+        job = {"labels": {"kind": kind}, "graph": {"type": "series", "id": "s", "steps": [
+            first, {"type": "task", "id": "v", "action": "value", "params": {"value": n}}]}}
+        if kind == "jobkey":
+            job.update(rule)
+        return job, "succeeded", n
     if kind == "delay":
         ms = random.randint(500, 4000)
         return {"labels": {"kind": kind}, "webhook": WEBHOOK, "graph": {"type": "series", "id": "s", "steps": [
@@ -297,8 +318,8 @@ def work(stop, pinned):
 
 
 def wave(count):
-    kinds = (["delay"] * 25 + ["fan"] * 15 + ["await"] * 30 + ["worker"] * 10 + ["later"] * 5 + ["value"] * 15) \
-        * (count // 100)
+    kinds = (["delay"] * 25 + ["fan"] * 15 + ["await"] * 30 + ["worker"] * 10 + ["later"] * 5 + ["value"] * 15
+             + ["key1"] * 8 + ["key3"] * 8 + ["jobkey"] * 6 + ["paced"] * 20) * (count // 100)
     random.shuffle(kinds)
     threads = [threading.Thread(target=lambda chunk: [submit(k) for k in chunk], args=(kinds[i::6],)) for i in range(6)]
     for t in threads:
@@ -560,6 +581,7 @@ def stall_with_workers(count=20):
 
 
 def verify():
+    events_of = {}
     for job_id, (kind, _, expected, _) in accepted.items():
         if kind == "await" and job_id not in completed and job_id not in cancelled:
             wait_until(lambda: waiting(job_id), 30)
@@ -581,6 +603,7 @@ def verify():
             check(expected in codes, f"{job_id} ({kind}) error {error}, expected {expected}")
         _, tasks, _ = request("GET", f"/v1/jobs/{job_id}/tasks")
         _, events, _ = request("GET", f"/v1/jobs/{job_id}/events?limit=10000")
+        events_of[job_id] = events["items"]
         seqs = [e["seq"] for e in events["items"]]
         check(seqs == list(range(1, len(seqs) + 1)), f"{job_id}: event seqs have gaps: {seqs}")
         for node in tasks["items"]:
@@ -607,6 +630,63 @@ def verify():
                    if not any(times[0] - 2 <= k <= times[1] for k in kills)]
     figures["webhooks"] = (len(receiver.deliveries), len(repeated))
     check(not unexplained, f"webhooks delivered twice with no kill in between: {unexplained[:5]}")
+    verify_queue_rules(events_of)
+
+
+def verify_queue_rules(events_of):
+    """From the stored start and end times: never more than `max` holders of a key at any instant
+    (a task's key is held from its attempt's task.started to that attempt's end; a job's from its
+    first task.started to its end; an attempt given up with its server ends where the next one starts),
+    no key left held once every job ended, and the rate-limited pool's starts in any 1 s window."""
+    def seconds(stamp):
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+    holds = {key: [] for key, _ in KEYS.values()}
+    paced_starts = []
+    for job_id, (kind, _, _, _) in accepted.items():
+        if kind not in KEYS or job_id not in events_of:
+            continue
+        key, _ = KEYS[kind]
+        events = [dict(e, time=seconds(e["time"])) for e in events_of[job_id]]
+        if kind == "jobkey":
+            # A job waiting for its key is started already (job.started): it holds the key from
+            # its first task's start.
+            starts = [e["time"] for e in events if e["type"] == "task.started"]
+            ends = [e["time"] for e in events if e["type"] in ("job.succeeded", "job.failed", "job.cancelled")]
+            if starts and ends:
+                holds[key].append((starts[0], ends[-1]))
+            continue
+        mine = [e for e in events if e.get("taskId") == "k"]
+        start = None
+        for event in mine:
+            if event["type"] == "task.started":
+                if start is not None:
+                    holds[key].append((start, event["time"]))  # given up with its server: the next begins
+                start = event["time"]
+                if kind == "paced":
+                    paced_starts.append(event["time"])
+            elif event["type"] in ("task.succeeded", "task.failed", "task.cancelled", "task.retrying") and start:
+                holds[key].append((start, event["time"]))
+                start = None
+    worst = {}
+    for (key, most) in KEYS.values():
+        # Ends before starts at one instant: a slot given back and taken in the same millisecond.
+        points = sorted([(s, 1) for s, _ in holds[key]] + [(e, -1) for _, e in holds[key]], key=lambda p: (p[0], p[1]))
+        held = peak = 0
+        for _, delta in points:
+            held += delta
+            peak = max(peak, held)
+        worst[key] = (peak, most, len(holds[key]))
+        check(peak <= most, f"key {key}: {peak} holders at once from the stored times, max {most}")
+    left = wait_until(lambda: sql("SELECT count(*) FROM key_slots") == ["0"], 10)
+    check(left, f"slots still held once every job ended: {sql('SELECT key, holder FROM key_slots')}")
+    stamps = sorted(paced_starts)
+    busiest = max((sum(1 for t in stamps[i:] if t < start + 1) for i, start in enumerate(stamps)), default=0)
+    # One server's bucket per server would start up to three times the rate; divided, the rate
+    # (plus the buckets' bursts, and 1/N more for a second after a node joins).
+    check(busiest <= 1.5 * PACED_RATE + 3, f"the paced pool started {busiest} tasks within 1 s (rate {PACED_RATE}/s)")
+    figures["keys"] = worst
+    figures["paced"] = (len(stamps), busiest)
 
 
 def restart_database_under_load():
@@ -816,6 +896,10 @@ def main():
         print(f"webhook deliveries: {figures['webhooks'][0]}, repeated after a kill: {figures['webhooks'][1]}")
         print(f"commits refused by the fence: {fenced}")
         print(f"schedule fires checked: {figures.get('fires', 0)}")
+        print("concurrency keys (most holders at once from the stored times / max / holds): "
+              + ", ".join(f"{key} {peak}/{most}/{count}" for key, (peak, most, count) in figures["keys"].items()))
+        print(f"paced pool ({PACED_RATE}/s over 3 nodes): {figures['paced'][0]} starts, "
+              f"at most {figures['paced'][1]} within any 1 s")
         print(f"server-wide feed: {figures['feed'][0]} entries, the same through two nodes, "
               f"none repeated ({figures['feed'][1]})")
         completions = ", ".join(f"{key[12:]}: {value}" for key, value in sorted(figures.items())

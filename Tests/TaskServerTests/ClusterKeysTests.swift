@@ -1,3 +1,4 @@
+import Synchronization
 import TaskCore
 import TestSupport
 import Testing
@@ -160,5 +161,36 @@ struct ClusterRateTests {
         await b.stop()
         #expect(try await ClusterKeysTests.Rules.eventually { try await Self.share(a) == 1 })
         await a.stop()
+    }
+}
+
+/// `PostgresKeySlots` at the seam, with the real database: a holder taking its slot up after a
+/// takeover is granted at once, also while its server's line for the key waits behind it.
+@Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
+struct PostgresKeySlotsTests {
+    @Test func aHolderTakesItsSlotUpPastTheWaitersItHoldsBack() throws {
+        let settings = try TestPostgres.freshSchema()
+        defer { TestPostgres.drop(settings) }
+        let repository = try ClusterFencingTests.open(settings, "a")
+        defer { try? repository.close().wait() }
+        let admin = try PostgresConnection(settings)
+        // Job j's task held the key's one slot on a server that died (another registration).
+        try admin.query("INSERT INTO key_slots VALUES ('k', 0, 'j/t', 'j', 999, 0)")
+        let slots = repository.keySlots
+        // A waiter asks first: refused, the head of this server's line.
+        let waiter = slots.acquire(key: "k", max: 1, priority: 5, holder: "w/t", jobID: "w", cancellationToken: nil)
+        // j, taken over by this server, runs its task again: its slot comes back at once.
+        let holder = slots.acquire(key: "k", max: 1, priority: 5, holder: "j/t", jobID: "j", cancellationToken: nil)
+        let held = try holder.wait()
+        #expect(!waiter.isCompleted, "the waiter still waits: the one slot is j's")
+        #expect(
+            try admin.query("SELECT token FROM key_slots WHERE holder = 'j/t'").int(0, 0)
+                == repository.membership.token.load(ordering: .relaxed),
+            "taken up under this server's registration"
+        )
+        // Given back: the waiter gets it.
+        held.release()
+        _ = try waiter.wait()
+        #expect(try admin.query("SELECT holder FROM key_slots WHERE key = 'k'").text(0, 0) == "w/t")
     }
 }

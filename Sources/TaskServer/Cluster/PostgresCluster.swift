@@ -22,7 +22,9 @@ import Darwin
 /// - **Takeover.** Each heartbeat deletes the rows whose lease ended (one server deletes each),
 ///   releases the webhook deliveries they held, and has the service claim the jobs left without a
 ///   live owner (`SKIP LOCKED`, so survivors share them).
-/// - **Wake-ups.** The connection `LISTEN`s on `taskserver`; each payload is parsed once into a
+/// - **Wake-ups.** The connection `LISTEN`s on `taskserver_channel()` (`taskserver`; in another
+///   schema than `public`, `taskserver_<schema>`: clusters in one database's schemas do not hear
+///   each other); each payload is parsed once into a
 ///   `ClusterNotice`. Each heartbeat also looks for commands and answers a lost notification left
 ///   behind (a reconnection misses what was sent meanwhile), so a wake-up is never lost, only late.
 /// - **The leader** (the oldest live registration) does the chores that need one server:
@@ -42,6 +44,8 @@ final class PostgresCluster: Cluster {
     let clock: any ServerClock
     /// The fencing token of this server's row (what every write transaction checks).
     let token = Atomic<Int64>(0)
+    /// Set while this server registers again (`token` is about to change).
+    let registering = Atomic(false)
     /// Other servers whose lease has not ended, as of the last heartbeat.
     let peers = Atomic<Int>(0)
     /// Whether this server holds the oldest live registration: it alone does the leader's chores
@@ -293,6 +297,10 @@ final class PostgresCluster: Cluster {
             case .register:
                 guard let db else { continue }
                 let sentAt = self.clock.monotonicNanoseconds()
+                // From before the new token is in the database until it is known here, a commit
+                // refused under the old one is this registration's doing, not a takeover's.
+                self.registering.store(true, ordering: .sequentiallyConsistent)
+                defer { self.registering.store(false, ordering: .sequentiallyConsistent) }
                 do {
                     self.token.store(try self.statements.register(db), ordering: .sequentiallyConsistent)
                 } catch {
@@ -321,7 +329,9 @@ final class PostgresCluster: Cluster {
                     // A statement that hangs (a lock, a network cut without a reset) fails in
                     // seconds, not at TCP's timeout, and the thread goes on.
                     let db = try PostgresConnection(self.settings, extra: Self.connectionSettings)
-                    try db.execute("SET statement_timeout = 3000; LISTEN taskserver")
+                    let channel = try db.query("SELECT taskserver_channel()").text(0, 0)
+                        .split(separator: "\"", omittingEmptySubsequences: false).joined(separator: "\"\"")
+                    try db.execute("SET statement_timeout = 3000; LISTEN \"\(channel)\"")
                     connection = db
                     let now = self.clock.monotonicNanoseconds()
                     self.lease.withLock { $0.connected(now: now) }

@@ -52,6 +52,7 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
         let id: UInt64
         let key: String
         let max: Int
+        let priority: Int
         let holder: String
         let jobID: String
         let promise: Promise<any HeldKey>
@@ -71,6 +72,9 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
     private struct State {
         var lines: [String: Line] = [:]
         var takes: [Request] = []
+        /// Requests that joined a line: a holder taking its slot up (its job was taken over) must
+        /// not wait behind the waiters its slot holds back.
+        var adopts: [Request] = []
         var releases: [(key: String, slot: Int64, token: Int64)] = []
         /// Keys whose line emptied after waiting: their `key_waiters` row goes.
         var unwaits: [String] = []
@@ -139,6 +143,7 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
                 id: state.nextID,
                 key: key,
                 max: Swift.max(1, max),
+                priority: priority,
                 holder: holder,
                 jobID: jobID,
                 promise: promise
@@ -150,7 +155,8 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
                 return (request.id, Self.startDraining(&state))
             }
             state.lines[key]!.waiters.append(request, priority: priority)
-            return (request.id, false)
+            state.adopts.append(request)
+            return (request.id, Self.startDraining(&state))
         }
         if start { self.thread.execute { self.drain() } }
         if let token {
@@ -226,7 +232,8 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
     /// Starts the thread on what is queued, unless it is at work already.
     private func kick() {
         let start = self.state.withLock { state in
-            state.takes.isEmpty && state.releases.isEmpty && state.unwaits.isEmpty ? false : Self.startDraining(&state)
+            state.takes.isEmpty && state.adopts.isEmpty && state.releases.isEmpty && state.unwaits.isEmpty
+                ? false : Self.startDraining(&state)
         }
         if start { self.thread.execute { self.drain() } }
     }
@@ -241,25 +248,29 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
 
     private func drain() {
         while true {
-            let (takes, releases, unwaits) = self.state.withLock { state in
+            let (takes, adopts, releases, unwaits) = self.state.withLock { state in
                 defer {
                     state.takes = []
+                    state.adopts = []
                     state.releases = []
                     state.unwaits = []
                 }
-                if state.takes.isEmpty && state.releases.isEmpty && state.unwaits.isEmpty { state.draining = false }
-                return (state.takes, state.releases, state.unwaits)
+                if state.takes.isEmpty && state.adopts.isEmpty && state.releases.isEmpty && state.unwaits.isEmpty {
+                    state.draining = false
+                }
+                return (state.takes, state.adopts, state.releases, state.unwaits)
             }
-            if takes.isEmpty && releases.isEmpty && unwaits.isEmpty { return }
-            guard self.run(takes, releases, unwaits) else {
-                // The database is away: everything waits for the connection, tried again in 1 s.
+            if takes.isEmpty && adopts.isEmpty && releases.isEmpty && unwaits.isEmpty { return }
+            guard self.run(takes, adopts, releases, unwaits) else {
+                // Refused, or the database away: everything is sent again in 250 ms.
                 self.state.withLock { state in
                     state.takes = takes + state.takes
+                    state.adopts = adopts + state.adopts
                     state.releases = releases + state.releases
                     state.unwaits = unwaits + state.unwaits
                     state.draining = false
                 }
-                _ = self.clock.schedule(after: .seconds(1)) { [weak self] in self?.kick() }
+                _ = self.clock.schedule(after: .milliseconds(250)) { [weak self] in self?.kick() }
                 return
             }
         }
@@ -269,6 +280,7 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
     /// it is sent again, and every statement of it may be repeated).
     private func run(
         _ takes: [Request],
+        _ adopts: [Request],
         _ releases: [(key: String, slot: Int64, token: Int64)],
         _ unwaits: [String]
     ) -> Bool {
@@ -284,7 +296,7 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
                             WHERE s.key = u.key AND s.slot = u.slot AND s.token = u.token
                                 AND EXISTS (SELECT 1 FROM servers WHERE id = $4 AND servers.token = u.token)
                             RETURNING s.key)
-                        SELECT pg_notify('taskserver', 'freed ' || g.key) FROM (SELECT DISTINCT key FROM gone) g
+                        SELECT pg_notify(taskserver_channel(), 'freed ' || g.key) FROM (SELECT DISTINCT key FROM gone) g
                         WHERE EXISTS (SELECT 1 FROM key_waiters w WHERE w.key = g.key)
                         """,
                     values: [
@@ -299,6 +311,23 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
                 .init(
                     sql: "DELETE FROM key_waiters WHERE server = $1 AND key = ANY($2::text[])",
                     values: [.text(self.nodeName), .textArray(unwaits)]
+                )
+            )
+        }
+        if !adopts.isEmpty {
+            // A slot its holder held before (its job ran elsewhere until taken over), taken up.
+            statements.append(
+                .init(
+                    sql: """
+                        UPDATE key_slots s SET token = $3 FROM unnest($1::text[], $2::text[]) AS u(key, holder)
+                        WHERE s.key = u.key AND s.holder = u.holder
+                            AND EXISTS (SELECT 1 FROM servers WHERE id = $4 AND servers.token = $3)
+                        RETURNING s.key, s.holder, s.slot
+                        """,
+                    values: [
+                        .textArray(adopts.map(\.key)), .textArray(adopts.map(\.holder)), .int(token),
+                        .text(self.nodeName),
+                    ]
                 )
             )
         }
@@ -321,29 +350,40 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
             )
         } catch let error as PostgresError where !error.connectionLost {
             try? self.connection?.execute("ROLLBACK")
-            // Refused (this server's jobs were taken over: the fence): its waiters get nothing;
-            // their runs are being given up. Releases are dropped: not this registration's to free.
-            self.logger.warning("concurrency keys: a batch was refused", metadata: ["error": "\(error)"])
-            self.answer(takes, slots: Array(repeating: nil, count: takes.count), token: token, refused: true)
-            return true
+            // Refused by the fence (this server registers again: its jobs were taken over, or its
+            // lease ran out), or another error: sent again shortly, under the registration's token
+            // then. The requests of runs given up meanwhile leave with their runs' cancellation.
+            if !error.isFenced {
+                self.logger.warning("concurrency keys: a batch failed", metadata: ["error": "\(error)"])
+            }
+            return false
         } catch {
             self.logger.debug("concurrency keys: the database is away", metadata: ["error": "\(error)"])
             self.connection = nil
             return false
         }
-        let first = 1 + (releases.isEmpty ? 0 : 1) + (unwaits.isEmpty ? 0 : 1)
+        var first = 1 + (releases.isEmpty ? 0 : 1) + (unwaits.isEmpty ? 0 : 1)
+        if !adopts.isEmpty {
+            let adopted = rows[first]
+            var slotsByHolder: [String: Int64] = [:]
+            for row in 0..<adopted.count {
+                slotsByHolder[adopted.text(row, 0) + "\u{0}" + adopted.text(row, 1)] = adopted.int(row, 2)
+            }
+            self.adopted(adopts, slotsByHolder: slotsByHolder, token: token)
+            first += 1
+        }
         let slots: [Int64?] = takes.indices.map { index in
             let result = rows[first + index]
             return result.count > 0 && !result.isNull(0, 0) ? result.int(0, 0) : nil
         }
-        self.answer(takes, slots: slots, token: token, refused: false)
+        self.answer(takes, slots: slots, token: token)
         return true
     }
 
     /// Grants the heads that got a slot (then asks for the next in their lines), blocks the others.
-    private func answer(_ takes: [Request], slots: [Int64?], token: Int64, refused: Bool) {
+    private func answer(_ takes: [Request], slots: [Int64?], token: Int64) {
         var granted: [(Request, Held)] = []
-        var refusedPromises: [Promise<any HeldKey>] = []
+        var cancelledRequests: [Promise<any HeldKey>] = []
         var giveBack: [Held] = []
         let armRetry = self.state.withLock { state -> Bool in
             for (take, slot) in zip(takes, slots) {
@@ -366,10 +406,10 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
                     }
                     line.head = line.waiters.popFirst()
                     line.blocked = false
-                } else if refused || state.cancelled.remove(take.id) != nil {
-                    refusedPromises.append(take.promise)
+                } else if state.cancelled.remove(take.id) != nil {
+                    cancelledRequests.append(take.promise)
                     line.head = line.waiters.popFirst()
-                    line.blocked = refused
+                    line.blocked = false
                 } else {
                     line.blocked = true
                 }
@@ -391,10 +431,33 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
             return true
         }
         for (take, held) in granted { take.promise.succeed(held) }
-        for promise in refusedPromises { promise.tryCancel() }
+        for promise in cancelledRequests { promise.tryCancel() }
         for held in giveBack { held.release() }
         if armRetry {
             _ = self.clock.schedule(after: .milliseconds(500)) { [weak self] in self?.retryBlocked() }
+        }
+    }
+
+    /// Grants the waiters whose holders held a slot already, out of their lines.
+    private func adopted(_ adopts: [Request], slotsByHolder: [String: Int64], token: Int64) {
+        guard !slotsByHolder.isEmpty else { return }
+        var granted: [(Request, Held)] = []
+        self.state.withLock { state in
+            for request in adopts {
+                guard let slot = slotsByHolder[request.key + "\u{0}" + request.holder],
+                    var line = state.lines[request.key]
+                else { continue }
+                // Not in the line any more: granted, cancelled, or its head (whose take takes it up).
+                guard line.waiters.removeFirst(priority: request.priority, where: { $0.id == request.id }) else {
+                    continue
+                }
+                state.lines[request.key] = line
+                state.holders += 1
+                granted.append((request, Held(key: request.key, slot: slot, token: token, slots: self)))
+            }
+        }
+        for (request, held) in granted {
+            if !request.promise.trySucceed(held) { held.release() }
         }
     }
 

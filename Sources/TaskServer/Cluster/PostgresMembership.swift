@@ -52,7 +52,7 @@ struct PostgresMembership: Sendable {
 
     /// Sends `notice` on the cluster's channel (a notice that announces no commit of its own).
     func notify(_ notice: ClusterNotice, _ db: PostgresConnection) throws {
-        try db.query("SELECT pg_notify('taskserver', $1)", [.text(notice.payload)])
+        try db.query("SELECT pg_notify(taskserver_channel(), $1)", [.text(notice.payload)])
     }
 
     /// Renews the lease of the row under `token`, publishing `queued` (`{"pool": count}`);
@@ -122,7 +122,7 @@ struct PostgresMembership: Sendable {
                 DELETE FROM key_slots s WHERE NOT EXISTS (
                     SELECT 1 FROM jobs j WHERE j.id = s.job_id AND j.state NOT IN ('succeeded', 'failed', 'cancelled'))
                 RETURNING s.key)
-            SELECT pg_notify('taskserver', 'freed ' || g.key) FROM (SELECT DISTINCT key FROM gone) g
+            SELECT pg_notify(taskserver_channel(), 'freed ' || g.key) FROM (SELECT DISTINCT key FROM gone) g
             WHERE EXISTS (SELECT 1 FROM key_waiters w WHERE w.key = g.key)
             """
         )
@@ -168,7 +168,7 @@ struct PostgresMembership: Sendable {
                 WHERE target.job_id IS NOT NULL OR $5::text IS NOT NULL
                 RETURNING id, job_id, server
             )
-            SELECT id, pg_notify('taskserver', 'command ' || id || ' ' || coalesce(job_id, '@' || server))::text
+            SELECT id, pg_notify(taskserver_channel(), 'command ' || id || ' ' || coalesce(job_id, '@' || server))::text
             FROM c
             UNION ALL
             SELECT NULL, NULL FROM ended_leases WHERE lease_hash = $6::text AND NOT EXISTS (SELECT FROM c)
@@ -188,7 +188,7 @@ struct PostgresMembership: Sendable {
         try db.query(
             """
             UPDATE commands SET applied_at = taskserver_now_ms(), result = $2 WHERE id = $1 AND applied_at IS NULL
-            RETURNING pg_notify('taskserver', 'answered ' || id)
+            RETURNING pg_notify(taskserver_channel(), 'answered ' || id)
             """,
             [.int(id), .text(answer.json.jsonString)]
         )
@@ -238,7 +238,7 @@ struct PostgresMembership: Sendable {
         try db.query(
             """
             WITH gone AS (DELETE FROM servers WHERE id = $1 AND token = $2 RETURNING id)
-            SELECT pg_notify('taskserver', 'left ' || id) FROM gone
+            SELECT pg_notify(taskserver_channel(), 'left ' || id) FROM gone
             """,
             [.text(self.nodeName), .int(token)]
         )

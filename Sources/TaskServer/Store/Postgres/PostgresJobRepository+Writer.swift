@@ -56,7 +56,9 @@ extension PostgresJobRepository: GroupCommitting {
             self.connectionLost(error, batch)
             return false
         } catch let error as PostgresError
-            where error.isFenced && token != self.membership.token.load(ordering: .sequentiallyConsistent)
+            where error.isFenced
+            && (self.membership.registering.load(ordering: .sequentiallyConsistent)
+                || token != self.membership.token.load(ordering: .sequentiallyConsistent))
         {
             // This server registered again while the batch was on its way under the previous
             // token (the writes of given-up runs were flushed before that): sent again under the
@@ -493,7 +495,7 @@ extension PostgresJobRepository: GroupCommitting {
             }
             if let attached {
                 for payload in ClusterNotice.listPayloads("ended", attached) {
-                    statements.append(.init(sql: "SELECT pg_notify('taskserver', $1)", values: [.text(payload)]))
+                    statements.append(.init(sql: "SELECT pg_notify(taskserver_channel(), $1)", values: [.text(payload)]))
                 }
             } else {
                 outcome.completions.append { [weak self] in self?.noteEnded(ids) }
@@ -530,7 +532,7 @@ extension PostgresJobRepository: GroupCommitting {
         // database away): the waits' own polls find the ends.
         _ = self.read { db in
             for payload in ClusterNotice.listPayloads("ended", ids) {
-                try db.query("SELECT pg_notify('taskserver', $1)", [.text(payload)])
+                try db.query("SELECT pg_notify(taskserver_channel(), $1)", [.text(payload)])
             }
         }
     }
@@ -707,7 +709,7 @@ extension PostgresJobRepository: GroupCommitting {
             try db.query(
                 """
                 UPDATE jobs SET cancel_requested = true, state = CASE WHEN state = 'sleeping' THEN 'pending' ELSE state END
-                WHERE id = $1 RETURNING pg_notify('taskserver', 'cancel ' || id)
+                WHERE id = $1 RETURNING pg_notify(taskserver_channel(), 'cancel ' || id)
                 """,
                 [.text(id)]
             )
@@ -774,14 +776,14 @@ extension PostgresJobRepository: GroupCommitting {
     /// Tells the other servers that schedule `id` changed (created, updated, deleted or fired):
     /// they read it again (`schedule <id>`; an id has no spaces and at most 100 bytes).
     func notifyScheduleChanged(_ id: String, _ db: PostgresConnection) throws {
-        try db.query("SELECT pg_notify('taskserver', 'schedule ' || $1)", [.text(id)])
+        try db.query("SELECT pg_notify(taskserver_channel(), 'schedule ' || $1)", [.text(id)])
     }
 
     /// Tells every server, once this commit is done, that these finished jobs were redriven or
     /// deleted: a copy of their records kept anywhere is stale (`ClusterNotice.changed`).
     func notifyChanged(_ ids: [String], _ db: PostgresConnection) throws {
         for payload in ClusterNotice.listPayloads("changed", ids) {
-            try db.query("SELECT pg_notify('taskserver', $1)", [.text(payload)])
+            try db.query("SELECT pg_notify(taskserver_channel(), $1)", [.text(payload)])
         }
     }
 

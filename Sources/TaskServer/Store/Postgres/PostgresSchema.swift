@@ -230,6 +230,14 @@ enum PostgresSchema {
             RETURN NULL;
         END $$;
         """,
+        // 8: the cluster's notification channel, one per schema, so that clusters in the schemas
+        // of one database do not wake each other (`public` keeps the name it had).
+        """
+        CREATE FUNCTION taskserver_channel() RETURNS text LANGUAGE sql STABLE AS $$
+            SELECT CASE WHEN current_schema() = 'public' THEN 'taskserver'
+                ELSE left('taskserver_' || current_schema(), 63) END
+        $$;
+        """,
     ]
 
     /// The advisory lock key of migrations (any fixed number; "TSMG" in ASCII).
