@@ -495,7 +495,9 @@ extension PostgresJobRepository: GroupCommitting {
             }
             if let attached {
                 for payload in ClusterNotice.listPayloads("ended", attached) {
-                    statements.append(.init(sql: "SELECT pg_notify(taskserver_channel(), $1)", values: [.text(payload)]))
+                    statements.append(
+                        .init(sql: "SELECT pg_notify(taskserver_channel(), $1)", values: [.text(payload)])
+                    )
                 }
             } else {
                 outcome.completions.append { [weak self] in self?.noteEnded(ids) }
