@@ -12,7 +12,8 @@
 #   xacts_per_job         every transaction PostgreSQL counted per job (pg_stat_database), the
 #                         listeners' reads of the notification queue included
 # On 2 cores the servers and PostgreSQL share the CPU: the per-job figures are what predict a
-# bigger machine. Usage: [TASKSERVER_BIN=…] Benchmarks/cluster-bench.sh [seconds, default 8] [rounds, default 3]
+# bigger machine. With KEYS=distinct (10,000 keys, max 1) or KEYS=hot (one key, max KEY_MAX, 8) each
+# job's task holds a concurrency key (issue #42). Usage: [TASKSERVER_BIN=…] [KEYS=…] Benchmarks/cluster-bench.sh [seconds, default 8] [rounds, default 3]
 # [kills, default 10]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +37,13 @@ url=$(PG_EXTRA="-c shared_preload_libraries=pg_stat_statements" bash scripts/pos
 admin() { psql -h "$pg" -p "$(cat "$pg/port")" -U postgres -d taskserver -tAqc "$1"; }
 admin "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
 echo "PostgreSQL $(admin "SHOW server_version"), fsync=$(admin "SHOW fsync"), synchronous_commit=$(admin "SHOW synchronous_commit"), $(nproc) cores"
-cat Benchmarks/wrk/post-job.lua Benchmarks/wrk/report.lua >"$work/post.lua"
+# KEYS=distinct|hot: each job's task holds a concurrency key (Benchmarks/wrk/post-keyed-job.lua).
+if [ -n "${KEYS:-}" ]; then
+    echo "each job's task holds a concurrency key: KEYS=$KEYS"
+    cat Benchmarks/wrk/post-keyed-job.lua Benchmarks/wrk/report.lua >"$work/post.lua"
+else
+    cat Benchmarks/wrk/post-job.lua Benchmarks/wrk/report.lua >"$work/post.lua"
+fi
 field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 pgticks() {

@@ -136,6 +136,86 @@ struct ClusterKeysTests {
     }
 }
 
+/// The ends of a key's holder, and many keys at once, on a cluster.
+@Suite(.serialized, .timeLimit(.minutes(2 * TestTiming.slowdown)))
+struct ClusterKeyHoldersTests {
+    typealias Rules = QueueRulesAPITests
+
+    /// A holder cancelled lets the next in; cancelled, it can be deleted (nothing held), or
+    /// redriven: its task lines up for the key again, and runs once the holder before it ends.
+    @Test func aHoldersJobCancelledDeletedOrRedrivenHoldsNoSlotItShouldNot() async throws {
+        let settings = try TestPostgres.freshSchema()
+        defer { TestPostgres.drop(settings) }
+        let a = try await TestServer.node(settings, "a")
+        let b = try await TestServer.node(settings, "b")
+        let admin = try PostgresConnection(settings)
+        func holders() throws -> [String] {
+            let rows = try admin.query("SELECT holder FROM key_slots WHERE key = 'customer-7'")
+            return (0..<rows.count).map { rows.text($0, 0) }
+        }
+        let first = try await a.submitID(Rules.awaitJob(customer: 7))
+        try await a.waitUntilStarted(first, task: "work")
+        let second = try await b.submitID(Rules.awaitJob(customer: 7))
+        let third = try await b.submitID(Rules.awaitJob(customer: 7))
+        #expect(try await Rules.eventually { try await Rules.node(b, second)["waitingFor"] == "concurrency" })
+        #expect(try holders() == ["\(first)/work"])
+
+        // Cancelled through b: a's holder gives its slot to one of b's waiters.
+        #expect(try await b.post("/v1/jobs/\(first)/cancel").status == 202)
+        #expect(try await a.finished(first)["state"] == "cancelled")
+        #expect(try await Rules.eventually { try holders() == ["\(second)/work"] })
+        // Redriven: it lines up again behind the holder; the third job still waits too.
+        #expect(try await a.post("/v1/jobs/\(first)/redrive").status == 202)
+        #expect(try await Rules.eventually { try await Rules.node(a, first)["waitingFor"] == "concurrency" })
+        #expect(try holders() == ["\(second)/work"])
+        try await Rules.complete(b, second)
+        #expect(try await b.finished(second)["state"] == "succeeded")
+        // One of the two waiters (one per server's line) gets it; then the other.
+        var next = ""
+        #expect(
+            try await Rules.eventually {
+                next = try holders().first ?? ""
+                return next == "\(first)/work" || next == "\(third)/work"
+            }
+        )
+        let (done, last) = next == "\(first)/work" ? (first, third) : (third, first)
+        try await Rules.complete(a, done)
+        #expect(try await a.finished(done)["state"] == "succeeded")
+        #expect(try await Rules.eventually { try holders() == ["\(last)/work"] })
+        try await Rules.complete(b, last)
+        #expect(try await b.finished(last)["state"] == "succeeded")
+        // Deleted once it ended: no slot of it anywhere.
+        #expect(try await b.delete("/v1/jobs/\(first)").status == 204)
+        #expect(try await Rules.eventually { try holders().isEmpty })
+        await a.stop()
+        await b.stop()
+    }
+
+    /// 10,000 distinct keys held at once through two servers: each holder its own slot, and a
+    /// 10,001st job on one of the keys waits for it.
+    @Test func tenThousandKeysHeldAtOnce() async throws {
+        let settings = try TestPostgres.freshSchema()
+        defer { TestPostgres.drop(settings) }
+        let servers = [try await TestServer.node(settings, "a"), try await TestServer.node(settings, "b")]
+        let admin = try PostgresConnection(settings)
+        for batch in 0..<10 {
+            let jobs = (0..<1000).map { index in Rules.awaitJob(customer: .int(batch * 1000 + index)) }
+            let response = try await servers[batch % 2].post("/v1/jobs/batch", json: ["jobs": .array(jobs)])
+            #expect(response.status == 200, "\(response.status)")
+        }
+        #expect(
+            try await Rules.eventually {
+                try admin.query("SELECT count(*) FROM key_slots").int(0, 0) == 10_000
+            },
+            "every job's task holds its own key"
+        )
+        let waiting = try await servers[0].submitID(Rules.awaitJob(customer: 4242))
+        #expect(try await Rules.eventually { try await Rules.node(servers[0], waiting)["waitingFor"] == "concurrency" })
+        #expect(try admin.query("SELECT count(*) FROM key_slots").int(0, 0) == 10_000)
+        for server in servers { await server.stop() }
+    }
+}
+
 /// Rate limits for the whole cluster (SPEC §8, §9): each server gives out 1/N of a pool's rate,
 /// N the live servers, re-divided at every heartbeat.
 @Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
