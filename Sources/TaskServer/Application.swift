@@ -167,6 +167,11 @@ public final class Application: Sendable {
             clock: clock,
             logger: logger
         )
+        // A cluster's servers publish their executors with each heartbeat (`GET /v1/executors`
+        // answers for the cluster on any server).
+        repository.cluster?.publishExecutors { [weak self] in
+            self.map { JSONValue.array($0.executorItems().map(JSONValue.object)).jsonString }
+        }
     }
 
     /// The routes of the API (the test that compares them with the contract reads this too).
@@ -283,6 +288,42 @@ public final class Application: Sendable {
         case .GET, .HEAD, .POST, .PUT, .PATCH, .DELETE, .OPTIONS: return method.rawValue
         default: return "other"
         }
+    }
+
+    /// This server's executors as `GET /v1/executors` lists them (and its heartbeat publishes them
+    /// to a cluster's other servers), sorted by name.
+    func executorItems() -> [JSONObject] {
+        var items: [(name: String, item: JSONObject)] = self.executors.map { entry in
+            let kind = entry.name == Engine.immediateExecutor ? "inline" : "pool"
+            let statistics = entry.statistics
+            var item: JSONObject = [
+                "name": .string(entry.name), "kind": .string(kind), "size": .int(statistics.size),
+                "running": .int(statistics.running),
+                "queued": .int(statistics.queued), "completed": .int(statistics.completed),
+                "queuedByPriority": ServiceAPI.byPriority(statistics.queuedByPriority),
+            ]
+            if let rate = statistics.rate {
+                item["rate"] = [
+                    "limit": .int(rate.count), "per": rate.period == .seconds(60) ? "minute" : "second",
+                    "burst": .int(rate.burst),
+                    // Two decimals: a fraction says how close the next token is.
+                    "tokens": .double(((statistics.tokens ?? 0) * 100).rounded(.down) / 100),
+                    "share": .double(statistics.rateShare),
+                ]
+            }
+            return (entry.name, item)
+        }
+        for name in self.externalPools.names {
+            guard let statistics = self.externalPools.statistics(name) else { continue }
+            let item: JSONObject = [
+                "name": .string(name), "kind": "external", "queued": .int(statistics.queued),
+                "leased": .int(statistics.leased), "workers": .int(statistics.workers),
+                "queuedByPriority": ServiceAPI.byPriority(statistics.queuedByPriority),
+            ]
+            items.append((name, item))
+        }
+        items.sort { $0.name < $1.name }
+        return items.map(\.item)
     }
 
     var executors: [(name: String, statistics: WorkerPool.Statistics)] {

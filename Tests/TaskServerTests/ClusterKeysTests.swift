@@ -242,6 +242,36 @@ struct ClusterRateTests {
         #expect(try await ClusterKeysTests.Rules.eventually { try await Self.share(a) == 1 })
         await a.stop()
     }
+
+    /// `GET /v1/executors` answers for the cluster on any server: totals, and each server's counts
+    /// (the others' as of their last heartbeat).
+    @Test func executorsAnswerForTheClusterOnAnyServer() async throws {
+        let settings = try TestPostgres.freshSchema()
+        defer { TestPostgres.drop(settings) }
+        let configure: (inout ServerConfiguration) -> Void = { configuration in
+            configuration.executors["paced"] = 4
+            configuration.externalExecutors = ["images"]
+        }
+        let a = try await TestServer.node(settings, "a", configure)
+        let b = try await TestServer.node(settings, "b", configure)
+        // Two tasks queued on a (it runs their jobs), one of them urgent.
+        _ = try await a.submitID(ClusterWorkerTests.job)
+        guard case .object(var urgent) = ClusterWorkerTests.job else { return }
+        urgent["priority"] = 9
+        _ = try await a.submitID(.object(urgent))
+        func executor(_ name: String) async throws -> JSONValue? {
+            try await b.get("/v1/executors").json["items"]?.arrayValue?.first { $0["name"] == .string(name) }
+        }
+        #expect(try await ClusterKeysTests.Rules.eventually { try await executor("images")?["queued"] == 2 })
+        let images = try #require(try await executor("images"))
+        #expect(images["queuedByPriority"] == ["9": 1, "5": 1])
+        let servers = images["servers"]?.arrayValue ?? []
+        #expect(servers.compactMap { $0["server"]?.stringValue } == ["b", "a"], "this server first, then the others")
+        #expect(servers.compactMap { $0["queued"]?.intValue } == [0, 2])
+        #expect(try await executor("paced")?["size"] == 8, "the cluster's slots")
+        await b.stop()
+        await a.stop()
+    }
 }
 
 /// `PostgresKeySlots` at the seam, with the real database: a holder taking its slot up after a

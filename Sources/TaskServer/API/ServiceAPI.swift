@@ -28,37 +28,51 @@ struct ServiceAPI: Sendable {
     }
 
     @Sendable func executors(_ request: Request) throws -> Future<Response> {
-        var items: [(name: String, item: JSONValue)] = self.app.executors.map { entry in
-            let kind = entry.name == Engine.immediateExecutor ? "inline" : "pool"
-            let statistics = entry.statistics
-            var item: JSONObject = [
-                "name": .string(entry.name), "kind": .string(kind), "size": .int(statistics.size),
-                "running": .int(statistics.running),
-                "queued": .int(statistics.queued), "completed": .int(statistics.completed),
-                "queuedByPriority": Self.byPriority(statistics.queuedByPriority),
-            ]
-            if let rate = statistics.rate {
-                item["rate"] = [
-                    "limit": .int(rate.count), "per": rate.period == .seconds(60) ? "minute" : "second",
-                    "burst": .int(rate.burst),
-                    // Two decimals: a fraction says how close the next token is.
-                    "tokens": .double(((statistics.tokens ?? 0) * 100).rounded(.down) / 100),
-                    "share": .double(statistics.rateShare),
-                ]
+        let local = self.app.executorItems()
+        guard let cluster = self.app.repository.cluster else {
+            return Future(value: .json(["items": .array(local.map(JSONValue.object))]))
+        }
+        let items = Self.clusterView(local, server: cluster.nodeName, peers: cluster.peerExecutors())
+        return Future(value: .json(["items": .array(items.map(JSONValue.object))]))
+    }
+
+    /// The counts that add up over a cluster's servers.
+    static let summedFields = ["size", "running", "queued", "completed", "leased", "workers"]
+
+    /// Each of this server's executors with the cluster's totals, and a per-server breakdown
+    /// (`servers`: this server's counts now, the others' as of their last heartbeat, at most a
+    /// second old). Servers are identical, so each pool is this server's by name.
+    static func clusterView(_ local: [JSONObject], server: String, peers: [String: [JSONObject]]) -> [JSONObject] {
+        local.map { item in
+            var total = item
+            var servers: [JSONValue] = []
+            var byPriority = [Int](repeating: 0, count: 10)
+            func add(_ counts: JSONObject, of name: String, isLocal: Bool) {
+                var entry: JSONObject = ["server": .string(name)]
+                for field in Self.summedFields {
+                    guard let value = counts[field]?.intValue else { continue }
+                    entry[field] = .int(value)
+                    if !isLocal { total[field] = .int((total[field]?.intValue ?? 0) + value) }
+                }
+                if case .object(let queued)? = counts["queuedByPriority"] {
+                    for (priority, count) in queued {
+                        if let lane = Int(priority), (0...9).contains(lane) { byPriority[lane] += count.intValue ?? 0 }
+                    }
+                    entry["queuedByPriority"] = .object(queued)
+                }
+                if let share = counts["rate"]?["share"] { entry["rateShare"] = share }
+                servers.append(.object(entry))
             }
-            return (entry.name, .object(item))
+            add(item, of: server, isLocal: true)
+            for (peer, pools) in peers.sorted(by: { $0.key < $1.key }) {
+                if let theirs = pools.first(where: { $0["name"] == item["name"] }) {
+                    add(theirs, of: peer, isLocal: false)
+                }
+            }
+            total["queuedByPriority"] = Self.byPriority(byPriority)
+            total["servers"] = .array(servers)
+            return total
         }
-        for name in self.app.externalPools.names {
-            guard let statistics = self.app.externalPools.statistics(name) else { continue }
-            let item: JSONValue = [
-                "name": .string(name), "kind": "external", "queued": .int(statistics.queued),
-                "leased": .int(statistics.leased), "workers": .int(statistics.workers),
-                "queuedByPriority": Self.byPriority(statistics.queuedByPriority),
-            ]
-            items.append((name, item))
-        }
-        items.sort { $0.name < $1.name }
-        return Future(value: .json(["items": .array(items.map(\.item))]))
     }
 
     /// `{"9": 3, "5": 120}`: the priorities with something queued, highest first.

@@ -33,6 +33,11 @@ public protocol Cluster: AnyObject, Sendable {
     /// Tells `body`, at once and at every heartbeat until `stop`, how many servers are live (this
     /// one included): each in-process pool's `rate=` is divided among them.
     func observeServerCount(_ body: @escaping @Sendable (Int) -> Void)
+    /// Publishes what `body` makes (the server's `GET /v1/executors` items, as JSON) with every
+    /// heartbeat.
+    func publishExecutors(_ body: @escaping @Sendable () -> String?)
+    /// The other live servers' executors, as of their last heartbeat, by server.
+    func peerExecutors() -> [String: [JSONObject]]
 }
 
 /// What a cluster asks of, and tells, the external pools (`PoolRelay`). Called on the cluster's

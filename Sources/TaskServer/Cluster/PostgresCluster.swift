@@ -57,6 +57,9 @@ final class PostgresCluster: Cluster {
     private let scheduleObserver = Mutex<(any ClusterScheduleObserver)?>(nil)
     private let poolsObserver = Mutex<(any ClusterPoolsObserver)?>(nil)
     private let serverCountObserver = Mutex<(@Sendable (Int) -> Void)?>(nil)
+    private let executorsPublisher = Mutex<(@Sendable () -> String?)?>(nil)
+    /// The other live servers' executors, as their rows published them at the last heartbeat.
+    private let peerExecutorItems = Mutex<[String: [JSONObject]]>([:])
     /// Told of a concurrency key's slot given back while a server waited for one.
     let keyFreed = Mutex<(@Sendable (String) -> Void)?>(nil)
     /// Reads the server-wide feed's new rows (another server's jobs ended: it committed some).
@@ -151,6 +154,12 @@ final class PostgresCluster: Cluster {
     func observePools(_ observer: any ClusterPoolsObserver) {
         self.poolsObserver.withLock { $0 = observer }
     }
+
+    func publishExecutors(_ body: @escaping @Sendable () -> String?) {
+        self.executorsPublisher.withLock { $0 = body }
+    }
+
+    func peerExecutors() -> [String: [JSONObject]] { self.peerExecutorItems.withLock { $0 } }
 
     func observeServerCount(_ body: @escaping @Sendable (Int) -> Void) {
         self.serverCountObserver.withLock { $0 = body }
@@ -402,6 +411,7 @@ final class PostgresCluster: Cluster {
         let renewed = try self.statements.renew(
             token: self.token.load(ordering: .sequentiallyConsistent),
             queued: queued.isEmpty ? nil : Self.queuedJSON(queued),
+            executors: self.executorsPublisher.withLock { $0 }?(),
             db
         )
         self.carryOut(self.lease.withLock { $0.renewal(renewed: renewed, sentAt: sentAt) }, db: db)
@@ -416,6 +426,7 @@ final class PostgresCluster: Cluster {
         }
         let alive = try self.statements.alive(db)
         pools?.clusterPeersQueued(try Self.queuedByPool(alive.queued))
+        self.peerExecutorItems.withLock { $0 = Self.executorsByServer(alive.executors) }
         self.peers.store(alive.peers, ordering: .relaxed)
         self.serverCountObserver.withLock { $0 }?(alive.peers + 1)
         let leading = alive.leaderToken == self.token.load(ordering: .relaxed)
@@ -506,6 +517,23 @@ final class PostgresCluster: Cluster {
         } else {
             self.delegate.withLock { $0 }?.clusterApply(id, command)
         }
+    }
+
+    /// Other servers' published executors (`{"server": [item, …]}`) by server; what does not
+    /// parse is left out (a view, not a rule).
+    static func executorsByServer(_ text: String?) -> [String: [JSONObject]] {
+        guard let text, case .object(let servers)? = try? JSONParser.parse(text, limits: StoredRecords.limits) else {
+            return [:]
+        }
+        var result: [String: [JSONObject]] = [:]
+        for (server, items) in servers {
+            guard case .array(let list) = items else { continue }
+            result[server] = list.compactMap { item in
+                if case .object(let object) = item { return object }
+                return nil
+            }
+        }
+        return result
     }
 
     /// This server's queued counts as its row publishes them: `{"pool": count, …}`.

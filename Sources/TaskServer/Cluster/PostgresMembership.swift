@@ -57,13 +57,16 @@ struct PostgresMembership: Sendable {
 
     /// Renews the lease of the row under `token`, publishing `queued` (`{"pool": count}`);
     /// false when the row is gone or under another token (another server took over).
-    func renew(token: Int64, queued: String?, _ db: PostgresConnection) throws -> Bool {
+    func renew(token: Int64, queued: String?, executors: String?, _ db: PostgresConnection) throws -> Bool {
         try db.query(
             """
-            UPDATE servers SET heartbeat_at = now_ms, lease_until = now_ms + $3, queued = $4
+            UPDATE servers SET heartbeat_at = now_ms, lease_until = now_ms + $3, queued = $4, executors = $5
             FROM taskserver_now_ms() AS now_ms WHERE id = $1 AND token = $2
             """,
-            [.text(self.nodeName), .int(token), .int(self.timing.lease.wholeMilliseconds), queued.map { .text($0) }]
+            [
+                .text(self.nodeName), .int(token), .int(self.timing.lease.wholeMilliseconds), queued.map { .text($0) },
+                executors.map { .text($0) },
+            ]
         ).affected == 1
     }
 
@@ -89,19 +92,27 @@ struct PostgresMembership: Sendable {
         var leaderToken: Int64
         /// The others' published queued counts, `{"server": {"pool": count}}`.
         var queued: String?
+        /// The others' published executors, `{"server": [item, …]}`.
+        var executors: String?
     }
 
     func alive(_ db: PostgresConnection) throws -> Alive {
         let rows = try db.query(
             """
             SELECT count(*) FILTER (WHERE id <> $1), coalesce(min(token), 0),
-                json_object_agg(id, queued::json) FILTER (WHERE id <> $1 AND queued IS NOT NULL)::text
+                json_object_agg(id, queued::json) FILTER (WHERE id <> $1 AND queued IS NOT NULL)::text,
+                json_object_agg(id, executors::json) FILTER (WHERE id <> $1 AND executors IS NOT NULL)::text
             FROM servers WHERE lease_until >= taskserver_now_ms()
             """,
             [.text(self.nodeName)]
         )
         let row = rows.row(0)
-        return Alive(peers: Int(rows.int(0, 0)), leaderToken: rows.int(0, 1), queued: row.optionalText(2))
+        return Alive(
+            peers: Int(rows.int(0, 0)),
+            leaderToken: rows.int(0, 1),
+            queued: row.optionalText(2),
+            executors: row.optionalText(3)
+        )
     }
 
     /// The leader's chore: the server-wide feed keeps `entries` positions.

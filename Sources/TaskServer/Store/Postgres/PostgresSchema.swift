@@ -238,6 +238,11 @@ enum PostgresSchema {
                 ELSE left('taskserver_' || current_schema(), 63) END
         $$;
         """,
+        // 9: each server's executors as `GET /v1/executors` lists them, with each heartbeat, so
+        // that any server answers for the cluster.
+        """
+        ALTER TABLE servers ADD COLUMN executors text;
+        """,
     ]
 
     /// The advisory lock key of migrations (any fixed number; "TSMG" in ASCII).
