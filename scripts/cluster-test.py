@@ -45,6 +45,12 @@ talk to any of them, as behind a load balancer: every request goes to a node pic
      read through two nodes from a cursor taken at the start gives the same entries at the same
      cursors, with no gap, every accepted job's end, and no event twice (also across the
      database's restart, when a commit's answer is lost and the commit sent again).
+  9. Queue rules for the whole cluster: jobs whose tasks hold concurrency keys (max 1 and 3), whose
+     job holds one (max 2), tasks of a rate-limited pool (10/s over the three nodes) that also hold
+     a key, and worker tasks holding a key whose first attempt's lease expires while the worker
+     still runs. From the stored start and end times no key ever had more than `max` holders, no
+     slot is left once every job ended, and the pool never started more than 1.5 times its rate
+     (plus 3) within a second.
 Exit status 0 when every check passes; figures on stdout.
 """
 from datetime import datetime
@@ -216,7 +222,8 @@ lock = threading.Lock()
 
 # Queue rules for the whole cluster: concurrency keys (a task's, with max 1 and 3; a job's, max 2),
 # and a rate-limited pool whose tasks also hold a key (two rules on one task).
-KEYS = {"key1": ("chaos-one", 1), "key3": ("chaos-three", 3), "jobkey": ("chaos-job", 2), "paced": ("chaos-paced", 2)}
+KEYS = {"key1": ("chaos-one", 1), "key3": ("chaos-three", 3), "jobkey": ("chaos-job", 2), "paced": ("chaos-paced", 2),
+        "keyworker": ("chaos-worker", 1)}
 PACED_RATE = 10
 
 
@@ -227,6 +234,11 @@ def make_job(kind, n):
         first = {"type": "task", "id": "k", "action": "delay", "params": {"ms": random.randint(50, 400)}}
         if kind == "paced":
             first = {"type": "task", "id": "k", "executor": "paced", "action": "value", "params": {"value": 0}}
+        if kind == "keyworker":
+            # A worker task holding a key whose first attempt's lease expires while its worker still
+            # runs (`slow_work`): the key goes to the retry, never to two attempts at once.
+            first = {"type": "task", "id": "k", "executor": "ext", "action": "slow", "params": {"n": n},
+                     "heartbeatTimeoutMs": 1000, "retry": {"maxAttempts": 10, "delayMs": 100}}
         if kind != "jobkey":
             first.update(rule)
         job = {"labels": {"kind": kind}, "graph": {"type": "series", "id": "s", "steps": [
@@ -317,9 +329,37 @@ def work(stop, pinned):
                 figures[key] = figures.get(key, 0) + 1
 
 
+def slow_work(stop):
+    """The worker of action `slow` (the `keyworker` jobs): a first attempt runs past its lease's
+    heartbeat timeout (1 s) without heartbeats and completes late (409: the lease expired, the
+    attempt was retried); later attempts complete at once."""
+    while not stop.is_set():
+        try:
+            status, body, through = request("POST", "/v1/executors/ext/claim",
+                                            {"workerId": "chaos-slow", "actions": ["slow"], "max": 1,
+                                             "waitMs": 1000})
+        except (SystemExit, OSError):
+            time.sleep(0.1)
+            continue
+        if status != 200 or not body["items"]:
+            continue
+        item = body["items"][0]
+        if item["attempt"] == 1:
+            time.sleep(1.6)
+        completion = {"items": [{"leaseId": item["leaseId"], "result": item["params"]["n"]}]}
+        try:
+            status, body, _ = request("POST", "/v1/leases/complete", completion)
+        except (SystemExit, OSError):
+            continue
+        with lock:
+            for answer in body.get("items", []) if status == 200 else []:
+                key = f"slow {answer.get('status')}"
+                figures[key] = figures.get(key, 0) + 1
+
+
 def wave(count):
     kinds = (["delay"] * 25 + ["fan"] * 15 + ["await"] * 30 + ["worker"] * 10 + ["later"] * 5 + ["value"] * 15
-             + ["key1"] * 8 + ["key3"] * 8 + ["jobkey"] * 6 + ["paced"] * 20) * (count // 100)
+             + ["key1"] * 8 + ["key3"] * 8 + ["jobkey"] * 6 + ["paced"] * 20 + ["keyworker"] * 2) * (count // 100)
     random.shuffle(kinds)
     threads = [threading.Thread(target=lambda chunk: [submit(k) for k in chunk], args=(kinds[i::6],)) for i in range(6)]
     for t in threads:
@@ -609,9 +649,12 @@ def verify():
         for node in tasks["items"]:
             if node["type"] != "task":
                 continue
-            # Each attempt starts with a task.started (or, for a retry, its task.retrying).
-            started = sum(1 for e in events["items"] if e["type"] in ("task.started", "task.retrying")
-                          and e.get("taskId") == node["id"])
+            # Each attempt starts with a task.started (or, for a retry, its task.retrying) — but a
+            # task holding a concurrency key starts each attempt, retries too, with a task.started
+            # once its key is granted.
+            keyed = kind in KEYS and kind != "jobkey" and node["id"] == "k"
+            starts = ("task.started",) if keyed else ("task.started", "task.retrying")
+            started = sum(1 for e in events["items"] if e["type"] in starts and e.get("taskId") == node["id"])
             ended = sum(1 for e in events["items"] if e.get("taskId") == node["id"] and e["type"] in (
                 "task.succeeded", "task.failed", "task.cancelled", "task.skipped"))
             check(ended <= 1, f"{job_id}/{node['id']}: {ended} terminal events (ran again after it finished)")
@@ -859,6 +902,7 @@ def main():
         stop_workers = threading.Event()
         workers = [threading.Thread(target=work, args=(stop_workers, pinned), daemon=True)
                    for pinned in (nodes[0], None)]
+        workers.append(threading.Thread(target=slow_work, args=(stop_workers,), daemon=True))
         for worker in workers:
             worker.start()
         for round_number in range(2):
@@ -888,6 +932,8 @@ def main():
         claims, elsewhere = figures.get("claims", 0), figures.get("claimed elsewhere", 0)
         check(elsewhere > 0, f"worker tasks were claimed through a node other than the one that took the job "
                              f"({elsewhere} of {claims})")
+        check(figures.get("slow 409", 0) > 0,
+              f"a keyed worker task's lease expired while its worker ran (late completions answered 409): {figures}")
         verify_schedule(schedule_created_at, leader_killed_at)
         fenced = sum(open(n.log, errors="replace").read().count("a commit was refused") for n in nodes)
         print(f"jobs accepted: {len(accepted)}, awaits completed: {len(completed)}, cancelled: {len(cancelled)}")
@@ -900,6 +946,8 @@ def main():
               + ", ".join(f"{key} {peak}/{most}/{count}" for key, (peak, most, count) in figures["keys"].items()))
         print(f"paced pool ({PACED_RATE}/s over 3 nodes): {figures['paced'][0]} starts, "
               f"at most {figures['paced'][1]} within any 1 s")
+        print("keyed worker tasks whose lease expired while their worker ran: completions by status "
+              + ", ".join(f"{key[5:]}: {value}" for key, value in sorted(figures.items()) if key.startswith("slow ")))
         print(f"server-wide feed: {figures['feed'][0]} entries, the same through two nodes, "
               f"none repeated ({figures['feed'][1]})")
         completions = ", ".join(f"{key[12:]}: {value}" for key, value in sorted(figures.items())

@@ -607,9 +607,12 @@ extension JobRun {
     /// built-in task turns `running` now; a worker task when a worker claims it.
     private func startHolding(_ permit: any HeldKey, _ plan: AttemptPlan) -> Future<JSONValue> {
         if plan.action != nil { self.markStarted(plan.index) }
-        let running = self.startAttempt(plan)
-        if running.isCompleted { permit.release() } else { running.whenComplete { _ in permit.release() } }
-        return running
+        // Given back once the attempt's end is recorded (`markRetrying`, `markFinished`): never
+        // before, so no other holder's start is recorded before this one's end. (A permit never
+        // given back so is released as the run goes away: `HeldKey`s release on deinit.)
+        let previous = self.state.withLock { $0.heldKeys.updateValue(permit, forKey: plan.index) }
+        previous?.release()
+        return self.startAttempt(plan)
     }
 
     /// A place under `key` for `holder`: from the keys shared with other engines (a cluster's

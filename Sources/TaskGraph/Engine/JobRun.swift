@@ -77,6 +77,10 @@ public final class JobRun: Sendable {
         var waitingFor: WaitReason?
         /// How many tasks wait, per `WaitReason` (raw value order), for the job's representation.
         var tasksWaiting = TasksWaiting()
+        /// The concurrency key each running attempt holds, by record index: given back once the
+        /// attempt's end is recorded (`markRetrying`, `markFinished`), so that no other holder's
+        /// start is ever recorded before this one's end.
+        var heldKeys: [Int: any HeldKey] = [:]
 
         /// How many of `events` readers may see.
         var visibleCount: Int {
@@ -575,19 +579,21 @@ public final class JobRun: Sendable {
 
     /// Records a failed attempt that will be retried, with a `task.retrying` event.
     func markRetrying(_ index: Int, attempt: Int, error: TaskError, delay: Duration) {
-        let waiters: [Promise<Void>] = self.state.withLock { state in
+        let (waiters, held): ([Promise<Void>], (any HeldKey)?) = self.state.withLock { state in
             let data: JSONValue = [
                 "attempt": .int(attempt), "error": error.json, "delayMs": .int(Int(delay.wholeMilliseconds)),
             ]
-            return Self.appendEvent(
+            let waiters = Self.appendEvent(
                 .taskRetrying,
                 taskId: state.records[index].id,
                 data: data,
                 time: .now(),
                 in: &state
             )
+            return (waiters, state.heldKeys.isEmpty ? nil : state.heldKeys.removeValue(forKey: index))
         }
         self.publish(waiters)
+        held?.release()
     }
 
     /// Ends node `index` with `outcome` and emits its event; pending nodes below it become skipped.
@@ -600,7 +606,9 @@ public final class JobRun: Sendable {
         waking earlier: [Promise<Void>] = []
     ) -> Outcome<JSONValue> {
         var final = outcome
+        var held: (any HeldKey)?
         let waiters: [Promise<Void>] = self.state.withLock { state in
+            if !state.heldKeys.isEmpty { held = state.heldKeys.removeValue(forKey: index) }
             let now = Timestamp.now()
             let id = state.records[index].id
             let newState: NodeState
@@ -630,6 +638,7 @@ public final class JobRun: Sendable {
             return waiters
         }
         self.publish(waiters)
+        held?.release()
         return final
     }
 

@@ -95,7 +95,7 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
     private let thread = WorkerPool(name: "pg-keys", size: 1)
     /// Waits until the store's writes queued so far are committed (on the thread, before a batch
     /// that gives slots back).
-    private let flushWrites = Mutex<(@Sendable () -> Void)?>(nil)
+    private let flushWrites = Mutex<(@Sendable () -> Bool)?>(nil)
     /// Touched by `thread` only.
     private nonisolated(unsafe) var connection: PostgresConnection?
 
@@ -115,9 +115,9 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
 
     func close() { self.thread.shutdown() }
 
-    /// Calls `flush` (which waits until the store's queued writes are committed) before each batch
-    /// that gives slots back.
-    func beforeRelease(_ flush: @escaping @Sendable () -> Void) { self.flushWrites.withLock { $0 = flush } }
+    /// Calls `flush` (which waits until the store's queued writes are committed; false when they
+    /// could not be) before each batch that gives slots back: the batch waits until it can.
+    func beforeRelease(_ flush: @escaping @Sendable () -> Bool) { self.flushWrites.withLock { $0 = flush } }
 
     var statistics: ConcurrencyLimiter.Statistics {
         self.state.withLock { state in
@@ -284,7 +284,7 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
         _ releases: [(key: String, slot: Int64, token: Int64)],
         _ unwaits: [String]
     ) -> Bool {
-        if !releases.isEmpty, let flush = self.flushWrites.withLock({ $0 }) { flush() }
+        if !releases.isEmpty, let flush = self.flushWrites.withLock({ $0 }), !flush() { return false }
         let token = self.token()
         var statements: [PostgresConnection.Statement] = []
         if !releases.isEmpty {
