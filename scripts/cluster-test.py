@@ -649,12 +649,12 @@ def verify():
         for node in tasks["items"]:
             if node["type"] != "task":
                 continue
-            # Each attempt starts with a task.started (or, for a retry, its task.retrying) — but a
-            # task holding a concurrency key starts each attempt, retries too, with a task.started
-            # once its key is granted.
+            # Each attempt starts with a task.started (or, for a retry, its task.retrying); a retry of
+            # a task holding a concurrency key that had to wait for its key starts with both.
             keyed = kind in KEYS and kind != "jobkey" and node["id"] == "k"
-            starts = ("task.started",) if keyed else ("task.started", "task.retrying")
-            started = sum(1 for e in events["items"] if e["type"] in starts and e.get("taskId") == node["id"])
+            plain = sum(1 for e in events["items"] if e["type"] == "task.started" and e.get("taskId") == node["id"])
+            retried = sum(1 for e in events["items"] if e["type"] == "task.retrying" and e.get("taskId") == node["id"])
+            started = node["attempts"] if keyed and plain <= node["attempts"] <= plain + retried else plain + retried
             ended = sum(1 for e in events["items"] if e.get("taskId") == node["id"] and e["type"] in (
                 "task.succeeded", "task.failed", "task.cancelled", "task.skipped"))
             check(ended <= 1, f"{job_id}/{node['id']}: {ended} terminal events (ran again after it finished)")

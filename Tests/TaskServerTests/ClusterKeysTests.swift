@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 import TaskCore
 import TestSupport
@@ -294,7 +295,7 @@ struct PostgresKeySlotsTests {
         defer { try? repository.close().wait() }
         let admin = try PostgresConnection(settings)
         // Job j's task held the key's one slot on a server that died (another registration).
-        try admin.query("INSERT INTO key_slots VALUES ('k', 0, 'j/t', 'j', 999, 0)")
+        try admin.query("INSERT INTO key_slots VALUES ('k', 0, 'j/t', 'j', 999, 1, 0)")
         let slots = repository.keySlots
         // A waiter asks first: refused, the head of this server's line.
         let waiter = slots.acquire(key: "k", max: 1, priority: 5, holder: "w/t", jobID: "w", cancellationToken: nil)
@@ -310,6 +311,31 @@ struct PostgresKeySlotsTests {
         // Given back: the waiter gets it.
         held.release()
         _ = try waiter.wait()
+        #expect(try admin.query("SELECT holder FROM key_slots WHERE key = 'k'").text(0, 0) == "w/t")
+    }
+
+    /// A retry of a holder can take its slot up before its previous attempt's release is sent:
+    /// that release then frees nothing (it names the earlier taking), so no third party gets in.
+    @Test func aLateReleaseOfAnEarlierAttemptFreesNothing() throws {
+        let settings = try TestPostgres.freshSchema()
+        defer { TestPostgres.drop(settings) }
+        let repository = try ClusterFencingTests.open(settings, "a")
+        defer { try? repository.close().wait() }
+        let admin = try PostgresConnection(settings)
+        let slots = repository.keySlots
+        let first = try slots.acquire(key: "k", max: 1, priority: 5, holder: "j/t", jobID: "j", cancellationToken: nil)
+            .wait()
+        let retry = try slots.acquire(key: "k", max: 1, priority: 5, holder: "j/t", jobID: "j", cancellationToken: nil)
+            .wait()
+        let other = slots.acquire(key: "k", max: 1, priority: 5, holder: "w/t", jobID: "w", cancellationToken: nil)
+        first.release()
+        // The release is sent, and the other waiter asks again: still j's.
+        try repository.flush().wait()
+        Thread.sleep(forTimeInterval: 0.6)
+        #expect(!other.isCompleted, "the slot is the retry's")
+        #expect(try admin.query("SELECT holder FROM key_slots WHERE key = 'k'").text(0, 0) == "j/t")
+        retry.release()
+        _ = try other.wait()
         #expect(try admin.query("SELECT holder FROM key_slots WHERE key = 'k'").text(0, 0) == "w/t")
     }
 }

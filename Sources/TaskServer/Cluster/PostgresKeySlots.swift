@@ -30,13 +30,17 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
         let key: String
         let slot: Int64
         let token: Int64
+        /// This taking of the slot (`Request.grant`): a release frees the slot only while it is
+        /// still this taking's, not one by a later attempt of the same holder that took it up.
+        let grant: Int64
         private weak let slots: PostgresKeySlots?
         private let released = Atomic(false)
 
-        init(key: String, slot: Int64, token: Int64, slots: PostgresKeySlots) {
+        init(key: String, slot: Int64, token: Int64, grant: Int64, slots: PostgresKeySlots) {
             self.key = key
             self.slot = slot
             self.token = token
+            self.grant = grant
             self.slots = slots
         }
 
@@ -48,6 +52,14 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
         deinit { self.release() }
     }
 
+    /// A slot to give back: `Held`'s fields.
+    private struct Release {
+        let key: String
+        let slot: Int64
+        let token: Int64
+        let grant: Int64
+    }
+
     private struct Request {
         let id: UInt64
         let key: String
@@ -55,6 +67,8 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
         let priority: Int
         let holder: String
         let jobID: String
+        /// Names this taking in its row (random).
+        let grant = Int64.random(in: 1...Int64.max)
         let promise: Promise<any HeldKey>
     }
 
@@ -75,7 +89,7 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
         /// Requests that joined a line: a holder taking its slot up (its job was taken over) must
         /// not wait behind the waiters its slot holds back.
         var adopts: [Request] = []
-        var releases: [(key: String, slot: Int64, token: Int64)] = []
+        var releases: [Release] = []
         /// Keys whose line emptied after waiting: their `key_waiters` row goes.
         var unwaits: [String] = []
         var cancelled: Set<UInt64> = []
@@ -204,7 +218,8 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
     private func release(_ held: Held) {
         self.state.withLock { state in
             state.holders -= 1
-            state.releases.append((held.key, held.slot, held.token))
+            // The slot as a value: `held` may be going away (a release from its deinit).
+            state.releases.append(Release(key: held.key, slot: held.slot, token: held.token, grant: held.grant))
             // Its own release may let its own line in: asked again with the batch that frees it.
             if var line = state.lines[held.key], line.blocked, let head = line.head {
                 line.blocked = false
@@ -281,7 +296,7 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
     private func run(
         _ takes: [Request],
         _ adopts: [Request],
-        _ releases: [(key: String, slot: Int64, token: Int64)],
+        _ releases: [Release],
         _ unwaits: [String]
     ) -> Bool {
         if !releases.isEmpty, let flush = self.flushWrites.withLock({ $0 }), !flush() { return false }
@@ -292,8 +307,9 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
                 .init(
                     sql: """
                         WITH gone AS (
-                            DELETE FROM key_slots s USING unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(key, slot, token)
-                            WHERE s.key = u.key AND s.slot = u.slot AND s.token = u.token
+                            DELETE FROM key_slots s
+                            USING unnest($1::text[], $2::bigint[], $3::bigint[], $5::bigint[]) AS u(key, slot, token, grant_id)
+                            WHERE s.key = u.key AND s.slot = u.slot AND s.token = u.token AND s.grant_id = u.grant_id
                                 AND EXISTS (SELECT 1 FROM servers WHERE id = $4 AND servers.token = u.token)
                             RETURNING s.key)
                         SELECT pg_notify(taskserver_channel(), 'freed ' || g.key) FROM (SELECT DISTINCT key FROM gone) g
@@ -301,7 +317,7 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
                         """,
                     values: [
                         .textArray(releases.map(\.key)), .intArray(releases.map(\.slot)),
-                        .intArray(releases.map(\.token)), .text(self.nodeName),
+                        .intArray(releases.map(\.token)), .text(self.nodeName), .intArray(releases.map(\.grant)),
                     ]
                 )
             )
@@ -319,14 +335,15 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
             statements.append(
                 .init(
                     sql: """
-                        UPDATE key_slots s SET token = $3 FROM unnest($1::text[], $2::text[]) AS u(key, holder)
+                        UPDATE key_slots s SET token = $3, grant_id = u.grant_id
+                        FROM unnest($1::text[], $2::text[], $5::bigint[]) AS u(key, holder, grant_id)
                         WHERE s.key = u.key AND s.holder = u.holder
                             AND EXISTS (SELECT 1 FROM servers WHERE id = $4 AND servers.token = $3)
                         RETURNING s.key, s.holder, s.slot
                         """,
                     values: [
                         .textArray(adopts.map(\.key)), .textArray(adopts.map(\.holder)), .int(token),
-                        .text(self.nodeName),
+                        .text(self.nodeName), .intArray(adopts.map(\.grant)),
                     ]
                 )
             )
@@ -334,10 +351,10 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
         for take in takes {
             statements.append(
                 .init(
-                    sql: "SELECT taskserver_take_slot($1, $2, $3, $4, $5, $6)",
+                    sql: "SELECT taskserver_take_slot($1, $2, $3, $4, $5, $6, $7)",
                     values: [
                         .text(take.key), .int(Int64(take.max)), .text(take.holder), .text(take.jobID), .int(token),
-                        .text(self.nodeName),
+                        .text(self.nodeName), .int(take.grant),
                     ]
                 )
             )
@@ -391,14 +408,14 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
                     // Cancelled and gone from its line meanwhile.
                     if let slot {
                         state.holders += 1
-                        giveBack.append(Held(key: take.key, slot: slot, token: token, slots: self))
+                        giveBack.append(Held(key: take.key, slot: slot, token: token, grant: take.grant, slots: self))
                     }
                     continue
                 }
                 line.asking = false
                 if let slot {
                     state.holders += 1
-                    let held = Held(key: take.key, slot: slot, token: token, slots: self)
+                    let held = Held(key: take.key, slot: slot, token: token, grant: take.grant, slots: self)
                     if state.cancelled.remove(take.id) != nil {
                         giveBack.append(held)
                     } else {
@@ -453,7 +470,9 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
                 }
                 state.lines[request.key] = line
                 state.holders += 1
-                granted.append((request, Held(key: request.key, slot: slot, token: token, slots: self)))
+                granted.append(
+                    (request, Held(key: request.key, slot: slot, token: token, grant: request.grant, slots: self))
+                )
             }
         }
         for (request, held) in granted {

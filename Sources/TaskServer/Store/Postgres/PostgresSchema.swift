@@ -201,6 +201,8 @@ enum PostgresSchema {
             holder text NOT NULL,                  -- the job id, or the job id, a slash, the task
             job_id text NOT NULL,
             token bigint NOT NULL,                 -- the registration that took it (or took it up)
+            grant_id bigint NOT NULL,              -- this taking: a release names it, so a release of
+                                                   -- the holder's earlier attempt frees nothing
             taken_at bigint NOT NULL,
             PRIMARY KEY (key, slot)
         );
@@ -212,17 +214,18 @@ enum PostgresSchema {
             PRIMARY KEY (key, server)
         );
         CREATE FUNCTION taskserver_take_slot(k text, max_holders bigint, who text, job text, server_token bigint,
-            server text) RETURNS bigint LANGUAGE plpgsql AS $$
+            server text, grant_number bigint) RETURNS bigint LANGUAGE plpgsql AS $$
         DECLARE
             got bigint;
             free bigint;
         BEGIN
             PERFORM taskserver_fence(server, server_token);
-            UPDATE key_slots SET token = server_token WHERE key = k AND holder = who RETURNING slot INTO got;
+            UPDATE key_slots SET token = server_token, grant_id = grant_number WHERE key = k AND holder = who
+                RETURNING slot INTO got;
             IF got IS NOT NULL THEN RETURN got; END IF;
             FOR free IN SELECT g FROM generate_series(0, max_holders - 1) g
                     WHERE NOT EXISTS (SELECT 1 FROM key_slots s WHERE s.key = k AND s.slot = g) LOOP
-                INSERT INTO key_slots VALUES (k, free, who, job, server_token, taskserver_now_ms())
+                INSERT INTO key_slots VALUES (k, free, who, job, server_token, grant_number, taskserver_now_ms())
                     ON CONFLICT DO NOTHING RETURNING slot INTO got;
                 IF got IS NOT NULL THEN RETURN got; END IF;
             END LOOP;
