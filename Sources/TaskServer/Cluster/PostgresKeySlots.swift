@@ -80,6 +80,8 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
         var asking = false
         /// The head was refused: it asks again when the key is freed, or on the retry timer.
         var blocked = false
+        /// Some head of this line was refused: the key has a `key_waiters` row of this server.
+        var waited = false
         var isEmpty: Bool { self.head == nil && self.waiters.isEmpty }
     }
 
@@ -205,7 +207,7 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
             }
             if line.isEmpty {
                 state.lines[key] = nil
-                state.unwaits.append(key)
+                if line.waited { state.unwaits.append(key) }
             } else {
                 state.lines[key] = line
             }
@@ -429,6 +431,7 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
                     line.blocked = false
                 } else {
                     line.blocked = true
+                    line.waited = true
                 }
                 if let head = line.head, !line.blocked {
                     line.asking = true
@@ -436,8 +439,8 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
                 }
                 if line.isEmpty {
                     state.lines[take.key] = nil
-                    // Asked and refused before: its waiting mark goes (harmless if none).
-                    state.unwaits.append(take.key)
+                    // Refused before: its waiting mark goes.
+                    if line.waited { state.unwaits.append(take.key) }
                 } else {
                     state.lines[take.key] = line
                 }
