@@ -135,6 +135,28 @@ struct ClusterKeysTests {
         await servers[0].stop()
         await servers[1].stop()
     }
+
+    /// A server that gives its jobs up (it could not renew its lease in time, while its
+    /// registration is still live) frees none of their slots: a given-up attempt's worker may still
+    /// run, so the slot waits for the server that takes the job over.
+    @Test func aServerThatGivesItsJobsUpKeepsTheirSlotsForTheirTakeover() async throws {
+        let settings = try TestPostgres.freshSchema()
+        defer { TestPostgres.drop(settings) }
+        let a = try await TestServer.node(settings, "a")
+        let b = try await TestServer.node(settings, "b")
+        let admin = try PostgresConnection(settings)
+        let holder = try await a.submitID(Rules.awaitJob(customer: 7))
+        #expect(try await Rules.eventually { try await Rules.node(a, holder)["state"] == "running" })
+        #expect(try Self.heldSlots(admin, "customer-7") == 1)
+
+        a.app.jobs.abandonAll()
+        let waiter = try await b.submitID(Rules.awaitJob(customer: 7))
+        try await Task.sleep(for: .milliseconds(1_500))
+        #expect(try await Rules.node(b, waiter)["state"] != "running", "the given-up holder's slot is not free")
+        #expect(try admin.query("SELECT holder FROM key_slots WHERE key = 'customer-7'").text(0, 0) == holder + "/work")
+        await b.stop()
+        await a.stop()
+    }
 }
 
 /// The ends of a key's holder, and many keys at once, on a cluster.

@@ -147,13 +147,13 @@ extension JobRun {
             // left to cancel, so no timer is armed (scheduling and cancelling one was ~2% of a
             // one-task submission).
             self.finishJob(outcome)
-            permit?.release()
+            if let permit { self.giveBack(permit) }
             return
         }
         if let timeoutMs = self.spec.timeoutMs, let startedAt { self.armTimeout(timeoutMs, startedAt: startedAt) }
         root.whenComplete { outcome in
             self.finishJob(outcome)
-            permit?.release()
+            if let permit { self.giveBack(permit) }
         }
     }
 
@@ -611,7 +611,7 @@ extension JobRun {
         // before, so no other holder's start is recorded before this one's end. (A permit never
         // given back so is released as the run goes away: `HeldKey`s release on deinit.)
         let previous = self.state.withLock { $0.heldKeys.updateValue(permit, forKey: plan.index) }
-        previous?.release()
+        if let previous { self.giveBack(previous) }
         return self.startAttempt(plan)
     }
 

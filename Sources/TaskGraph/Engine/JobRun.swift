@@ -296,10 +296,23 @@ public final class JobRun: Sendable {
             return state.durabilityWaiters.map(\.promise)
         }
         for waiter in waiters { waiter.fail(JobAbandoned()) }
+        // Keys stay with their holders for the server that takes the job over: an attempt given up
+        // here may still run (a worker's), so its slot frees only once its job is taken (SPEC §9).
+        let held = self.state.withLock { state in
+            defer { state.heldKeys = [:] }
+            return state.heldKeys.values
+        }
+        for key in held { key.forget() }
         // The job's token and the nodes started under it: a running node's own token is not the
         // job's child (see `cancelStarted`), and an external attempt left running would stay
         // leased here — its worker's outcome applied to a run whose events are no longer recorded.
         self.cancelJobSource()
+    }
+
+    /// Gives a held key back — unless the job was given up (`abandon()`): then its end here is not
+    /// recorded, and the key stays with its holder for the server that takes the job over.
+    func giveBack(_ held: any HeldKey) {
+        if self.isAbandoned { held.forget() } else { held.release() }
     }
 
     /// Whether the job ended and readers can see its every event (its terminal event included).
@@ -593,7 +606,7 @@ public final class JobRun: Sendable {
             return (waiters, state.heldKeys.isEmpty ? nil : state.heldKeys.removeValue(forKey: index))
         }
         self.publish(waiters)
-        held?.release()
+        if let held { self.giveBack(held) }
     }
 
     /// Ends node `index` with `outcome` and emits its event; pending nodes below it become skipped.
@@ -638,7 +651,7 @@ public final class JobRun: Sendable {
             return waiters
         }
         self.publish(waiters)
-        held?.release()
+        if let held { self.giveBack(held) }
         return final
     }
 

@@ -4,9 +4,18 @@ import TaskCore
 /// nothing.
 public protocol HeldKey: Sendable {
     func release()
+
+    /// Lets go of the place on this engine without giving it back: its run was given up and the
+    /// engine that takes the job over takes the place up under the same holder (a cluster's
+    /// takeover, SPEC §9). Until then nobody else gets it — the given-up attempt may still run
+    /// (an external worker does not know). Later calls of either method do nothing.
+    func forget()
 }
 
-extension ConcurrencyLimiter.Permit: HeldKey {}
+extension ConcurrencyLimiter.Permit: HeldKey {
+    /// One engine's keys: nobody takes a given-up run over, so the place is given back.
+    public func forget() { self.release() }
+}
 
 /// Concurrency keys held for several engines at once — the servers of a cluster (SPEC §9) — in
 /// place of the engine's own `ConcurrencyLimiter`: at most `max` holders of a key on all of them.

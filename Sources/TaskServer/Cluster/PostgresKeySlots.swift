@@ -14,7 +14,9 @@ import TaskGraph
 ///   its task again under the same holder name and takes its slot up (the row's token becomes the
 ///   new registration's). A release deletes the row only under the token it was taken with and
 ///   only while that registration is live: a server whose jobs were taken over frees nothing
-///   (its work may still run), so a dead server's slots free only when its jobs are taken up.
+///   (its work may still run), and neither does one that gave its jobs up (`forget()`: the given
+///   up attempt's worker may still run), so a dead server's slots free only when its jobs are
+///   taken up.
 ///   A job's end, in the transaction that records it, deletes every slot of the job — the net
 ///   under a release lost with a crash.
 /// - **Waiting.** Each server keeps one line per key (by priority, then arrival); only its head
@@ -47,6 +49,11 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
         func release() {
             guard !self.released.exchange(true, ordering: .acquiringAndReleasing) else { return }
             self.slots?.release(self)
+        }
+
+        func forget() {
+            guard !self.released.exchange(true, ordering: .acquiringAndReleasing) else { return }
+            self.slots?.forget(self)
         }
 
         deinit { self.release() }
@@ -231,6 +238,11 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
             }
         }
         self.kick()
+    }
+
+    /// A slot whose run was given up: its row stays, for the server that takes the job over.
+    private func forget(_ held: Held) {
+        self.state.withLock { $0.holders -= 1 }
     }
 
     /// Another server freed a slot of `key` (`freed` notification): this server's line asks again.
