@@ -897,7 +897,9 @@ def verify_schedule(created_at, leader_killed_at):
     for fire in fires:
         count = sum(1 for t in created if fire <= t < fire + 15)
         check(count == 1, f"the fire at {time.strftime('%H:%M:%S', time.gmtime(fire))} UTC started {count} jobs")
-    check(len(created) == len(fires), f"the schedule started {len(created)} jobs for {len(fires)} fires")
+    # A fire of the last 15 s (not checked yet) may have started its job already: not counted.
+    counted = [t for t in created if t < (fires[-1] + 60 if fires else minute(created_at))]
+    check(len(counted) == len(fires), f"the schedule started {len(counted)} jobs for {len(fires)} fires")
     for job in body["items"]:
         status, read, _ = request("GET", f"/v1/jobs/{job['id']}?waitMs=10000")
         check(read.get("state") == "succeeded", f"the schedule's job {job['id']} ended {read.get('state')}")

@@ -170,7 +170,7 @@ public final class Application: Sendable {
         // A cluster's servers publish their executors with each heartbeat (`GET /v1/executors`
         // answers for the cluster on any server).
         repository.cluster?.publishExecutors { [weak self] in
-            self.map { JSONValue.array($0.executorItems().map(JSONValue.object)).jsonString }
+            self.map { JSONValue.array($0.publishedExecutorItems().map(JSONValue.object)).jsonString }
         }
     }
 
@@ -324,6 +324,25 @@ public final class Application: Sendable {
         }
         items.sort { $0.name < $1.name }
         return items.map(\.item)
+    }
+
+    /// The most workers per external pool a server publishes to the others with its heartbeat
+    /// (the most recently seen): each server's own list is whole.
+    static let publishedWorkersPerPool = 1_000
+
+    /// What a cluster's server publishes with each heartbeat: its executors, each external pool's
+    /// with its recent workers (`workerList`, for `GET /v1/executors/{name}/workers` elsewhere).
+    func publishedExecutorItems() -> [JSONObject] {
+        self.executorItems().map { item in
+            guard item["kind"] == "external", let name = item["name"]?.stringValue,
+                let workers = self.externalPools.workers(name)
+            else { return item }
+            var published = item
+            published["workerList"] = .array(
+                workers.prefix(Self.publishedWorkersPerPool).map { .object(ExternalPoolsAPI.workerItem($0)) }
+            )
+            return published
+        }
     }
 
     var executors: [(name: String, statistics: WorkerPool.Statistics)] {

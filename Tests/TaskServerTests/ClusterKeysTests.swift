@@ -301,6 +301,37 @@ struct ClusterRateTests {
         #expect(servers.compactMap { $0["server"]?.stringValue } == ["b", "a"], "this server first, then the others")
         #expect(servers.compactMap { $0["queued"]?.intValue } == [0, 2])
         #expect(try await executor("paced")?["size"] == 8, "the cluster's slots")
+
+        // The workers list too: w1 claimed through both servers (a lease through a), w2 through b.
+        func claim(_ server: TestServer, _ worker: String) async throws {
+            let response = try await server.post(
+                "/v1/executors/images/claim",
+                json: ["workerId": .string(worker), "max": 1, "waitMs": 0]
+            )
+            #expect(response.status == 200)
+        }
+        try await claim(a, "w1")
+        try await claim(b, "w1")
+        try await claim(b, "w2")
+        var workers: [JSONValue] = []
+        #expect(
+            try await ClusterKeysTests.Rules.eventually {
+                workers = try await b.get("/v1/executors/images/workers").json["items"]?.arrayValue ?? []
+                return workers.count == 2 && workers.contains { $0["servers"]?.arrayValue?.count == 2 }
+            },
+            "\(workers)"
+        )
+        let w1 = try #require(workers.first { $0["workerId"] == "w1" })
+        #expect(w1["servers"]?.arrayValue?.compactMap { $0["server"]?.stringValue } == ["b", "a"])
+        let byServer = w1["servers"]?.arrayValue?.compactMap { $0["leases"]?.intValue } ?? []
+        #expect(byServer.count == 2 && byServer[1] >= 1, "a holds the lease it handed out")
+        #expect(w1["leases"]?.intValue == byServer.reduce(0, +), "the leases of all servers")
+        let w2 = try #require(workers.first { $0["workerId"] == "w2" })
+        // (A claim through b that b relays to a, which queues the tasks, is seen by both.)
+        #expect(w2["servers"]?.arrayValue?.first?["server"] == "b")
+        #expect(
+            try await a.get("/v1/executors").json["items"]?.arrayValue?.allSatisfy { $0["workerList"] == nil } == true
+        )
         await b.stop()
         await a.stop()
     }

@@ -108,13 +108,58 @@ struct ExternalPoolsAPI: Sendable {
 
     @Sendable func workers(_ request: Request) throws -> Future<Response> {
         let pool = try self.pool(request)
-        let items: [JSONValue] = (self.pools.workers(pool) ?? []).map { worker in
-            [
-                "workerId": .string(worker.workerId), "lastSeenAt": .string(worker.lastSeen.rfc3339),
-                "leases": .int(worker.leases),
-            ]
+        let local = (self.pools.workers(pool) ?? []).map(Self.workerItem)
+        guard let cluster = self.app.repository.cluster else {
+            return Future(value: .json(["items": .array(local.map(JSONValue.object))]))
         }
-        return Future(value: .json(["items": .array(items)]))
+        var lists = [(server: cluster.nodeName, workers: local)]
+        for (peer, items) in cluster.peerExecutors().sorted(by: { $0.key < $1.key }) {
+            let list = items.first { $0["name"] == .string(pool) }?["workerList"]?.arrayValue ?? []
+            lists.append((peer, list.compactMap(\.objectValue)))
+        }
+        return Future(value: .json(["items": .array(Self.clusterWorkers(lists).map(JSONValue.object))]))
+    }
+
+    /// A worker as `GET /v1/executors/{name}/workers` lists it (and a cluster's heartbeat
+    /// publishes it).
+    static func workerItem(_ worker: (workerId: String, lastSeen: Timestamp, leases: Int)) -> JSONObject {
+        [
+            "workerId": .string(worker.workerId), "lastSeenAt": .string(worker.lastSeen.rfc3339),
+            "leases": .int(worker.leases),
+        ]
+    }
+
+    /// A cluster's workers of one pool, from each server's list (this server's first): one item
+    /// per worker, seen last when any server saw it last, holding the leases of all of them, with
+    /// each server's own in `servers`. Most recently seen first. A worker claims through any
+    /// server, so one worker often shows on several.
+    static func clusterWorkers(_ lists: [(server: String, workers: [JSONObject])]) -> [JSONObject] {
+        var merged: [String: JSONObject] = [:]
+        for (server, workers) in lists {
+            for worker in workers {
+                guard let id = worker["workerId"]?.stringValue, let seen = worker["lastSeenAt"]?.stringValue,
+                    let leases = worker["leases"]?.intValue
+                else { continue }
+                let entry: JSONValue = ["server": .string(server), "lastSeenAt": .string(seen), "leases": .int(leases)]
+                guard var item = merged[id] else {
+                    merged[id] = [
+                        "workerId": .string(id), "lastSeenAt": .string(seen), "leases": .int(leases),
+                        "servers": [entry],
+                    ]
+                    continue
+                }
+                // RFC 3339 times with milliseconds in UTC: later sorts after.
+                if seen > (item["lastSeenAt"]?.stringValue ?? "") { item["lastSeenAt"] = .string(seen) }
+                item["leases"] = .int((item["leases"]?.intValue ?? 0) + leases)
+                item["servers"] = .array((item["servers"]?.arrayValue ?? []) + [entry])
+                merged[id] = item
+            }
+        }
+        return merged.values.sorted {
+            let (left, right) = ($0["lastSeenAt"]?.stringValue ?? "", $1["lastSeenAt"]?.stringValue ?? "")
+            return left != right
+                ? left > right : ($0["workerId"]?.stringValue ?? "") < ($1["workerId"]?.stringValue ?? "")
+        }
     }
 
     // MARK: - One lease
