@@ -339,13 +339,15 @@ struct ClusterRateTests {
 
 /// `PostgresKeySlots` at the seam, with the real database: a holder taking its slot up after a
 /// takeover is granted at once, also while its server's line for the key waits behind it.
+///
+/// Async throughout: a test that blocks its thread holds one of the cooperative pool's few
+/// threads (two on two cores), and the other suites' timings suffer.
 @Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
 struct PostgresKeySlotsTests {
-    @Test func aHolderTakesItsSlotUpPastTheWaitersItHoldsBack() throws {
+    @Test func aHolderTakesItsSlotUpPastTheWaitersItHoldsBack() async throws {
         let settings = try TestPostgres.freshSchema()
         defer { TestPostgres.drop(settings) }
         let repository = try ClusterFencingTests.open(settings, "a")
-        defer { try? repository.close().wait() }
         let admin = try PostgresConnection(settings)
         // Job j's task held the key's one slot on a server that died (another registration).
         try admin.query("INSERT INTO key_slots VALUES ('k', 0, 'j/t', 'j', 999, 1, 0)")
@@ -354,7 +356,7 @@ struct PostgresKeySlotsTests {
         let waiter = slots.acquire(key: "k", max: 1, priority: 5, holder: "w/t", jobID: "w", cancellationToken: nil)
         // j, taken over by this server, runs its task again: its slot comes back at once.
         let holder = slots.acquire(key: "k", max: 1, priority: 5, holder: "j/t", jobID: "j", cancellationToken: nil)
-        let held = try holder.wait()
+        let held = try await holder.value
         #expect(!waiter.isCompleted, "the waiter still waits: the one slot is j's")
         #expect(
             try admin.query("SELECT token FROM key_slots WHERE holder = 'j/t'").int(0, 0)
@@ -363,32 +365,115 @@ struct PostgresKeySlotsTests {
         )
         // Given back: the waiter gets it.
         held.release()
-        _ = try waiter.wait()
+        _ = try await waiter.value
         #expect(try admin.query("SELECT holder FROM key_slots WHERE key = 'k'").text(0, 0) == "w/t")
+        try await repository.close().value
+    }
+
+    /// One line per key across the servers: a freed slot goes to the head that waits ahead — a
+    /// higher priority, then the longer wait — whichever server frees it or asks first (here the
+    /// freeing server's own head asks in the very batch that frees it).
+    @Test func aFreedSlotGoesToTheHeadThatWaitsAheadOnAnyServer() async throws {
+        let settings = try TestPostgres.freshSchema()
+        defer { TestPostgres.drop(settings) }
+        let a = try ClusterFencingTests.open(settings, "a")
+        let b = try ClusterFencingTests.open(settings, "b")
+        let admin = try PostgresConnection(settings)
+        // Registered for 10 minutes, as live servers are: a dead server's waiting mark holds
+        // nobody back. (Not started, so no heartbeat renews them: a leader's sweep would free the
+        // slots of these made-up jobs.)
+        try admin.query("UPDATE servers SET lease_until = taskserver_now_ms() + 600000")
+        func take(_ repository: PostgresJobRepository, _ job: String, priority: Int) -> Future<any HeldKey> {
+            repository.keySlots.acquire(
+                key: "k",
+                max: 1,
+                priority: priority,
+                holder: job + "/t",
+                jobID: job,
+                cancellationToken: nil
+            )
+        }
+        func waiting(_ count: Int) async throws {
+            for _ in 0..<100 where try admin.query("SELECT count(*) FROM key_waiters").int(0, 0) != count {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(try admin.query("SELECT count(*) FROM key_waiters").int(0, 0) == count)
+        }
+        func holder() throws -> String { try admin.query("SELECT holder FROM key_slots WHERE key = 'k'").text(0, 0) }
+        /// `future`'s key, granted within 5 s.
+        func granted(
+            _ future: Future<any HeldKey>,
+            sourceLocation: SourceLocation = #_sourceLocation
+        ) async throws -> any HeldKey {
+            for _ in 0..<100 where !future.isCompleted { try await Task.sleep(for: .milliseconds(50)) }
+            let rows = try admin.query("SELECT server || ' ' || priority || ' ' || since FROM key_waiters")
+            let waiters = (0..<rows.count).map { rows.text($0, 0) }
+            try #require(future.isCompleted, "granted in 5 s; waiting: \(waiters)", sourceLocation: sourceLocation)
+            return try await future.value
+        }
+
+        // A higher priority on another server goes first, though a's head waited longer.
+        let first = try await take(a, "h", priority: 5).value
+        let low = take(a, "low", priority: 5)
+        try await waiting(1)
+        let high = take(b, "high", priority: 9)
+        try await waiting(2)
+        first.release()
+        let second = try await granted(high)
+        #expect(!low.isCompleted, "a's own head asked first, and yielded")
+        #expect(try holder() == "high/t")
+
+        // As high a priority: the longer wait goes first (b's head waits since before a's).
+        let early = take(b, "early", priority: 5)
+        try await waiting(2)
+        let late = take(a, "late", priority: 5)
+        second.release()
+        let third = try await granted(low)
+        #expect(try holder() == "low/t")
+        third.release()
+        let fourth = try await granted(early)
+        #expect(!late.isCompleted)
+        fourth.release()
+        try await granted(late).release()
+        try await waiting(0)
+        try await a.close().value
+        try await b.close().value
     }
 
     /// A retry of a holder can take its slot up before its previous attempt's release is sent:
     /// that release then frees nothing (it names the earlier taking), so no third party gets in.
-    @Test func aLateReleaseOfAnEarlierAttemptFreesNothing() throws {
+    @Test func aLateReleaseOfAnEarlierAttemptFreesNothing() async throws {
         let settings = try TestPostgres.freshSchema()
         defer { TestPostgres.drop(settings) }
         let repository = try ClusterFencingTests.open(settings, "a")
-        defer { try? repository.close().wait() }
         let admin = try PostgresConnection(settings)
         let slots = repository.keySlots
-        let first = try slots.acquire(key: "k", max: 1, priority: 5, holder: "j/t", jobID: "j", cancellationToken: nil)
-            .wait()
-        let retry = try slots.acquire(key: "k", max: 1, priority: 5, holder: "j/t", jobID: "j", cancellationToken: nil)
-            .wait()
+        let first = try await slots.acquire(
+            key: "k",
+            max: 1,
+            priority: 5,
+            holder: "j/t",
+            jobID: "j",
+            cancellationToken: nil
+        ).value
+        let retry = try await slots.acquire(
+            key: "k",
+            max: 1,
+            priority: 5,
+            holder: "j/t",
+            jobID: "j",
+            cancellationToken: nil
+        ).value
         let other = slots.acquire(key: "k", max: 1, priority: 5, holder: "w/t", jobID: "w", cancellationToken: nil)
         first.release()
         // The release is sent, and the other waiter asks again: still j's.
-        try repository.flush().wait()
-        Thread.sleep(forTimeInterval: 0.6)
+        try await repository.flush().value
+        try await Task.sleep(for: .milliseconds(600))
         #expect(!other.isCompleted, "the slot is the retry's")
         #expect(try admin.query("SELECT holder FROM key_slots WHERE key = 'k'").text(0, 0) == "j/t")
         retry.release()
-        _ = try other.wait()
+        _ = try await other.value
         #expect(try admin.query("SELECT holder FROM key_slots WHERE key = 'k'").text(0, 0) == "w/t")
+        try await repository.close().value
     }
 }

@@ -22,8 +22,10 @@ import TaskGraph
 /// - **Waiting.** Each server keeps one line per key (by priority, then arrival); only its head
 ///   asks the database. A head refused a slot marks the key waited for (`key_waiters`); a release
 ///   of such a key sends `freed <key>`, and every server with a line for it asks again at once —
-///   and every 500 ms while it waits, should a notification be lost. Across servers the freed
-///   slot goes to whichever head asks first: lines are ordered within a server, not across them.
+///   and every 500 ms while it waits, should a notification be lost. Across servers the heads
+///   make one line: a refused head records its priority and since when it waits, and a take
+///   yields a free slot to a live server's head waiting ahead of it (a higher priority, or as
+///   high and longer) and wakes that server (`taskserver_take_slot`, migration 10).
 /// - **Batches.** Every request queued while the previous batch ran goes in one pipelined round
 ///   trip (releases first, then takes), on a connection and thread of their own.
 final class PostgresKeySlots: SharedConcurrencyKeys {
@@ -74,6 +76,8 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
         let priority: Int
         let holder: String
         let jobID: String
+        /// Since when it waits (this server's clock, ms): its place among other servers' heads.
+        let since: Int64
         /// Names this taking in its row (random).
         let grant = Int64.random(in: 1...Int64.max)
         let promise: Promise<any HeldKey>
@@ -169,6 +173,7 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
                 priority: priority,
                 holder: holder,
                 jobID: jobID,
+                since: self.clock.now().milliseconds,
                 promise: promise
             )
             if state.lines[key]?.head == nil {
@@ -365,10 +370,10 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
         for take in takes {
             statements.append(
                 .init(
-                    sql: "SELECT taskserver_take_slot($1, $2, $3, $4, $5, $6, $7)",
+                    sql: "SELECT taskserver_take_slot($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                     values: [
                         .text(take.key), .int(Int64(take.max)), .text(take.holder), .text(take.jobID), .int(token),
-                        .text(self.nodeName), .int(take.grant),
+                        .text(self.nodeName), .int(take.grant), .int(Int64(take.priority)), .int(take.since),
                     ]
                 )
             )

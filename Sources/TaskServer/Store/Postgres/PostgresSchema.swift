@@ -246,6 +246,44 @@ enum PostgresSchema {
         """
         ALTER TABLE servers ADD COLUMN executors text;
         """,
+        // 10: one line per key across the servers. A server's refused head records its priority
+        // and since when it waits (`key_waiters`); a take yields a free slot to a live server's
+        // head that waits ahead of it (a higher priority, or as high and waiting longer), and
+        // wakes that server (`freed`). The 7-argument function stays for servers not yet upgraded.
+        """
+        ALTER TABLE key_waiters ADD COLUMN priority integer NOT NULL DEFAULT 0,
+            ADD COLUMN since bigint NOT NULL DEFAULT 0;
+        CREATE FUNCTION taskserver_take_slot(k text, max_holders bigint, who text, job text, server_token bigint,
+            me text, grant_number bigint, my_priority bigint, my_since bigint) RETURNS bigint
+            LANGUAGE plpgsql AS $$
+        DECLARE
+            got bigint;
+            free bigint;
+        BEGIN
+            PERFORM taskserver_fence(me, server_token);
+            UPDATE key_slots SET token = server_token, grant_id = grant_number WHERE key = k AND holder = who
+                RETURNING slot INTO got;
+            IF got IS NOT NULL THEN RETURN got; END IF;
+            FOR free IN SELECT g FROM generate_series(0, max_holders - 1) g
+                    WHERE NOT EXISTS (SELECT 1 FROM key_slots s WHERE s.key = k AND s.slot = g) LOOP
+                IF EXISTS (SELECT 1 FROM key_waiters w JOIN servers s ON s.id = w.server
+                        WHERE w.key = k AND w.server <> me AND s.lease_until >= taskserver_now_ms()
+                            AND (w.priority > my_priority OR (w.priority = my_priority AND w.since < my_since))) THEN
+                    PERFORM pg_notify(taskserver_channel(), 'freed ' || k);
+                    EXIT;
+                END IF;
+                INSERT INTO key_slots VALUES (k, free, who, job, server_token, grant_number, taskserver_now_ms())
+                    ON CONFLICT DO NOTHING RETURNING slot INTO got;
+                IF got IS NOT NULL THEN
+                    DELETE FROM key_waiters WHERE key = k AND server = me;
+                    RETURN got;
+                END IF;
+            END LOOP;
+            INSERT INTO key_waiters VALUES (k, me, my_priority, my_since)
+                ON CONFLICT (key, server) DO UPDATE SET priority = excluded.priority, since = excluded.since;
+            RETURN NULL;
+        END $$;
+        """,
     ]
 
     /// The advisory lock key of migrations (any fixed number; "TSMG" in ASCII).
