@@ -23,11 +23,16 @@ public struct CronSchedule: Sendable {
     /// The matching times of day, as seconds after local midnight, ascending.
     private let timesOfDay: [Int]
 
-    /// How many local days after the day of `after` ``nextFires(after:count:)`` searches before
-    /// giving up: 10,980, at least 30 years. The rarest schedules the language allows come every
-    /// 28 years or so (a 29 February that is a Sunday: `0 0 29 2 */7`), with a gap of 40 years
-    /// around 2100, which is not a leap year.
-    public static let searchSpanDays = 366 * 30
+    /// How many local days past the start, and past each fire found, ``nextFires(after:count:)``
+    /// searches for the next fire before giving up: 146,097, the 400 years after which the
+    /// Gregorian calendar repeats (dates and weekdays alike), so any expression that ever fires is
+    /// found. The rarest the language allows come every 28 years or so, with gaps of 40 (a 29
+    /// February that is a Sunday: `0 0 29 2 */7`, around 2100, which is not a leap year).
+    public static let searchSpanDays = 146_097
+
+    /// The last instant a fire may fall on: 9999-12-31T23:59:59Z, the last one RFC 3339 writes
+    /// (four-digit years).
+    public static let lastInstant = 253_402_300_799
 
     /// The schedule of `expression` on the wall clock of `timeZone`.
     public init(_ expression: CronExpression, timeZone: TimeZone) {
@@ -62,27 +67,33 @@ public struct CronSchedule: Sendable {
         guard count > 0, start.isFinite, abs(start) < 1e13 else { return [] }
         // Fires are whole seconds: t > start exactly when t > ⌊start⌋.
         let after = Int(start.rounded(.down))
+        guard after < Self.lastInstant else { return [] }
         let firstDay = floorDivide(after, 86_400)
-        let lastDay = firstDay + Self.searchSpanDays
-        var found: [Int] = []
+        // The search goes on `searchSpanDays` past the start and past each fire found.
+        var lastDay = firstDay + Self.searchSpanDays
         // No zone is a whole day off UTC, so the fires of local day d lie strictly between the UTC
         // instants (d - 1) × 86,400 and (d + 2) × 86,400: the search starts two days early, and
         // once the days before d have been searched, the fires before (d - 1) × 86,400 are final.
+        // Past `finalDay` no local day has a fire by `lastInstant`.
+        let finalDay = floorDivide(Self.lastInstant, 86_400) + 2
+        var found: [Int] = []
         var day = firstDay - 2
         var settled = Int.min
-        while day <= lastDay {
+        while day <= min(lastDay, finalDay) {
             let civil = CivilDate(daysSinceEpoch: day)
             let weekday = CivilDate.weekday(daysSinceEpoch: day)
             if expression.matchesDay(month: civil.month, day: civil.day, weekday: weekday) {
-                Self.merge(fires(onLocalDay: day).drop(while: { $0 <= after }), into: &found)
+                let fires = fires(onLocalDay: day).drop(while: { $0 <= after })
+                if let last = fires.last { lastDay = max(lastDay, floorDivide(last, 86_400) + Self.searchSpanDays) }
+                Self.merge(fires, into: &found)
             }
             day += 1
-            settled = (day - 1) * 86_400
+            settled = day > finalDay ? Self.lastInstant + 1 : (day - 1) * 86_400
             if found.count >= count && found[count - 1] < settled {
                 break
             }
         }
-        return found.prefix(count).filter { $0 < settled }.map { Date(timeIntervalSince1970: TimeInterval($0)) }
+        return found.lazy.filter { $0 < settled }.prefix(count).map { Date(timeIntervalSince1970: TimeInterval($0)) }
     }
 
     /// The fires of local day `day` (days since 1970-01-01 on the zone's wall clock), ascending

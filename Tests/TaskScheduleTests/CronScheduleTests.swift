@@ -147,14 +147,28 @@ struct CronScheduleTests {
         #expect(schedule.nextFires(after: utc("2026-01-01T00:00Z"), count: -1).isEmpty)
     }
 
-    @Test func theSearchStopsAfterTheSpan() throws {
-        // The 29 Februaries that are Sundays after 2088 come in 2128: 40 years, past the span.
+    /// The search goes 400 years (the Gregorian cycle) past the start and past each fire, and
+    /// stops at the last instant RFC 3339 writes.
+    @Test func theSearchFindsTheRarestFiresAndStopsAtTheYear9999() throws {
+        // The 29 Februaries that are Sundays: 2032, 2060, 2088, then 2128 (40 years: 2100 is no
+        // leap year).
         let rare = try CronSchedule(parsing: "0 0 29 2 */7")
-        #expect(rare.nextFire(after: utc("2088-03-01T00:00Z")) == nil)
-        #expect(rare.nextFires(after: utc("2060-03-01T00:00Z"), count: 5) == [utc("2088-02-29T00:00Z")])
-        #expect(CronSchedule.searchSpanDays >= 30 * 366)
-        // Out-of-the-way starts give no fires rather than a trap.
+        #expect(rare.nextFire(after: utc("2088-03-01T00:00Z")) == utc("2128-02-29T00:00Z"))
+        #expect(
+            rare.nextFires(after: utc("2026-01-01T00:00Z"), count: 3)
+                == [utc("2032-02-29T00:00Z"), utc("2060-02-29T00:00Z"), utc("2088-02-29T00:00Z")]
+        )
+        // Twenty 29 Februaries span 80 years: the search is per fire, not from the start.
+        let leap = try CronSchedule(parsing: "0 0 29 2 *")
+        let twenty = leap.nextFires(after: utc("2026-01-01T00:00Z"), count: 20)
+        #expect(twenty.count == 20)
+        #expect(twenty.last == utc("2108-02-29T00:00Z"))
+        // Nothing past 9999-12-31T23:59:59Z (it would be written as the year 0000, or 10000).
         let always = try CronSchedule(parsing: "* * * * *")
+        #expect(always.nextFires(after: utc("9999-12-31T23:58Z"), count: 5) == [utc("9999-12-31T23:59Z")])
+        #expect(always.nextFires(after: utc("9999-12-31T23:59Z"), count: 5).isEmpty)
+        #expect(leap.nextFire(after: utc("9996-03-01T00:00Z")) == nil)
+        // Out-of-the-way starts give no fires rather than a trap.
         #expect(always.nextFires(after: Date(timeIntervalSince1970: .infinity), count: 1).isEmpty)
         #expect(always.nextFires(after: Date(timeIntervalSince1970: .nan), count: 1).isEmpty)
         #expect(always.nextFire(after: .distantFuture) != nil)
@@ -221,12 +235,12 @@ struct CronScheduleTests {
             try CronSchedule(parsing: "@daily", timeZoneName: "America/Santiago").nextFires(after: start, count: 5000)
                 .count == 5000
         )
-        // The whole span, day by day: 29 February never is a Sunday between 2088 and 2118.
+        // Days searched one by one across gaps of 28 and 40 years.
         #expect(
             try CronSchedule(parsing: "0 0 29 2 */7", timeZoneName: "Europe/Paris").nextFires(
                 after: utc("2088-03-01T00:00Z"),
-                count: 1
-            ).isEmpty
+                count: 10
+            ).count == 10
         )
     }
 }
