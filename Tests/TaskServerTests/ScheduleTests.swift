@@ -87,6 +87,34 @@ struct ScheduleTests {
         await server.stop()
     }
 
+    /// A client's job under the key an older version gave a fire (`taskserver-schedule:<id>@<ms>`)
+    /// does not take the fire's place: fire keys hold a space, which no client's key may.
+    @Test func aClientsIdempotencyKeyCannotSilenceAFire() async throws {
+        let clock = ManualClock(start: .now())
+        try await withServer(clock: clock) { server in
+            let now = clock.now().milliseconds
+            let next = (now / 60_000 + 1) * 60_000
+            let job: JSONValue = ["graph": ["type": "task", "id": "t", "action": "value", "params": ["value": 1]]]
+            let squatter = try await server.post(
+                "/v1/jobs",
+                json: job,
+                headers: [("idempotency-key", "taskserver-schedule:minutely@\(next)")]
+            )
+            #expect(squatter.status == 201)
+            let spaced = try await server.post(
+                "/v1/jobs",
+                json: job,
+                headers: [("idempotency-key", "taskserver-schedule minutely@\(next)")]
+            )
+            #expect(spaced.status == 400, "a key with a space is no client's")
+            #expect(try await server.post("/v1/schedules", json: Self.schedule("minutely", [:])).status == 201)
+            Self.advanceToNextMinute(clock)
+            let fired = try await Self.waitForJobs(server, "minutely", count: 1)
+            #expect(fired.count == 1, "the fire started its job")
+            #expect(fired.first?["id"] != squatter.json["id"])
+        }
+    }
+
     /// `* * * * *` with a run that lasts: `skip` does not pile runs up, `cancelPrevious` replaces
     /// the run, `allow` adds one per minute.
     @Test func overlapDecidesWhatAFireDoesWhileTheLastRunRuns() async throws {

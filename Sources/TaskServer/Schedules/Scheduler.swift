@@ -141,9 +141,11 @@ public final class Scheduler: Sendable {
         self.state = Mutex(State(leading: cluster == nil))
     }
 
-    /// The idempotency key of the job a fire at `time` starts.
+    /// The idempotency key of the job a fire at `time` starts. It holds a space, which no
+    /// client's `Idempotency-Key` may (visible ASCII only: `JobsAPI.isIdempotencyKey`), so no
+    /// client's job can take a fire's place and silence it.
     static func fireKey(_ id: String, _ time: Timestamp) -> IdempotencyKey {
-        let key = "taskserver-schedule:\(id)@\(time.milliseconds)"
+        let key = "taskserver-schedule \(id)@\(time.milliseconds)"
         return IdempotencyKey(key: key, bodyHash: fnv1a64(key.utf8))
     }
 
@@ -666,11 +668,19 @@ public final class Scheduler: Sendable {
 
     /// Submits the job of a fire at `time`; its id (the earlier job's, if this fire started one).
     private func submit(_ entry: Entry, at time: Timestamp) -> Future<String?> {
-        self.submitJob(of: entry, idempotency: Self.fireKey(entry.definition.id, time)).map { submitted in
+        let key = Self.fireKey(entry.definition.id, time)
+        return self.submitJob(of: entry, idempotency: key).map { submitted in
             switch submitted {
             case .created(let run): return run.id
             case .existing(let job): return job.id
-            case .mismatch: return nil
+            case .mismatch:
+                // Another body under this fire's key: not this schedule's job (a fire key stored by
+                // an older version, whose keys a client could send). The fire starts nothing.
+                self.logger.warning(
+                    "a fire's job key is taken by another job; the fire starts nothing",
+                    metadata: ["schedule": "\(entry.definition.id)", "fireAt": "\(time.rfc3339)"]
+                )
+                return nil
             }
         }
     }
