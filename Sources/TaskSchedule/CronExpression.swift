@@ -193,6 +193,10 @@ extension CronExpression {
             guard number >= 1 else {
                 throw CronError(.field(field), "\(quoted): the step must be at least 1")
             }
+            // As cronie's crontab: a larger step would act as the first value only.
+            guard number <= field.range.upperBound else {
+                throw CronError(.field(field), "\(quoted): the step must be at most \(field.range.upperBound)")
+            }
             step = number
         }
         var bits: UInt64 = 0

@@ -94,8 +94,16 @@ struct CronExpressionTests {
             months: all12,
             daysOfWeek: [1]
         ),
-        // A step larger than the field keeps its first value, as in cronie.
-        Valid(text: "*/90 * * * *", minutes: [0], hours: all24, daysOfMonth: all31, months: all12, daysOfWeek: all7),
+        // A step as large as the field's largest value (a larger one is refused, as cronie's
+        // crontab does): the first value and the last.
+        Valid(
+            text: "*/59 * * * *",
+            minutes: [0, 59],
+            hours: all24,
+            daysOfMonth: all31,
+            months: all12,
+            daysOfWeek: all7
+        ),
         Valid(text: "05 007 * * *", minutes: [5], hours: [7], daysOfMonth: all31, months: all12, daysOfWeek: all7),
         Valid(
             text: " \t59  23\t31 12 7 ",
@@ -227,6 +235,13 @@ struct CronExpressionTests {
         ("0 0 * * MON/2", #"day-of-week "MON/2": a step needs * or a range before it"#),
         ("*/0 * * * *", #"minute "*/0": the step must be at least 1"#),
         ("0 1-5/0 * * *", #"hour "1-5/0": the step must be at least 1"#),
+        // Larger than the field's largest value, as cronie's crontab refuses it (it would act
+        // as the first value only).
+        ("*/60 * * * *", #"minute "*/60": the step must be at most 59"#),
+        ("0 */24 * * *", #"hour "*/24": the step must be at most 23"#),
+        ("0 0 1-5/32 * *", #"day-of-month "1-5/32": the step must be at most 31"#),
+        ("0 0 1 */13 *", #"month "*/13": the step must be at most 12"#),
+        ("0 0 * * */8", #"day-of-week "*/8": the step must be at most 7"#),
         ("0 0 * * */MON", #"day-of-week "*/MON": the step "MON" is not a number"#),
         ("*/-1 * * * *", #"minute "*/-1": the step "-1" is not a number"#),
         ("0 22-2 * * *", #"hour "22-2": a range must not run backwards (22 > 2)"#),
