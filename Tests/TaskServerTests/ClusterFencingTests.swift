@@ -40,6 +40,39 @@ struct ClusterFencingTests {
         #expect(applied == Int64(PostgresSchema.migrations.count))
     }
 
+    /// A migrated schema has exactly the tables, columns and functions `verify` checks for; one
+    /// changed by hand afterwards (a table or a column dropped) is refused at start, naming what
+    /// is missing (the command line turns it into exit 64 naming `--database`).
+    @Test func aSchemaMissingATableOrColumnIsRefusedAtStart() throws {
+        let settings = try TestPostgres.freshSchema()
+        defer { TestPostgres.drop(settings) }
+        let connection = try PostgresConnection(settings)
+        try PostgresSchema.migrate(connection)
+        try PostgresSchema.verify(connection)
+        let rows = try connection.query(
+            """
+            SELECT table_name::text, string_agg(column_name::text, ' ' ORDER BY ordinal_position)
+            FROM information_schema.columns WHERE table_schema = current_schema() AND table_name <> 'taskserver_migrations'
+            GROUP BY table_name
+            """
+        )
+        var made: [String: String] = [:]
+        for row in 0..<rows.count { made[rows.text(row, 0)] = rows.text(row, 1) }
+        var listed: [String: String] = [:]
+        for (table, columns) in PostgresSchema.tables { listed[table] = columns.joined(separator: " ") }
+        #expect(made == listed, "PostgresSchema.tables is what the migrations make")
+
+        try connection.execute("DROP TABLE schedules; ALTER TABLE events DROP COLUMN events")
+        #expect {
+            try PostgresSchema.verify(connection)
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains("table schedules") && text.contains("column events.events")
+                && text.contains("--database")
+        }
+        #expect(throws: PostgresSchemaError.self) { try ClusterFencingTests.open(settings, "a") }
+    }
+
     @Test func aServerWhoseJobsWereTakenOverCanWriteNothingMore() throws {
         let settings = try TestPostgres.freshSchema()
         defer { TestPostgres.drop(settings) }

@@ -30,7 +30,7 @@ extension StoreError: HTTPResponseError {
             return HTTPProblem(
                 .serviceUnavailable,
                 code: "store.unavailable",
-                detail: "the job could not be stored; retry shortly"
+                detail: "the change could not be stored; retry shortly"
             )
         case .unavailable:
             return HTTPProblem(

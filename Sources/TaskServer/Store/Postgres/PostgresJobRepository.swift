@@ -113,6 +113,7 @@ public final class PostgresJobRepository: JobRepository {
             )
         }
         try PostgresSchema.migrate(connection)
+        try PostgresSchema.verify(connection)
         self.membership = try PostgresCluster(
             nodeName: options.nodeName,
             settings: settings,

@@ -331,16 +331,88 @@ enum PostgresSchema {
             throw PostgresSchemaError.newer(database: newest, server: Self.migrations.count)
         }
     }
+
+    /// The tables and columns the migrations make, in the order they make them (a test checks
+    /// that a migrated schema has exactly these).
+    static let tables: KeyValuePairs<String, [String]> = [
+        "jobs": [
+            "position", "id", "state", "created_at", "started_at", "finished_at", "run_at", "priority",
+            "cancel_requested", "owner", "owner_token", "name", "labels", "idempotency_key", "body_hash", "error",
+            "progress", "result", "document", "nodes",
+        ],
+        "labels": ["key", "value", "position"],
+        "nodes": [
+            "job", "node_id", "ordinal", "type", "action", "executor", "parent", "state", "attempts", "result",
+            "error", "started_at", "finished_at",
+        ],
+        "events": ["job", "seq", "events"],
+        "deliveries": [
+            "id", "job_id", "seq", "event_type", "url", "headers", "secret", "body", "state", "attempts",
+            "next_attempt_at", "retry", "created_at", "claimed_by",
+        ],
+        "leases": [
+            "lease_hash", "job_id", "task_id", "executor", "worker_id", "attempt", "heartbeat_timeout_ms",
+            "claimed_at",
+        ],
+        "schedules": ["id", "definition", "created_at", "updated_at", "last_fire_at", "last_job_id"],
+        "servers": ["id", "token", "started_at", "heartbeat_at", "lease_until", "queued", "process", "executors"],
+        "commands": ["id", "job_id", "kind", "body", "created_at", "task_id", "applied_at", "result", "server"],
+        "feed": ["first_position", "count", "entries", "created_at"],
+        "feed_head": ["only_row", "last"],
+        "ended_leases": ["lease_hash", "job_id", "ended_at"],
+        "key_slots": ["key", "slot", "holder", "job_id", "token", "grant_id", "taken_at"],
+        "key_waiters": ["key", "server", "priority", "since"],
+    ]
+
+    /// The functions the migrations make, with their numbers of arguments.
+    static let functions: [(name: String, arguments: Int)] = [
+        ("taskserver_now_ms", 0), ("taskserver_fence", 2), ("taskserver_take_slot", 9), ("taskserver_channel", 0),
+    ]
+
+    /// Checks that the schema the connection uses (its `search_path`) has every table, column and
+    /// function the migrations make — a schema migrated, then changed by hand (a table dropped),
+    /// would fail every write, or answer `201` for what never commits. Throws
+    /// `PostgresSchemaError.incomplete` naming what is missing.
+    static func verify(_ connection: PostgresConnection) throws {
+        let rows = try connection.query(
+            "SELECT table_name::text, column_name::text FROM information_schema.columns WHERE table_schema = current_schema()"
+        )
+        var present: [String: Set<String>] = [:]
+        for row in 0..<rows.count { present[rows.text(row, 0), default: []].insert(rows.text(row, 1)) }
+        var missing: [String] = []
+        for (table, columns) in Self.tables {
+            guard let have = present[table] else {
+                missing.append("table \(table)")
+                continue
+            }
+            for column in columns where !have.contains(column) { missing.append("column \(table).\(column)") }
+        }
+        let defined = try connection.query(
+            "SELECT proname::text, pronargs::bigint FROM pg_proc WHERE pronamespace = current_schema()::regnamespace"
+        )
+        var have: Set<String> = []
+        for row in 0..<defined.count { have.insert("\(defined.text(row, 0))/\(defined.int(row, 1))") }
+        for function in Self.functions where !have.contains("\(function.name)/\(function.arguments)") {
+            missing.append("function \(function.name) (\(function.arguments) arguments)")
+        }
+        if !missing.isEmpty { throw PostgresSchemaError.incomplete(missing) }
+    }
 }
 
 enum PostgresSchemaError: Error, CustomStringConvertible {
     case newer(database: Int, server: Int)
+    /// Migrated, yet without these (`table jobs`, `column jobs.nodes`, `function …`).
+    case incomplete([String])
 
     var description: String {
         switch self {
         case .newer(let database, let server):
             "the database has schema version \(database), newer than this server knows (\(server)): "
                 + "run a server at least as new as the one that migrated it"
+        case .incomplete(let missing):
+            "the schema is recorded as migrated but lacks "
+                + "\(missing.prefix(10).joined(separator: ", "))\(missing.count > 10 ? " and \(missing.count - 10) more" : ""): "
+                + "restore it from a backup, or point --database at another schema or database"
         }
     }
 }
