@@ -341,7 +341,8 @@ struct WebhookTests {
             // that waited would take the attempt timeout, 600 s: the bound has room for a loaded
             // machine — under TSan beside the other suites these 40 requests took up to 68 s.)
             #expect(states == Array(repeating: "succeeded", count: 20))
-            #expect(ms < TestTiming.ms(8000) * (TestTiming.slowdown > 1 ? 2 : 1), "20 jobs took \(ms) ms")
+            // (8 s was too tight beside the other suites on two cores: 8.0–8.7 s seen.)
+            #expect(ms < TestTiming.ms(30_000) * (TestTiming.slowdown > 1 ? 2 : 1), "20 jobs took \(ms) ms")
             let (_, fastMs) = try await elapsedMilliseconds {
                 let id = try await server.submitID(
                     Self.job(webhook: #"{"url": "\#(fast.url)/fast", "events": ["job.succeeded"]}"#)

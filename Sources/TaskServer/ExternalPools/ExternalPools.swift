@@ -787,7 +787,7 @@ public final class ExternalPools: Sendable {
     /// the lease is not remembered as ended: the worker retries, and the job's next run — which
     /// takes the lease up — answers.
     func durable(_ task: WorkerTask, lease key: String) -> Future<Void> {
-        task.waitUntilDurable().continueWith(on: .immediate) { waited in
+        DurableWait.bounded(task.waitUntilDurable(), clock: self.clock).continueWith(on: .immediate) { waited in
             switch waited.outcome! {
             case .success: return
             case .failure(is JobAbandoned):

@@ -60,7 +60,9 @@ extension JobService {
             guard self.live.addIfAbsent(run) else { return Future(value: .notRedrivable(.running)) }
             run.startRedriven()
             // Answered once `job.redriven` (and whatever followed it so far) is committed.
-            return run.waitForDurability(through: run.lastSeq).map { .redriven(run.snapshot) }
+            return DurableWait.bounded(run.waitForDurability(through: run.lastSeq), clock: self.clock).map {
+                .redriven(run.snapshot)
+            }
         }
     }
 

@@ -293,7 +293,7 @@ public final class JobService: Sendable {
         case .cancelling:
             let seq = run.lastSeq
             return self.repository.requestCancel(run.id)
-                .flatMap { run.waitForDurability(through: seq) }
+                .flatMap { DurableWait.bounded(run.waitForDurability(through: seq), clock: self.clock) }
                 .map { .cancelling(run.snapshot) }
         case .alreadyCancelled:
             return Future(value: .alreadyCancelled(run.snapshot))
@@ -371,7 +371,7 @@ public final class JobService: Sendable {
         case .done:
             // Answered once the change is durable: a restart never forgets an acknowledged one.
             let seq = run.lastSeq
-            return run.waitForDurability(through: seq).map {
+            return DurableWait.bounded(run.waitForDurability(through: seq), clock: self.clock).map {
                 run.node(taskID).map(TaskCommandOutcome.done) ?? .taskNotFound
             }
         case .notFound: return Future(value: .taskNotFound)

@@ -63,6 +63,18 @@ extension GroupCommitting {
     }
 }
 
+extension StoreWrite {
+    /// Whether a commit that did not store this write keeps it for the next one — the journal
+    /// (its events are what a restart recovers from) and chores nobody waits for — rather than
+    /// failing it: what a request waits for fails, so that its client gets an answer.
+    var isKeptForRetry: Bool {
+        switch self {
+        case .journal, .removeLeases, .expire: true
+        default: false
+        }
+    }
+}
+
 /// The writes waiting for the writer, and whether it is at work.
 struct StoreWriteQueue {
     var items: [StoreWrite] = []

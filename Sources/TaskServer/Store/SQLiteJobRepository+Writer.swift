@@ -25,19 +25,60 @@ extension SQLiteJobRepository: GroupCommitting {
         return accepted
     }
 
-    /// Commits what is queued, batch after batch, until the queue is empty.
+    /// Commits what is queued, batch after batch, until the queue is empty (or a commit is
+    /// refused: then the writer stays "draining" until the retry after a backoff).
     func drain() {
         while true {
             let batch = self.queue.withLock { $0.take().writes }
             if batch.isEmpty { return }
-            self.commit(CommitPlan(batch) { self.nextPosition.wrappingAdd(1, ordering: .relaxed).newValue })
+            let plan = CommitPlan(batch) { self.nextPosition.wrappingAdd(1, ordering: .relaxed).newValue }
+            guard self.commit(plan, batch) else { return }
+        }
+    }
+
+    /// SQLite refused a commit (a full disk, an I/O error): it rolled back, nothing of it is on
+    /// disk. Writes someone waits for fail (`503 store.unavailable`, retry); the journal and
+    /// chores go back to the head of the queue and are tried again after a backoff (100 ms
+    /// doubling to 5 s) until SQLite takes them; `/readyz` says 503 meanwhile. A write refused for
+    /// good would hold the writer there: losing acknowledged events instead is what this avoids.
+    private func commitRefused(_ error: any Error, _ batch: [StoreWrite]) {
+        if self.available.exchange(false, ordering: .relaxed) {
+            self.logger.error(
+                "the store refused a commit; writes wait until it takes them",
+                metadata: ["error": "\(error)", "writes": "\(batch.count)"]
+            )
+        }
+        var kept: [StoreWrite] = []
+        var failures: [@Sendable () -> Void] = []
+        for write in batch {
+            if write.isKeptForRetry {
+                kept.append(write)
+            } else if let fail = write.fail(StoreError.writeFailed) {
+                failures.append(fail)
+            }
+        }
+        self.queue.withLock { $0.items = kept + $0.items }
+        let toFail = failures
+        if !toFail.isEmpty { self.completionPool.execute { for fail in toFail { fail() } } }
+        let attempt = self.refusedCommits.wrappingAdd(1, ordering: .relaxed).oldValue
+        _ = self.options.clock.schedule(after: .milliseconds(min(5000, 100 << min(attempt, 6)))) { [weak self] in
+            guard let self else { return }
+            self.writerPool.execute {
+                // Nothing kept to try again: the next write finds out.
+                if self.queue.withLock({ $0.items.isEmpty }) {
+                    self.refusedCommits.store(0, ordering: .relaxed)
+                    self.available.store(true, ordering: .relaxed)
+                }
+                self.drain()
+            }
         }
     }
 
     // MARK: - Committing
 
-    /// Writes `plan` in one transaction; then completes its futures (outside the transaction).
-    func commit(_ plan: CommitPlan) {
+    /// Writes `plan` (made of `batch`) in one transaction; then completes its futures (outside
+    /// the transaction). False when SQLite refused it (`commitRefused`).
+    func commit(_ plan: CommitPlan, _ batch: [StoreWrite]) -> Bool {
         var completions: [@Sendable () -> Void] = []
         completions.reserveCapacity(plan.steps.count)
         var continueExpiring: Timestamp?
@@ -65,13 +106,14 @@ extension SQLiteJobRepository: GroupCommitting {
                 }
             }
         } catch {
-            // The transaction rolled back: nothing of this batch is on disk. New jobs are refused
-            // (their clients get a 503 and may retry); journal entries are lost, which is logged.
-            self.logger.error("store commit failed", metadata: ["error": "\(error)", "writes": "\(plan.steps.count)"])
-            finished = []
-            committed = []
+            // The transaction rolled back: nothing of this batch is on disk.
             for step in plan.steps { if case .insert = step { self.cache.withLock { $0.count -= 1 } } }
-            completions = plan.failures(StoreError.writeFailed)
+            self.commitRefused(error, batch)
+            return false
+        }
+        if self.refusedCommits.exchange(0, ordering: .relaxed) > 0 {
+            self.available.store(true, ordering: .relaxed)
+            self.logger.notice("the store takes commits again")
         }
         let duration = monotonicNanoseconds() &- started
         // The waiting requests continue on another thread (starting their jobs, building their
@@ -91,6 +133,7 @@ extension SQLiteJobRepository: GroupCommitting {
         }
         self.checkpointIfDue()
         if let continueExpiring { self.enqueue(.expire(before: continueExpiring)) }
+        return true
     }
 
     /// The writes other than inserts and journal entries.

@@ -59,6 +59,12 @@ public final class SQLiteJobRepository: JobRepository {
     let readers: Mutex<[SQLiteConnection]>
     let cache = Mutex(FinishedJobCache())
     let queue = Mutex(StoreWriteQueue())
+    /// False from a commit SQLite refused (a full disk: `SQLITE_FULL`, an I/O error) until one
+    /// is stored; `/readyz` says 503 meanwhile.
+    let available = Atomic(true)
+    /// Retries of a refused commit since the last one stored (for the backoff).
+    let refusedCommits = Atomic(0)
+    public var isAvailable: Bool { self.available.load(ordering: .relaxed) }
     let retentionTimer = Mutex<ClockTimer?>(nil)
     /// The position the last new job was given (`jobs.position`): positions are handed out when
     /// a batch is planned, so a job's rows can be written without asking SQLite for its rowid.

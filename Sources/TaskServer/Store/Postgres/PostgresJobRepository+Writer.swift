@@ -76,13 +76,16 @@ extension PostgresJobRepository: GroupCommitting {
             outcome = CommitOutcome()
             outcome.completions = plan.failures(StoreError.writeFailed)
         } catch {
-            // The transaction rolled back: nothing of this batch is stored. New jobs are refused
-            // (their clients get a 503 and may retry); journal entries are lost, which is logged.
-            self.logger.error("store commit failed", metadata: ["error": "\(error)", "writes": "\(plan.steps.count)"])
-            outcome = CommitOutcome()
-            outcome.completions = plan.failures(StoreError.writeFailed)
+            self.commitRefused(error, batch)
+            return false
         }
         let duration = monotonicNanoseconds() &- started
+        if self.refusing.load(ordering: .relaxed) {
+            self.refusing.store(false, ordering: .relaxed)
+            self.reconnectAttempts.store(0, ordering: .relaxed)
+            self.available.store(true, ordering: .relaxed)
+            self.logger.notice("the database takes commits again")
+        }
         let result = outcome
         self.completionPool.execute {
             // Cached first: a listener lets the service forget a job that ended, and reads of it
@@ -114,20 +117,50 @@ extension PostgresJobRepository: GroupCommitting {
         if wasAvailable {
             self.logger.error("lost the database connection; writes wait for it", metadata: ["error": "\(error)"])
         }
+        // The commit may have been stored before the connection broke: sent again alone (`unsure`).
+        let kept = self.setAside(batch, failing: StoreError.unavailable)
+        self.queue.withLock { $0.unsure = kept + $0.unsure }
         self.writer.connection = nil
+        self.scheduleReconnect()
+    }
+
+    /// The database refused a commit for another reason than a lost connection — a full disk
+    /// (`53100`), a read-only transaction, a constraint or trigger a DBA added: it rolled back,
+    /// nothing of it is stored. As while the database is away: writes someone waits for fail
+    /// (`503 store.unavailable`, retry), `/readyz` says 503, and the journal and lease removals
+    /// wait at the head of the queue for the next try, on a new connection after a backoff (100
+    /// ms doubling to 5 s), until the database takes them. (A write refused for good would hold
+    /// the writer there; losing acknowledged events instead is what this avoids.)
+    func commitRefused(_ error: any Error, _ batch: [StoreWrite]) {
+        self.refusing.store(true, ordering: .relaxed)
+        let wasAvailable = self.available.exchange(false, ordering: .relaxed)
+        if wasAvailable {
+            self.logger.error(
+                "the database refused a commit; writes wait until it takes them",
+                metadata: ["error": "\(error)", "writes": "\(batch.count)"]
+            )
+        }
+        let kept = self.setAside(batch, failing: StoreError.writeFailed)
+        self.queue.withLock { $0.items = kept + $0.items }
+        self.writer.connection = nil
+        self.scheduleReconnect()
+    }
+
+    /// The writes of `batch` kept for the next commit (`isKeptForRetry`); the others fail with
+    /// `error`, on the completion thread.
+    private func setAside(_ batch: [StoreWrite], failing error: StoreError) -> [StoreWrite] {
         var kept: [StoreWrite] = []
         var failures: [@Sendable () -> Void] = []
         for write in batch {
-            switch write {
-            case .journal, .removeLeases, .expire: kept.append(write)
-            default: if let fail = write.fail(StoreError.unavailable) { failures.append(fail) }
+            if write.isKeptForRetry {
+                kept.append(write)
+            } else if let fail = write.fail(error) {
+                failures.append(fail)
             }
         }
-        // The commit may have been stored before the connection broke: sent again alone (`unsure`).
-        self.queue.withLock { $0.unsure = kept + $0.unsure }
         let toFail = failures
         if !toFail.isEmpty { self.completionPool.execute { for fail in toFail { fail() } } }
-        self.scheduleReconnect()
+        return kept
     }
 
     /// Tries to connect again after a backoff (100 ms doubling to 5 s); the writer stays
@@ -149,9 +182,16 @@ extension PostgresJobRepository: GroupCommitting {
             self.scheduleReconnect()
             return
         }
-        self.reconnectAttempts.store(0, ordering: .relaxed)
-        self.available.store(true, ordering: .relaxed)
-        self.logger.notice("reconnected to the database")
+        // After a refused commit, available again (and the backoff reset) once one is stored —
+        // or now, when nothing is kept to try again (the next write finds out).
+        if self.refusing.load(ordering: .relaxed), self.queue.withLock({ $0.items.isEmpty && $0.unsure.isEmpty }) {
+            self.refusing.store(false, ordering: .relaxed)
+        }
+        if !self.refusing.load(ordering: .relaxed) {
+            self.reconnectAttempts.store(0, ordering: .relaxed)
+            self.available.store(true, ordering: .relaxed)
+            self.logger.notice("reconnected to the database")
+        }
         self.drain()
     }
 

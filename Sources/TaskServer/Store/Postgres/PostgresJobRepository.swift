@@ -78,8 +78,11 @@ public final class PostgresJobRepository: JobRepository {
     let cache = Mutex(FinishedJobCache())
     let queue = Mutex(StoreWriteQueue())
     let retentionTimer = Mutex<ClockTimer?>(nil)
-    /// False from a lost connection until the writer has reconnected.
+    /// False from a lost connection until the writer has reconnected, and from a refused commit
+    /// until one is stored.
     let available = Atomic(true)
+    /// A commit was refused (`commitRefused`) and none stored since.
+    let refusing = Atomic(false)
     /// Positions of jobs deleted by this process: late journal entries of theirs are dropped
     /// (used on the writer thread only; the lock is never contended).
     let deleted = Mutex(Set<Int64>())
