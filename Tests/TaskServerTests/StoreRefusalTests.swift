@@ -33,7 +33,7 @@ struct StoreRefusalTests {
         let completed = try await server.post("/v1/jobs/\(id)/tasks/gate/complete", json: ["result": "ok"])
         #expect(completed.status == 503, "\(completed)")
         #expect(completed.json["code"] == "store.unavailable")
-        #expect(ContinuousClock.now - started < DurableWait.bound + .seconds(5))
+        #expect(ContinuousClock.now - started < DurableWait.bound + TestTiming.scaled(.seconds(5)))
         #expect(try await server.get("/readyz").status == 503, "the store cannot commit")
         // A new job is refused at once (its insert could not be stored either).
         let refused = try await server.post("/v1/jobs", json: gate)
