@@ -131,8 +131,9 @@ struct DelayedStartTests {
 
     /// Cancelled before its time, held or asleep: it ends `cancelled` at once, nothing ran.
     static func cancelBeforeStart(_ server: TestServer) async throws {
-        // Due within the horizon (held live; under TSan's slowdown it sleeps), and in an hour.
-        for delay in [TestTiming.ms(2_000), 3_600_000] {
+        // Due within the 10 s horizon (held live; under TSan's slowdown it sleeps), and in an hour:
+        // 8 s leaves a loaded machine time to cancel before the job is due.
+        for delay in [TestTiming.ms(8_000), 3_600_000] {
             let id = try await server.submitID(Self.job(["delayMs": .int(delay)]))
             let cancelled = try await server.post("/v1/jobs/\(id)/cancel")
             #expect(cancelled.status == 202, "\(cancelled)")
