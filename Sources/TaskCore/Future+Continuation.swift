@@ -218,10 +218,12 @@ extension Future {
             // registered on the same token must not keep the token alive (the two would hold each
             // other).
             let cancelled = CancellationFlag()
-            let registration = token.register { cancelled.set() }
-            let id = registration.id
+            // Owned by the inner future's callback: an inner future dropped before it completes
+            // (its promise gone) frees the callback, and with it the handler — a long-lived token
+            // does not collect one per abandoned continuation.
+            let registration = OwnedRegistration(token.register { cancelled.set() })
             inner.whenComplete { [weak token] outcome in
-                token?.unregister(id)
+                registration.dispose()
                 // The token too: work the body handed the token to (`delay(_:token:)`) registered
                 // its handler first, so its future completes — and this runs — before the flag's
                 // handler has (#43). The flag keeps a request whose token is gone by now.
@@ -235,6 +237,22 @@ extension Future {
         case .cancelled: promise.tryCancel()
         }
     }
+}
+
+/// A token's handler removed when this object goes away (or at `dispose()`); it holds the token
+/// weakly, so an abandoned inner future that registered on the same token does not keep it alive.
+private final class OwnedRegistration: Sendable {
+    private weak let token: CancellationToken?
+    private let id: UInt64
+
+    init(_ registration: CancellationRegistration) {
+        self.token = registration.token
+        self.id = registration.id
+    }
+
+    func dispose() { self.token?.unregister(self.id) }
+
+    deinit { self.dispose() }
 }
 
 // MARK: - Continuation futures

@@ -218,6 +218,29 @@ struct ContinuationTests {
         }
     }
 
+    /// A body's future that nobody completes and everybody drops (its promise gone) takes the
+    /// continuation's handler on a long-lived token with it (#43: 100,000 continuations left
+    /// 100,000 handlers behind).
+    @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
+    func droppedFuturesOfBodiesLeaveNoHandlersOnALongLivedToken() {
+        let source = CancellationTokenSource()
+        for _ in 0..<100_000 {
+            _ = Future(value: 1).continueWithTask(on: .immediate, cancellationToken: source.token) { _ in
+                Promise<Int>().future
+            }
+        }
+        #expect(source.token.registeredHandlerCount == 0)
+        // A future still pending and kept keeps its handler: a cancel still reaches it.
+        let kept = Promise<Int>()
+        let next = Future(value: 1).continueWithTask(on: .immediate, cancellationToken: source.token) { _ in
+            kept.future
+        }
+        #expect(source.token.registeredHandlerCount == 1)
+        source.cancel()
+        kept.succeed(1)
+        #expect(next.isCancelled)
+    }
+
     @Test(.timeLimit(.minutes(1 * TestTiming.slowdown)))
     func aTokenCancelledWhileTheBodysFutureRunsEndsCancelled() async {
         let source = CancellationTokenSource()
