@@ -3,13 +3,18 @@
 # `* * * * *`, each submitting a one-task job, created over HTTP; then MINUTES (default 2) minutes
 # of fires. From the file: each fire's lateness (its job's createdAt − the whole minute it fired
 # for), p50 / p99 / max, and whether any (schedule, minute) has two jobs.
-# Usage: Benchmarks/schedule-bench.sh [schedules] [minutes]
+# Usage: [TASKSERVER_BIN=…] Benchmarks/schedule-bench.sh [schedules] [minutes]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 schedules=${1:-10000}
 minutes=${2:-2}
-swift build -c release --product taskserver >/dev/null
-bin=$(swift build -c release --show-bin-path)/taskserver
+# TASKSERVER_BIN: another build to measure (a comparison in one sitting); the release build otherwise.
+if [ -n "${TASKSERVER_BIN:-}" ]; then
+    bin=$TASKSERVER_BIN
+else
+    swift build -c release --product taskserver >/dev/null
+    bin=$(swift build -c release --show-bin-path)/taskserver
+fi
 . scripts/server.sh
 dir=$(mktemp -d)
 db=$dir/taskserver.sqlite
@@ -33,7 +38,9 @@ kill -STOP "$pid"  # no more fires while the file is read
 fired="FROM jobs JOIN labels USING (position) WHERE labels.key = 'schedule' AND jobs.created_at >= $first * 1000 AND jobs.created_at < ($first + $minutes * 60) * 1000"
 echo "fires: $(sqlite3 "$db" "SELECT count(*) $fired") (expected $((schedules * minutes)))"
 sqlite3 "$db" "SELECT created_at % 60000 $fired" | sort -n |
-    awk '{ v[NR] = $1 } END { printf "fire lateness (createdAt - its minute) of %d fires: p50 %d ms, p99 %d ms, max %d ms\n", NR, v[int(NR * 0.5)], v[int(NR * 0.99)], v[NR] }'
+    awk '{ v[NR] = $1 } END { printf "fire lateness (createdAt - its minute) of %d fires: first %d ms, p50 %d ms, p99 %d ms, max %d ms\n", NR, v[1], v[int(NR * 0.5)], v[int(NR * 0.99)], v[NR] }'
 echo "a (schedule, minute) with two jobs: $(sqlite3 "$db" "SELECT count(*) FROM (SELECT labels.value, jobs.created_at / 60000 AS minute, count(*) AS n $fired GROUP BY 1, 2 HAVING n > 1)")"
 echo "server RSS $(awk '/^VmRSS/ {printf "%.0f MB", $2 / 1024}' "/proc/$pid/status")"
 kill -CONT "$pid"
+list=$(curl -s -o /dev/null -w '%{time_total} s, %{size_download} bytes' "$url/v1/schedules?limit=1000")
+echo "GET /v1/schedules?limit=1000 (the largest page; 10,000 in one answer before paging): $list"

@@ -87,6 +87,54 @@ struct ScheduleTests {
         await server.stop()
     }
 
+    /// Hundreds of schedules: each fire comes off the scheduler's heap once (`Scheduler.Table`),
+    /// at its own times, and the list comes in pages by id.
+    @Test func manySchedulesFireOnceEachAtTheirOwnTimesAndListInPages() async throws {
+        let clock = ManualClock(start: .now())
+        try await withServer(clock: clock) { server in
+            let ids = (0..<300).map { String(format: "s%03d", $0) }
+            for id in ids.shuffled() {
+                let cron = Int(id.dropFirst())! < 200 ? "* * * * *" : "*/2 * * * *"
+                let created = try await server.post("/v1/schedules", json: Self.schedule(id, cron: cron))
+                try #require(created.status == 201, "\(created)")
+            }
+            // Pages of 128 by id, each `next` the `after` of the one that follows.
+            var listed: [String] = []
+            var after: String?
+            for _ in 0..<4 {
+                let page = try await server.get("/v1/schedules?limit=128" + (after.map { "&after=\($0)" } ?? "")).json
+                listed += page["items"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
+                after = page["next"]?.stringValue
+                if after == nil { break }
+            }
+            #expect(listed == ids)
+            #expect(try await server.get("/v1/schedules").json["items"]?.arrayValue?.count == 100)
+            #expect(try await server.get("/v1/schedules?limit=0").status == 400)
+            #expect(try await server.get("/v1/schedules?limit=1001").status == 400)
+            #expect(try await server.get("/v1/schedules?after=s299").json == ["items": [], "next": nil])
+
+            // Two minutes: every `* * * * *` fires twice, every `*/2` once (one minute is even).
+            var minutes: [Int64] = []
+            var jobs: [JSONValue] = []
+            for _ in 0..<2 {
+                Self.advanceToNextMinute(clock)
+                minutes.append(clock.now().milliseconds / 60_000)
+                let count = 200 * minutes.count + 100 * minutes.filter { $0 % 2 == 0 }.count
+                for _ in 0..<(200 * TestTiming.slowdown) {
+                    jobs = try await server.get("/v1/jobs?limit=1000").json["items"]?.arrayValue ?? []
+                    if jobs.count >= count { break }
+                    clock.advance(by: .milliseconds(5))
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                #expect(jobs.count == count)
+            }
+            #expect(jobs.count == 500)
+            var fires: [String: Int] = [:]
+            for job in jobs { fires[job["labels"]?["schedule"]?.stringValue ?? "?", default: 0] += 1 }
+            #expect(ids.allSatisfy { fires[$0] == (Int($0.dropFirst())! < 200 ? 2 : 1) }, "\(fires)")
+        }
+    }
+
     /// A client's job under the key an older version gave a fire (`taskserver-schedule:<id>@<ms>`)
     /// does not take the fire's place: fire keys hold a space, which no client's key may.
     @Test func aClientsIdempotencyKeyCannotSilenceAFire() async throws {

@@ -56,7 +56,11 @@ struct SchedulesAPI: Sendable {
     }
 
     @Sendable func list(_ request: Request) throws -> Future<Response> {
-        self.app.scheduler.listed().map { items -> Response in .json(["items": .array(items)]) }
+        let limit = try request.integerQuery("limit", in: 1...self.app.configuration.maxListLimit) ?? 100
+        let after = request.query["after"]
+        return self.app.scheduler.listed(limit: limit, after: after).map { page -> Response in
+            .json(["items": .array(page.items), "next": page.next.map(JSONValue.string) ?? .null])
+        }
     }
 
     @Sendable func get(_ request: Request) throws -> Future<Response> {

@@ -63,7 +63,7 @@ public final class Scheduler: Sendable {
     }
 
     private struct State {
-        var entries: [String: Entry] = [:]
+        var entries = Table()
         var timer: ClockTimer?
         var timerAt: Int64 = .max
         var running = false
@@ -112,7 +112,7 @@ public final class Scheduler: Sendable {
             let writing = self.writing
             let newer = { (id: String) in (changedHere[id] ?? 0) > issued || writing[id] != nil }
             let read = Set(fresh.map(\.definition.id))
-            for id in only.map({ [$0] }) ?? Array(self.entries.keys)
+            for id in only.map({ [$0] }) ?? Array(self.entries.ids)
             where !read.contains(id) && !newer(id) && self.entries[id]?.firing != true {
                 self.entries[id] = nil
             }
@@ -166,7 +166,7 @@ public final class Scheduler: Sendable {
     func start() async throws {
         let entries = self.entries(try await self.store.storedSchedules().value)
         self.state.withLock { state in
-            state.entries = entries
+            state.entries = Table(entries)
             state.running = true
         }
         self.cluster?.observeSchedules(ScheduleLink(self))
@@ -399,30 +399,45 @@ public final class Scheduler: Sendable {
         self.state.withLock { $0.entries[id] }.map { self.representation($0) }
     }
 
-    /// Every schedule, by id. In a cluster, as the store holds them (one created or deleted
-    /// through another server an instant ago too), but those this server is writing as it holds
-    /// them; while the store cannot be read, those this server holds. The read is the answer's
-    /// only: the entries change with the announcements, as before (reads of every list in
-    /// `readInOrder` would queue behind one another).
-    func listed() -> Future<[JSONValue]> {
-        guard self.cluster != nil else { return Future(value: self.list()) }
-        return self.store.storedSchedules().continueWith(on: .immediate) { read -> [JSONValue] in
-            guard case .success(let stored)? = read.outcome else { return self.list() }
+    /// A page of the schedules, by id: at most `limit` whose ids come after `after`; `next` is
+    /// the last of them when more follow (the `after` of the next page).
+    struct Page {
+        var items: [JSONValue]
+        var next: String?
+    }
+
+    /// A page of the schedules, by id. In a cluster, as the store holds them (one created or
+    /// deleted through another server an instant ago too), but those this server is writing as
+    /// it holds them; while the store cannot be read, those this server holds. The read is the
+    /// answer's only: the entries change with the announcements, as before (reads of every list
+    /// in `readInOrder` would queue behind one another).
+    func listed(limit: Int, after: String?) -> Future<Page> {
+        guard self.cluster != nil else { return Future(value: self.list(limit: limit, after: after)) }
+        return self.store.storedSchedules().continueWith(on: .immediate) { read -> Page in
+            guard case .success(let stored)? = read.outcome else { return self.list(limit: limit, after: after) }
             let (held, writing) = self.state.withLock { state in (state.entries, state.writing) }
             var entries: [String: Entry] = [:]
             for schedule in stored where writing[schedule.id] == nil {
                 entries[schedule.id] = self.entry(schedule, reusing: held[schedule.id])
             }
             for id in writing.keys { entries[id] = held[id] }
-            return entries.values.sorted { $0.definition.id < $1.definition.id }.map { self.representation($0) }
+            return self.page(entries.values, limit: limit, after: after)
         }
     }
 
-    /// Every schedule this server holds, by id.
-    func list() -> [JSONValue] {
-        self.state.withLock { $0.entries.values.sorted { $0.definition.id < $1.definition.id } }.map {
-            self.representation($0)
-        }
+    /// A page of the schedules this server holds, by id.
+    func list(limit: Int, after: String?) -> Page {
+        self.page(self.state.withLock { $0.entries.values }, limit: limit, after: after)
+    }
+
+    private func page(_ entries: some Collection<Entry>, limit: Int, after: String?) -> Page {
+        var selected = entries.filter { entry in after.map { entry.definition.id > $0 } ?? true }
+        selected.sort { $0.definition.id < $1.definition.id }
+        let page = selected.prefix(limit)
+        return Page(
+            items: page.map { self.representation($0) },
+            next: selected.count > limit ? page.last?.definition.id : nil
+        )
     }
 
     var count: Int { self.state.withLock { $0.entries.count } }
@@ -526,7 +541,8 @@ public final class Scheduler: Sendable {
     func delete(_ id: String) -> Future<Bool> {
         let elsewhere = self.cluster != nil && ScheduleDefinition.isValidID(id)
         let removed = self.state.withLock { state -> Bool? in
-            let removed = state.entries.removeValue(forKey: id) != nil
+            let removed = state.entries[id] != nil
+            state.entries[id] = nil
             guard removed || elsewhere else {
                 state.changed(id)
                 return nil
@@ -576,11 +592,7 @@ public final class Scheduler: Sendable {
         let now = self.clock.now().milliseconds
         let replaced: ClockTimer? = self.state.withLock { state in
             guard state.running, state.leading else { return nil }
-            var earliest = Int64.max
-            for entry in state.entries.values where !entry.firing {
-                if !entry.due.isEmpty { earliest = min(earliest, max(now, entry.holdUntil)) }
-                if let next = entry.next { earliest = min(earliest, max(next.milliseconds, entry.holdUntil)) }
-            }
+            let earliest = state.entries.earliest()
             guard earliest < state.timerAt else { return nil }
             let replaced = state.timer
             state.timerAt = earliest
@@ -592,34 +604,43 @@ public final class Scheduler: Sendable {
         if let replaced { self.clock.cancel(replaced) }
     }
 
-    /// Handles the fires due now: one per schedule at a time, in order.
+    /// Handles the fires due now: one per schedule at a time, in order. The schedules due come
+    /// off the table's heap a chunk at a time, and each chunk's jobs start before the next chunk
+    /// is looked at: the first job of a minute's fires does not wait for the others.
     private func fire() {
-        let now = self.clock.now()
-        let fires: [(Entry, Timestamp)] = self.state.withLock { state in
+        self.state.withLock { state in
             state.timer = nil
             state.timerAt = .max
-            guard state.leading else { return [] }
-            var fires: [(Entry, Timestamp)] = []
-            for id in state.entries.keys {
-                guard var entry = state.entries[id], !entry.firing, entry.holdUntil <= now.milliseconds else {
-                    continue
-                }
-                while let next = entry.next, next <= now {
-                    entry.due.append(next)
-                    entry.next = Self.next(entry.definition, after: next)
-                }
-                if !entry.due.isEmpty {
-                    let time = entry.due.removeFirst()
-                    entry.firing = true
-                    fires.append((entry, time))
-                }
-                state.entries[id] = entry
-            }
-            return fires
         }
-        for (entry, time) in fires { self.handle(entry, at: time) }
+        while true {
+            let now = self.clock.now()
+            let fires: [(Entry, Timestamp)] = self.state.withLock { state in
+                guard state.leading else { return [] }
+                var fires: [(Entry, Timestamp)] = []
+                while fires.count < Self.fireChunk, let id = state.entries.popDue(now: now.milliseconds) {
+                    // Due: not firing, past any hold, with a fire due or its next one come.
+                    guard var entry = state.entries[id] else { continue }
+                    while let next = entry.next, next <= now {
+                        entry.due.append(next)
+                        entry.next = Self.next(entry.definition, after: next)
+                    }
+                    if !entry.due.isEmpty {
+                        let time = entry.due.removeFirst()
+                        entry.firing = true
+                        fires.append((entry, time))
+                    }
+                    state.entries[id] = entry
+                }
+                return fires
+            }
+            if fires.isEmpty { break }
+            for (entry, time) in fires { self.handle(entry, at: time) }
+        }
         self.armTimer()
     }
+
+    /// How many fires `fire` takes off the heap before it starts their jobs.
+    static let fireChunk = 64
 
     /// One fire of `entry` at `time`: the overlap rule, the job, then the record of the fire.
     private func handle(_ entry: Entry, at time: Timestamp) {

@@ -92,7 +92,7 @@ export async function schedulesView(root, ctx) {
   }
 
   async function load() {
-    const list = await api('/v1/schedules', { signal: ctx.signal });
+    const list = await api('/v1/schedules?limit=1000', { signal: ctx.signal });
     if (ctx.closed) return;
     const items = list.items || [];
     body.replaceChildren(items.length === 0 ? h('p', { class: 'muted', testid: 'schedules-empty' }, 'No schedule yet.')
