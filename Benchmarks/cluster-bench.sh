@@ -4,7 +4,10 @@
 # pg_stat_statements), 64 connections in all split evenly over the servers (wrk per server, at
 # once), ROUNDS rounds of SECONDS each; then the idle database load with 3 servers, and the
 # takeover time over KILLS SIGKILLs. Printed per server count (median round):
-#   jobs_per_s            the sum over the servers
+#   jobs_per_s            jobs accepted (201) per second, the sum over the servers
+#   finished_per_s        the round's jobs over the time until the last has ended (a job whose
+#                         key is held waits: accepted can outrun finished); the costs below are
+#                         measured over that whole time
 #   p99_ms                the worst server's p99
 #   server_cpu_us_per_job CPU of each server process per job it took (the mean over the servers)
 #   postgres_cpu_us_per_job, statements_per_job
@@ -87,6 +90,14 @@ for n in 1 2 3; do
             loads+=($!)
         done
         wait "${loads[@]}"
+        # Until every job accepted has ended (a job whose key is taken waits for it): the costs
+        # below are the round's jobs' whole, and finished_per_s counts jobs done, not accepted.
+        drain=$(date +%s.%N)
+        until [ "$(admin "SELECT count(*) FROM jobs WHERE state NOT IN ('succeeded', 'failed', 'cancelled')")" = 0 ]; do
+            if [ "$(echo "$(date +%s.%N) - $drain > 300" | bc)" = 1 ]; then echo "jobs left unfinished after 300 s" >&2; exit 1; fi
+            sleep 0.1
+        done
+        drain=$(echo "$(date +%s.%N) - $drain" | bc)
         s1=$(statements) w1=$(writes) k1=$(commits) p1=$(pgticks)
         rps=0 p99=0 cpu=0
         for i in $(seq 0 $((n - 1))); do
@@ -96,18 +107,18 @@ for n in 1 2 3; do
             cpu=$((cpu + $(ticks "${pids[$i]}") - c0[i]))
         done
         awk -v n="$n" -v r="$round" -v rps="$rps" -v p99="$p99" -v secs="$secs" -v cpu="$cpu" -v hz="$hz" \
-            -v s="$((s1 - s0))" -v w="$((w1 - w0))" -v k="$((k1 - k0))" -v p="$((p1 - p0))" \
+            -v s="$((s1 - s0))" -v w="$((w1 - w0))" -v k="$((k1 - k0))" -v p="$((p1 - p0))" -v drain="$drain" \
             'BEGIN { j = rps * secs
-                printf "%d %d %.0f %.2f %.1f %.1f %.2f %.3f %.3f\n", n, r, rps, p99, cpu * 1e6 / hz / j, p * 1e6 / hz / j, s / j, w / j, k / j }' \
+                printf "%d %d %.0f %.2f %.1f %.1f %.2f %.3f %.3f %.0f\n", n, r, rps, p99, cpu * 1e6 / hz / j, p * 1e6 / hz / j, s / j, w / j, k / j, j / (secs + drain) }' \
             >>"$results"
     done
 done
-echo "nodes round jobs_per_s p99_ms server_cpu_us_per_job postgres_cpu_us_per_job statements_per_job writes_per_job xacts_per_job"
+echo "nodes round jobs_per_s p99_ms server_cpu_us_per_job postgres_cpu_us_per_job statements_per_job writes_per_job xacts_per_job finished_per_s"
 cat "$results"
 median() { awk -v n="$2" -v k="$1" '$1 == n { print $k }' "$results" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 for n in 1 2 3; do
-    printf '%d node(s), medians: %s jobs/s, p99 %s ms; per job: server %s us CPU, postgres %s us CPU, %s statements, %s write transactions, %s transactions\n' \
-        "$n" "$(median 3 "$n")" "$(median 4 "$n")" "$(median 5 "$n")" "$(median 6 "$n")" "$(median 7 "$n")" "$(median 8 "$n")" "$(median 9 "$n")"
+    printf '%d node(s), medians: %s jobs/s accepted, %s finished; p99 %s ms; per job: server %s us CPU, postgres %s us CPU, %s statements, %s write transactions, %s transactions\n' \
+        "$n" "$(median 3 "$n")" "$(median 10 "$n")" "$(median 4 "$n")" "$(median 5 "$n")" "$(median 6 "$n")" "$(median 7 "$n")" "$(median 8 "$n")" "$(median 9 "$n")"
 done
 
 # Idle: 3 servers, no client, 10 s, once autovacuum has nothing left from the load to do (its

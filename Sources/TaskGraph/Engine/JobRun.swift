@@ -310,9 +310,19 @@ public final class JobRun: Sendable {
     }
 
     /// Gives a held key back — unless the job was given up (`abandon()`): then its end here is not
-    /// recorded, and the key stays with its holder for the server that takes the job over.
+    /// recorded, and the key stays with its holder for the server that takes the job over. A
+    /// shared place goes back once what the run recorded so far (its holder's end) is durable; a
+    /// run given up before that forgets it instead (its end was never recorded).
     func giveBack(_ held: any HeldKey) {
-        if self.isAbandoned { held.forget() } else { held.release() }
+        if self.isAbandoned {
+            held.forget()
+        } else if !held.releasesOnceDurable {
+            held.release()
+        } else {
+            self.waitForDurability(through: self.lastSeq).whenComplete { outcome in
+                if case .success = outcome { held.release() } else { held.forget() }
+            }
+        }
     }
 
     /// Whether the job ended and readers can see its every event (its terminal event included).

@@ -10,11 +10,19 @@ public protocol HeldKey: Sendable {
     /// takeover, SPEC §9). Until then nobody else gets it — the given-up attempt may still run
     /// (an external worker does not know). Later calls of either method do nothing.
     func forget()
+
+    /// Whether the place may be given back only once its holder's end is durable. A place shared
+    /// with other engines (a cluster's slot) is: a crash must never free a slot whose holder's end
+    /// the engine that takes the job over would not see. One engine's own places are not: its
+    /// limiter lives and dies with the runs it serves.
+    var releasesOnceDurable: Bool { get }
 }
 
 extension ConcurrencyLimiter.Permit: HeldKey {
     /// One engine's keys: nobody takes a given-up run over, so the place is given back.
     public func forget() { self.release() }
+
+    public var releasesOnceDurable: Bool { false }
 }
 
 /// Concurrency keys held for several engines at once — the servers of a cluster (SPEC §9) — in

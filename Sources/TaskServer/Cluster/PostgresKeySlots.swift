@@ -17,8 +17,10 @@ import TaskGraph
 ///   (its work may still run), and neither does one that gave its jobs up (`forget()`: the given
 ///   up attempt's worker may still run), so a dead server's slots free only when its jobs are
 ///   taken up.
-///   A job's end, in the transaction that records it, deletes every slot of the job — the net
-///   under a release lost with a crash.
+///   A run gives a slot back once its holder's end is durable (`releasesOnceDurable`, waited
+///   for per run, not by a store-wide flush): a crash never frees a slot whose holder's end the
+///   server taking the job over would not see. A job's end, in the transaction that records it,
+///   deletes every slot of the job — the net under a release lost with a crash.
 /// - **Waiting.** Each server keeps one line per key (by priority, then arrival); only its head
 ///   asks the database. A head refused a slot marks the key waited for (`key_waiters`); a release
 ///   of such a key sends `freed <key>`, and every server with a line for it asks again at once —
@@ -58,6 +60,9 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
             self.slots?.forget(self)
         }
 
+        /// Another server may take the job over: its end must be durable before the slot frees.
+        var releasesOnceDurable: Bool { true }
+
         deinit { self.release() }
     }
 
@@ -93,6 +98,10 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
         var blocked = false
         /// Some head of this line was refused: the key has a `key_waiters` row of this server.
         var waited = false
+        /// A slot of the key was freed while the head's request was on its way: a refusal may
+        /// predate the release, so the head asks again at once instead of waiting (a lost wake-up
+        /// left heads waiting for the 500 ms retry while their keys were free).
+        var freedWhileAsking = false
         var isEmpty: Bool { self.head == nil && self.waiters.isEmpty }
     }
 
@@ -120,9 +129,6 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
     private let clock: any ServerClock
     private let logger: Logger
     private let thread = WorkerPool(name: "pg-keys", size: 1)
-    /// Waits until the store's writes queued so far are committed (on the thread, before a batch
-    /// that gives slots back).
-    private let flushWrites = Mutex<(@Sendable () -> Bool)?>(nil)
     /// Touched by `thread` only.
     private nonisolated(unsafe) var connection: PostgresConnection?
 
@@ -141,10 +147,6 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
     }
 
     func close() { self.thread.shutdown() }
-
-    /// Calls `flush` (which waits until the store's queued writes are committed; false when they
-    /// could not be) before each batch that gives slots back: the batch waits until it can.
-    func beforeRelease(_ flush: @escaping @Sendable () -> Bool) { self.flushWrites.withLock { $0 = flush } }
 
     var statistics: ConcurrencyLimiter.Statistics {
         self.state.withLock { state in
@@ -235,12 +237,7 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
             // The slot as a value: `held` may be going away (a release from its deinit).
             state.releases.append(Release(key: held.key, slot: held.slot, token: held.token, grant: held.grant))
             // Its own release may let its own line in: asked again with the batch that frees it.
-            if var line = state.lines[held.key], line.blocked, let head = line.head {
-                line.blocked = false
-                line.asking = true
-                state.lines[held.key] = line
-                state.takes.append(head)
-            }
+            _ = Self.freed(held.key, in: &state)
         }
         self.kick()
     }
@@ -252,15 +249,25 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
 
     /// Another server freed a slot of `key` (`freed` notification): this server's line asks again.
     func freed(_ key: String) {
-        let asked = self.state.withLock { state -> Bool in
-            guard var line = state.lines[key], line.blocked, let head = line.head else { return false }
-            line.blocked = false
-            line.asking = true
-            state.lines[key] = line
-            state.takes.append(head)
-            return true
-        }
+        let asked = self.state.withLock { state in Self.freed(key, in: &state) }
         if asked { self.kick() }
+    }
+
+    /// A slot of `key` was freed: a blocked head asks again; one asking now is told to, should it
+    /// be refused. True when a request was queued.
+    private static func freed(_ key: String, in state: inout State) -> Bool {
+        guard var line = state.lines[key], let head = line.head else { return false }
+        if line.asking {
+            line.freedWhileAsking = true
+            state.lines[key] = line
+            return false
+        }
+        guard line.blocked else { return false }
+        line.blocked = false
+        line.asking = true
+        state.lines[key] = line
+        state.takes.append(head)
+        return true
     }
 
     /// Starts the thread on what is queued, unless it is at work already.
@@ -318,11 +325,22 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
         _ releases: [Release],
         _ unwaits: [String]
     ) -> Bool {
-        if !releases.isEmpty, let flush = self.flushWrites.withLock({ $0 }), !flush() { return false }
         let token = self.token()
+        // In key order: two servers' batches that want the same keys then wait for each other's
+        // inserts in one order, never in a cycle (a deadlock held both servers' fences — and
+        // their heartbeats — for PostgreSQL's deadlock_timeout, and chains of them made a lease
+        // run out under load).
+        let takes = takes.sorted { $0.key < $1.key }
+        // The releases commit in a transaction of their own that does not wait for the WAL flush
+        // (`synchronous_commit = off`): one fsync less per batch. A release lost with a database
+        // crash only keeps its slot until its job's end, whose (synchronous) commit deletes every
+        // slot of the job — never more than `max` holders. A take that a release let in is
+        // committed synchronously, and PostgreSQL flushes the WAL in order: a durable take is
+        // never left holding a slot whose release was lost.
+        var releasing: [PostgresConnection.Statement] = []
         var statements: [PostgresConnection.Statement] = []
         if !releases.isEmpty {
-            statements.append(
+            releasing.append(
                 .init(
                     sql: """
                         WITH gone AS (
@@ -380,16 +398,33 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
         }
         let rows: [PostgresRows]
         do {
-            if self.connection == nil { self.connection = try PostgresConnection(self.settings) }
-            rows = try self.connection!.pipeline(
-                [.init(sql: "BEGIN")] + statements + [.init(sql: "COMMIT")]
-            )
+            if self.connection == nil {
+                let connection = try PostgresConnection(self.settings)
+                // A batch holds this server's fence (`FOR SHARE` on its `servers` row), which the
+                // heartbeat's renewal waits for: a take waiting on another server's insert of the
+                // same slot gives up after a second and is sent again, so that the renewal never
+                // waits longer.
+                try connection.execute("SET lock_timeout = 1000")
+                self.connection = connection
+            }
+            var pipeline: [PostgresConnection.Statement] = []
+            if !releasing.isEmpty {
+                pipeline += [.init(sql: "BEGIN"), .init(sql: "SET LOCAL synchronous_commit = off")]
+                pipeline += releasing + [.init(sql: "COMMIT")]
+            }
+            if !statements.isEmpty { pipeline += [.init(sql: "BEGIN")] + statements + [.init(sql: "COMMIT")] }
+            rows = try self.connection!.pipeline(pipeline)
         } catch let error as PostgresError where !error.connectionLost {
             try? self.connection?.execute("ROLLBACK")
             // Refused by the fence (this server registers again: its jobs were taken over, or its
             // lease ran out), or another error: sent again shortly, under the registration's token
             // then. The requests of runs given up meanwhile leave with their runs' cancellation.
-            if !error.isFenced {
+            if error.sqlState == "55P03" || error.sqlState == "40P01" {
+                self.logger.debug(
+                    "concurrency keys: a batch waited too long on another server's",
+                    metadata: ["error": "\(error)"]
+                )
+            } else if !error.isFenced {
                 self.logger.warning("concurrency keys: a batch failed", metadata: ["error": "\(error)"])
             }
             return false
@@ -398,7 +433,8 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
             self.connection = nil
             return false
         }
-        var first = 1 + (releases.isEmpty ? 0 : 1) + (unwaits.isEmpty ? 0 : 1)
+        // Past the releases' transaction (BEGIN, SET, the release, COMMIT), BEGIN and the unwait.
+        var first = (releasing.isEmpty ? 0 : 4) + 1 + (unwaits.isEmpty ? 0 : 1)
         if !adopts.isEmpty {
             let adopted = rows[first]
             var slotsByHolder: [String: Int64] = [:]
@@ -432,6 +468,8 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
                     continue
                 }
                 line.asking = false
+                let freedMeanwhile = line.freedWhileAsking
+                line.freedWhileAsking = false
                 if let slot {
                     state.holders += 1
                     let held = Held(key: take.key, slot: slot, token: token, grant: take.grant, slots: self)
@@ -447,7 +485,8 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
                     line.head = line.waiters.popFirst()
                     line.blocked = false
                 } else {
-                    line.blocked = true
+                    // Refused: it waits for a `freed` — unless one came while it asked.
+                    line.blocked = !freedMeanwhile
                     line.waited = true
                 }
                 if let head = line.head, !line.blocked {

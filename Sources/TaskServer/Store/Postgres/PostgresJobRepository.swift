@@ -146,17 +146,6 @@ public final class PostgresJobRepository: JobRepository {
         self.membership.feedWake.withLock { $0 = { feed.fellBehind() } }
         let keySlots = self.keySlots
         self.membership.keyFreed.withLock { $0 = { key in keySlots.freed(key) } }
-        // A slot is given back once what its holder's run recorded (its end) is durable: a crash
-        // never frees a slot whose holder's end another server would not see.
-        keySlots.beforeRelease { [weak self] in
-            guard let self else { return true }
-            do {
-                try self.flush().wait()
-                return true
-            } catch {
-                return false
-            }
-        }
         self.membership.jobsChanged.withLock {
             $0 = { [weak self] ids in
                 guard let self else { return }
