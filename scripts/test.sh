@@ -15,7 +15,10 @@
 #   5. the PostgreSQL store from outside, on a real PostgreSQL 15 that this script starts itself
 #      (scripts/postgres.sh; the Swift suites of step 1 and 2 use it too): start-up errors, the
 #      database restarted under load, then the examples, webhooks, contract, crash, worker-kill
-#      and dashboard checks again on a server whose store is PostgreSQL;
+#      and dashboard checks again on a server whose store is PostgreSQL, the cluster's chaos test,
+#      and PostgreSQL's own failover (scripts/failover-test.py: a primary and a synchronous standby
+#      of their own, the primary SIGKILLed under load and the standby promoted; one server, then
+#      three);
 #   6. the lifecycle, terminal client and container checks.
 # Each stage prints its duration, and a table of them ends the run (also when a stage fails).
 # The Python tools run from .build/venv (pinned in scripts/requirements.txt), first on PATH.
@@ -242,6 +245,10 @@ bash scripts/check-ui.sh "$bin" --skip-big
 stage "cluster: three servers on one PostgreSQL, nodes killed, frozen and restarted, PostgreSQL restarted"
 CLUSTER_TEST_DB_RESTART=1 TEST_STORE_DIR="$pgdir" "$py" scripts/cluster-test.py "$bin"
 unset TEST_STORE_URL
+
+stage "PostgreSQL failover: the primary SIGKILLed under load, its synchronous standby promoted (1 server, 3 servers)"
+# Its own primary and standby (not $pgdir's server): fsync and synchronous replication on.
+"$py" scripts/failover-test.py "$bin" --servers 1,3
 
 stage "lifecycle"
 "$py" scripts/check-lifecycle.py "$bin"

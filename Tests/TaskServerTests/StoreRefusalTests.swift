@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TaskCore
 import TestSupport
 import Testing
@@ -52,6 +53,85 @@ struct StoreRefusalTests {
         #expect(try await QueueRulesAPITests.eventually { try await server.get("/readyz").status == 200 })
         #expect(try await server.post("/v1/jobs", json: gate).status == 201)
         await server.stop()
+    }
+
+    /// A submission whose commit is stuck (the `jobs` table locked by another session, as behind
+    /// a long migration) is answered 503 within the bound — not when the lock goes (a failover's
+    /// queued submissions waited out the whole outage). The insert is kept: it commits once the
+    /// lock goes, its job runs, and the client's retry with the same key finds it.
+    @Test func aSubmissionWhoseCommitIsStuckIsAnswered503AndStillRuns() async throws {
+        let settings = try TestPostgres.freshSchema()
+        defer { TestPostgres.drop(settings) }
+        let server = try await TestServer.start { $0.database = settings }
+        let admin = try PostgresConnection(settings)
+        try admin.execute("BEGIN")
+        try admin.execute("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE")
+        let key = [("Idempotency-Key", "stuck-1")]
+        let started = ContinuousClock.now
+        let submitted = try await server.post("/v1/jobs", json: Jobs.value(7), headers: key)
+        #expect(submitted.status == 503, "\(submitted)")
+        #expect(submitted.json["code"] == "store.unavailable")
+        #expect(submitted.json["detail"]?.stringValue?.contains("may still apply") == true, "\(submitted)")
+        #expect(ContinuousClock.now - started < DurableWait.bound + TestTiming.scaled(.seconds(5)))
+        try admin.execute("ROLLBACK")
+
+        let retried = try await server.post("/v1/jobs", json: Jobs.value(7), headers: key)
+        #expect(retried.status == 200, "the kept submission, not a second job: \(retried)")
+        let id = try #require(retried.json["id"]?.stringValue)
+        #expect(try await server.finished(id)["result"] == 7)
+        #expect(try admin.query("SELECT count(*) FROM jobs").int(0, 0) == 1)
+        await server.stop()
+    }
+
+    /// A database reached again that lost commits this server saw acknowledged (a failover to an
+    /// asynchronous standby that was behind: its `jobs_position` rewound) stops the server instead
+    /// of writing the jobs it holds over the jobs given their positions again (#43).
+    @Test func aDatabaseThatLostAcknowledgedCommitsStopsTheServer() throws {
+        let fresh = try TestPostgres.freshSchema()
+        defer { TestPostgres.drop(fresh) }
+        let name = "rewind\(UInt32.random(in: 0...UInt32.max))"
+        let settings = try PostgresSettings(url: fresh.url + "&application_name=" + name)
+        let rewound = Atomic(false)
+        var options = PostgresJobRepository.Options()
+        options.onRewound = { rewound.store(true, ordering: .relaxed) }
+        let repository = try PostgresJobRepository(
+            settings: settings,
+            options: options,
+            logger: RepositoryConformanceTests.Subject.logger
+        )
+        defer { _ = repository.close() }
+        for id in ["a", "b", "c"] {
+            _ = try RepositoryConformanceTests.insert(repository, RepositoryConformanceTests.record(id))
+        }
+        let admin = try PostgresConnection(fresh)
+        // A reconnection to a database that is not behind goes on.
+        try admin.query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+            [.text(name)]
+        )
+        // The insert that finds the connection lost is refused (503 for its client); the writer
+        // reconnects, and a later one is stored.
+        _ = try? repository.insert(RepositoryConformanceTests.record("d")).wait()
+        var stored = false
+        for _ in 0..<100 where !stored {
+            stored = (try? RepositoryConformanceTests.insert(repository, RepositoryConformanceTests.record("e"))) != nil
+            if !stored { usleep(50_000) }
+        }
+        #expect(stored)
+        let early = rewound.load(ordering: .relaxed)
+        #expect(!early)
+
+        // The sequence as a standby 3 jobs behind has it, then the connection lost.
+        try admin.query("SELECT setval('jobs_position', 2)")
+        try admin.query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+            [.text(name)]
+        )
+        _ = repository.insert(RepositoryConformanceTests.record("f"))
+        for _ in 0..<100 where !rewound.load(ordering: .relaxed) { usleep(50_000) }
+        let stopped = rewound.load(ordering: .relaxed)
+        #expect(stopped, "stopped")
+        #expect(try admin.query("SELECT count(*) FROM jobs WHERE id = 'f'").int(0, 0) == 0, "nothing written after")
     }
 
     /// SQLite refusing commits with `SQLITE_FULL`, as on a full disk: the database may grow no

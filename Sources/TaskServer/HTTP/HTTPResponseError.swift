@@ -38,6 +38,14 @@ extension StoreError: HTTPResponseError {
                 code: "store.unavailable",
                 detail: "the database cannot be reached; retry shortly"
             )
+        case .notYetDurable:
+            // Kept in the journal: it commits once the store can again.
+            return HTTPProblem(
+                .serviceUnavailable,
+                code: "store.unavailable",
+                detail: "the store could not commit the change in time; it is kept and may still apply; "
+                    + "retry shortly (a submission with the same Idempotency-Key)"
+            )
         case .ownerUnavailable:
             // The command stays recorded: the job's next owner applies it when it takes the job
             // over, so a retry may find it done (a lease completed: `409 lease.gone`).

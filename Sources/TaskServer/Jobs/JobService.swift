@@ -143,9 +143,11 @@ public final class JobService: Sendable {
         let inserted = self.repository.insert(record)
         // A repository in memory answers at once: no continuation to allocate.
         if let outcome = inserted.outcome { return self.submitted(run, outcome, runAt: runAt, sleeps: sleeps) }
-        return inserted.continueWithTask(on: .immediate) { inserted in
+        let submitted = inserted.continueWithTask(on: .immediate) { inserted in
             self.submitted(run, inserted.outcome!, runAt: runAt, sleeps: sleeps)
         }
+        // The answer is bounded, not the insert: one the store commits later still starts its run.
+        return DurableWait.bounded(submitted, clock: self.clock)
     }
 
     /// What became of submitting `run`, once its insert ended with `outcome`.

@@ -9,6 +9,7 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         case readFailed
         case unavailable
         case ownerUnavailable
+        case notYetDurable
     }
 
     private let code: Code
@@ -27,6 +28,9 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A command for a job another server runs had no answer in time (that server died, and the
     /// job is not taken over yet).
     public static let ownerUnavailable = StoreError(.ownerUnavailable)
+    /// A change is not committed yet, after `DurableWait.bound`: the store cannot commit now (the
+    /// database away, a disk full, a commit refused). It is kept, and commits once the store can.
+    public static let notYetDurable = StoreError(.notYetDurable)
 
     /// A short, stable name, safe as a log or metric label.
     public var description: String {
@@ -36,6 +40,7 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         case .readFailed: "store.readFailed"
         case .unavailable: "store.unavailable"
         case .ownerUnavailable: "store.ownerUnavailable"
+        case .notYetDurable: "store.notYetDurable"
         }
     }
 }

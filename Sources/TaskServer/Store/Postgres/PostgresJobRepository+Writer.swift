@@ -175,11 +175,28 @@ extension PostgresJobRepository: GroupCommitting {
     }
 
     func reconnect() {
+        let highest = self.highestPosition.load(ordering: .relaxed)
+        let last: Int64
         do {
-            self.writer.connection = try PostgresConnection(self.settings)
+            let connection = try PostgresConnection(self.settings)
+            last = try connection.query("SELECT last_value FROM jobs_position").int(0, 0)
+            self.writer.connection = connection
         } catch {
             self.logger.debug("the database is still away", metadata: ["error": "\(error)"])
             self.scheduleReconnect()
+            return
+        }
+        // The sequence is ahead of every position ever committed (PostgreSQL logs it ahead of
+        // use): behind one this server saw committed, the database lost commits — a failover to
+        // an asynchronous standby that was behind, or a restore. The jobs this server holds in
+        // memory would be written over the jobs given those positions again: it stops instead.
+        if last < highest {
+            self.writer.connection = nil
+            self.logger.critical(
+                "the database lost commits this server saw acknowledged (a failover to a standby that was behind, or a restore): this server stops, so that nothing it holds is written over other jobs; start it again to go on from what the database holds",
+                metadata: ["jobs.lastPosition": "\(last)", "jobs.committedPosition": "\(highest)"]
+            )
+            self.options.onRewound()
             return
         }
         // After a refused commit, available again (and the backoff reset) once one is stored —
@@ -365,6 +382,9 @@ extension PostgresJobRepository: GroupCommitting {
             let row = rows.row(index)
             if let position = row.optionalInt(1) {
                 positions[row.text(0)] = position
+                if position > self.highestPosition.load(ordering: .relaxed) {
+                    self.highestPosition.store(position, ordering: .relaxed)
+                }
             } else if let key = row.optionalText(2) {
                 earlier[key] = (row.text(0), UInt64(bitPattern: row.optionalInt(3) ?? 0))
             }

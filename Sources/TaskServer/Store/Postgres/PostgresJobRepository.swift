@@ -48,6 +48,9 @@ public final class PostgresJobRepository: JobRepository {
         public var nodeName = PostgresJobRepository.defaultNodeName
         /// The cluster's lease, heartbeat and waits (tests shorten them).
         var cluster = ClusterTiming.standard
+        /// Called (on the writer's thread) when the database, reached again, lost commits this
+        /// server saw acknowledged: the process exits (70) by default; the store stays away.
+        public var onRewound: @Sendable () -> Void = { exit(70) }
         public init() {}
     }
 
@@ -90,6 +93,9 @@ public final class PostgresJobRepository: JobRepository {
     let endedNotices = Mutex(EndedNotices())
     /// Reconnection attempts since the connection was lost (for the backoff).
     let reconnectAttempts = Atomic(0)
+    /// The highest job position this process saw committed (the writer's thread writes it): a
+    /// database reached again whose `jobs_position` is behind it lost commits (`reconnect`).
+    let highestPosition = Atomic<Int64>(0)
     /// The server-wide feed every server of the database shares.
     let feed: PostgresEventFeed
 
