@@ -80,6 +80,9 @@ extension PostgresJobRepository: GroupCommitting {
             return false
         }
         let duration = monotonicNanoseconds() &- started
+        if outcome.highestInserted > self.highestPosition.load(ordering: .relaxed) {
+            self.highestPosition.store(outcome.highestInserted, ordering: .relaxed)
+        }
         if self.refusing.load(ordering: .relaxed) {
             self.refusing.store(false, ordering: .relaxed)
             self.reconnectAttempts.store(0, ordering: .relaxed)
@@ -106,6 +109,10 @@ extension PostgresJobRepository: GroupCommitting {
         /// The journal entries' listeners, told after the commit.
         var committed: [@Sendable (Bool) -> Void] = []
         var continueExpiring: Timestamp?
+        /// The highest position of a job this commit inserted (0: none): `highestPosition` once
+        /// the commit is known to have happened, never before (a position read in a transaction
+        /// that then failed may never be committed, nor its sequence step logged).
+        var highestInserted: Int64 = 0
     }
 
     // MARK: - The database away
@@ -382,9 +389,7 @@ extension PostgresJobRepository: GroupCommitting {
             let row = rows.row(index)
             if let position = row.optionalInt(1) {
                 positions[row.text(0)] = position
-                if position > self.highestPosition.load(ordering: .relaxed) {
-                    self.highestPosition.store(position, ordering: .relaxed)
-                }
+                outcome.highestInserted = max(outcome.highestInserted, position)
             } else if let key = row.optionalText(2) {
                 earlier[key] = (row.text(0), UInt64(bitPattern: row.optionalInt(3) ?? 0))
             }
