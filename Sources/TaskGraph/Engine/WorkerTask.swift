@@ -56,6 +56,10 @@ public struct WorkerTask: Sendable {
         return self.run.markClaimed(self.index, workerId: workerId)
     }
 
+    /// The run this attempt belongs to, as an identity: attempts that share it share one wait for
+    /// durability (`waitUntilDurable` after the last of them finished covers them all).
+    public var runIdentity: ObjectIdentifier { ObjectIdentifier(self.run) }
+
     /// Whether the attempt's run was given up (`JobRun.abandon`): whatever it does from now on is
     /// not recorded.
     public var isAbandoned: Bool { self.run.isAbandoned }

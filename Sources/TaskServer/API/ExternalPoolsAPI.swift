@@ -185,7 +185,8 @@ struct ExternalPoolsAPI: Sendable {
         let completion = try CompleteRequest(try self.app.jsonBody(request), leaseId: request.parameter("leaseId"))
         let outcome = completion.outcome
         // Answered once the outcome is durable: a restart never forgets an acknowledged one.
-        return self.complete(outcome.leaseId, outcome.completion).flatMap { completed in
+        return self.complete(outcome.leaseId, outcome.completion).continueOnSuccessWithTask(on: request.executor) {
+            completed in
             switch completed {
             case .notFound: throw Self.notFound
             case .gone: throw Self.gone
@@ -232,10 +233,12 @@ struct ExternalPoolsAPI: Sendable {
 
     @Sendable func batchComplete(_ request: Request) throws -> Future<Response> {
         let batch = try BatchCompleteRequest(try self.app.jsonBody(request))
-        // Each answered once its outcome is durable (here, or where its lease is held).
-        let completions = batch.items.map { item in self.complete(item.leaseId, item.completion) }
-        // Settled one by one, as heartbeats are.
-        return Future.whenAllSettled(completions).flatMap { completions in
+        // Each answered once its outcome is durable (here, or where its lease is held), and settled
+        // one by one, as heartbeats are. The answer (and its claimNext) is made on the request's
+        // event loop, not on the thread that completed the last wait: with a durable store that is
+        // the store's one completion thread, which every commit's waiters need.
+        let items = batch.items.map { ($0.leaseId, $0.completion.outcome, $0.completion.isRetryable) }
+        return self.leases.complete(items).continueOnSuccessWithTask(on: request.executor) { completions in
             var items: [JSONValue] = []
             items.reserveCapacity(completions.count)
             var claimFrom: (pool: String, workerId: String)?

@@ -787,15 +787,35 @@ public final class ExternalPools: Sendable {
     /// the lease is not remembered as ended: the worker retries, and the job's next run — which
     /// takes the lease up — answers.
     func durable(_ task: WorkerTask, lease key: String) -> Future<Void> {
-        DurableWait.bounded(task.waitUntilDurable(), clock: self.clock).continueWith(on: .immediate) { waited in
-            switch waited.outcome! {
-            case .success: return
-            case .failure(is JobAbandoned):
-                self.state.withLock { $0.leases.forgetEnded(key) }
-                throw StoreError.ownerUnavailable
-            case .failure(let error): throw error
-            case .cancelled: throw CancellationError()
+        self.durable([(task, key)])[0]
+    }
+
+    /// `durable` of each of `done` (attempts just finished under their leases), with one wait per
+    /// run: the entries of one run share a future. A batch of completions mostly ends attempts of
+    /// one job, and a wait started after the last of them covers them all (SPEC §6 promises each
+    /// answer its outcome durable, and an answer after the job's latest seq is durable keeps it) —
+    /// one waiter and one bound's timer per job instead of one per item (issue #44, lever 1).
+    func durable(_ done: [(task: WorkerTask, key: String)]) -> [Future<Void>] {
+        var keys: [ObjectIdentifier: [String]] = [:]
+        for (task, key) in done { keys[task.runIdentity, default: []].append(key) }
+        var shared: [ObjectIdentifier: Future<Void>] = [:]
+        return done.map { task, _ in
+            let run = task.runIdentity
+            if let future = shared[run] { return future }
+            let runKeys = keys[run] ?? []
+            let future = DurableWait.bounded(task.waitUntilDurable(), clock: self.clock).continueWith(on: .immediate) {
+                waited in
+                switch waited.outcome! {
+                case .success: return
+                case .failure(is JobAbandoned):
+                    self.state.withLock { state in for key in runKeys { state.leases.forgetEnded(key) } }
+                    throw StoreError.ownerUnavailable
+                case .failure(let error): throw error
+                case .cancelled: throw CancellationError()
+                }
             }
+            shared[run] = future
+            return future
         }
     }
 

@@ -58,4 +58,50 @@ struct WorkerLeases: Sendable {
             return relay.completeElsewhere(id, with: outcome, retryable: retryable)
         }
     }
+
+    /// One item of a batch of completions.
+    typealias Completion = (id: String, outcome: Outcome<JSONValue>, retryable: Bool)
+
+    /// Completes each of `items` as `complete` does (the answers without the nodes), in order:
+    /// those done here wait for durability once per job (`ExternalPools.durable`), relayed ones
+    /// where their leases are held. Each answer is its own outcome, never the batch's.
+    func complete(_ items: [Completion]) -> Future<[Outcome<LeaseCompletion>]> {
+        var answers = [Outcome<LeaseCompletion>?](repeating: nil, count: items.count)
+        var done: [(index: Int, task: WorkerTask, key: String, pool: String, workerId: String)] = []
+        var relayed: [(index: Int, future: Future<LeaseCompletion>)] = []
+        for (index, item) in items.enumerated() {
+            switch self.pools.complete(item.id, with: item.outcome, retryable: item.retryable) {
+            case .done(let task, let key, let pool, let workerId):
+                done.append((index, task, key, pool, workerId))
+            case .gone(let pool, let workerId):
+                answers[index] = .success(.gone(pool: pool, workerId: workerId))
+            case .notFound:
+                if let relay {
+                    relayed.append(
+                        (index, relay.completeElsewhere(item.id, with: item.outcome, retryable: item.retryable))
+                    )
+                } else {
+                    answers[index] = .success(.notFound)
+                }
+            }
+        }
+        let waits = self.pools.durable(done.map { ($0.task, $0.key) })
+        var distinct: [Future<Void>] = []
+        var seen: Set<ObjectIdentifier> = []
+        for wait in waits where seen.insert(ObjectIdentifier(wait)).inserted { distinct.append(wait) }
+        for (_, future) in relayed { distinct.append(future.asVoid()) }
+        let (known, doneHere, relayedHere) = (answers, done, relayed)
+        let finished: @Sendable () -> [Outcome<LeaseCompletion>] = {
+            var answers = known
+            for (entry, wait) in zip(doneHere, waits) {
+                answers[entry.index] = wait.outcome!.map {
+                    .done(node: .null, pool: entry.pool, workerId: entry.workerId)
+                }
+            }
+            for (index, future) in relayedHere { answers[index] = future.outcome! }
+            return answers.map { $0! }
+        }
+        if distinct.allSatisfy(\.isCompleted) { return Future(value: finished()) }
+        return Future.whenAllSettled(distinct).map { _ in finished() }
+    }
 }

@@ -173,7 +173,8 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             headers: head.headers,
             body: body,
             requestID: requestID,
-            connectionClosed: self.closed.token
+            connectionClosed: self.closed.token,
+            executor: EventLoopExecutor(eventLoop: context.eventLoop)
         )
         let future: Future<Response>
         switch self.router.match(head.method, segments) {

@@ -27,6 +27,10 @@ public struct Request: Sendable {
     /// Cancelled when the client's connection closes: a long wait on the client's behalf (a
     /// worker's claim) is withdrawn then, rather than handed work nobody will read.
     public var connectionClosed: CancellationToken = .none
+    /// The connection's event loop, as an executor: where a handler continues work that should not
+    /// run on whichever thread completed what it waited for (the store's completion thread is one,
+    /// serving every commit's waiters in turn).
+    public var executor: any Executor = .immediate
 
     /// The named path parameter (always present on a matched route).
     public func parameter(_ name: String) -> String { self.parameters[name] ?? "" }
@@ -264,4 +268,13 @@ func parseTarget(_ uri: String) -> (segments: [String], query: [String: [String]
         }
     }
     return (segments, query)
+}
+
+/// An event loop as a TaskCore executor: work runs on the loop's thread, inline when called there.
+struct EventLoopExecutor: Executor {
+    let eventLoop: any EventLoop
+
+    func execute(_ work: @escaping @Sendable () -> Void) {
+        if self.eventLoop.inEventLoop { work() } else { self.eventLoop.execute(work) }
+    }
 }
