@@ -63,7 +63,7 @@ final class JobJournal: JobObserver, Sendable {
             run: run,
             lastSeq: self.durable ? batch.lastSeq : nil,
             feed: keptByRepository ? nil : feed,
-            events: keptByRepository || feed == nil ? [] : (self.durable ? batch.events : Array(events)),
+            events: keptByRepository || feed == nil ? [] : (self.durable ? batch.events[...] : events),
             endedSnapshot: batch.ended?.snapshot,
             dispatcher: deliveries.isEmpty ? nil : self.dispatcher,
             ends: ends,
@@ -84,7 +84,7 @@ final class JobJournal: JobObserver, Sendable {
         /// The batch's last seq, when the run's events wait for commits.
         let lastSeq: Int?
         let feed: (any EventFeed)?
-        let events: [JobEvent]
+        let events: ArraySlice<JobEvent>
         let endedSnapshot: JobSnapshot?
         let dispatcher: WebhookDispatcher?
         let ends: Bool

@@ -13,7 +13,7 @@ import TaskGraph
 public protocol EventFeed: Sendable {
     /// Adds committed `events` of job `jobID` (its `job.*` events only are kept), with the job as
     /// it was when they were committed, and wakes the readers.
-    func publish(jobID: String, events: some Collection<JobEvent>, job: JobSnapshot)
+    func publish(jobID: String, events: ArraySlice<JobEvent>, job: JobSnapshot)
     /// Where a reader's cursor starts: now (no cursor), after a position, or stale.
     func start(_ cursor: String?) -> FeedStart
     /// The position of the latest entry (0 before any).
@@ -190,7 +190,7 @@ public final class InProcessEventFeed: EventFeed {
     /// This process's part of every cursor.
     let boot = String(UInt64(Timestamp.now().milliseconds), radix: 36)
 
-    public func publish(jobID: String, events: some Collection<JobEvent>, job: JobSnapshot) {
+    public func publish(jobID: String, events: ArraySlice<JobEvent>, job: JobSnapshot) {
         let shared = FeedJob(job)
         let waiters: [Promise<Void>] = self.window.withLock { window in
             for event in events where event.type.isJobEvent {

@@ -64,7 +64,7 @@ final class PostgresEventFeed: EventFeed {
     /// Reads newer rows with `read` from now on.
     func attach(_ read: @escaping Read) { self.reader.withLock { $0 = read } }
 
-    func publish(jobID: String, events: some Collection<JobEvent>, job: JobSnapshot) {
+    func publish(jobID: String, events: ArraySlice<JobEvent>, job: JobSnapshot) {
         // Held already: the writer hands its rows over as it commits them (`committed`).
     }
 
