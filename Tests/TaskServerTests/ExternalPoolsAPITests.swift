@@ -2,6 +2,7 @@ import Foundation
 import InMemoryLogging
 import Logging
 import NIOHTTP1
+import Synchronization
 import TaskCore
 import TestSupport
 import Testing
@@ -610,6 +611,45 @@ struct ExternalPoolsAPITests {
 
     // MARK: - Durability
 
+    /// A batch's items of one job share one wait for durability (issue #44): the batch is still
+    /// answered only once every outcome in it is committed — not while the store's writer is held.
+    @Test func aBatchOfOneJobsCompletionsIsAnsweredOnceEveryOutcomeIsCommitted() async throws {
+        let path = try SQLiteStoreTests.temporaryDirectory() + "/taskserver.sqlite"
+        let server = try await SQLiteStoreTests.server(path, Self.external)
+        defer { Task { await server.stop() } }
+        let repository = try #require(server.app.repository as? SQLiteJobRepository)
+        let id = try await server.submitID(
+            jsonValue(
+                #"{"graph": {"type": "map", "id": "each", "mode": "parallel", "items": [10, 11, 12], "template": {"type": "task", "id": "t", "executor": "images", "action": "resize", "params": {"n": "${input}"}}}}"#
+            )
+        )
+        var items: [JSONValue] = []
+        for _ in 0..<20 where items.count < 3 {
+            items += try await Self.claim(server, max: 3 - items.count, waitMs: 1000)
+        }
+        try #require(items.count == 3)
+        let completions: [JSONValue] = items.map { item in
+            ["leaseId": item["leaseId"] ?? .null, "result": item["params"]?["n"] ?? .null]
+        }
+        // The writer's thread held: nothing commits until it is let go.
+        let held = Flag(true)
+        let answered = Flag(false)
+        repository.writerPool.execute { while held.value.load(ordering: .acquiring) { usleep(1_000) } }
+        let answer = Task {
+            let response = try await server.post("/v1/leases/complete", json: ["items": .array(completions)])
+            answered.value.store(true, ordering: .releasing)
+            return response
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let early = answered.value.load(ordering: .acquiring)
+        held.value.store(false, ordering: .releasing)
+        #expect(!early, "answered while its outcomes could not be committed")
+        let response = try await answer.value
+        #expect(response.json["items"]?.arrayValue?.map { $0["status"] } == [200, 200, 200], "\(response)")
+        let job = try await server.finished(id)
+        #expect(job["result"] == [10, 11, 12], "\(job)")
+    }
+
     @Test func leasesAndQueuedTasksSurviveACrash() async throws {
         let path = try SQLiteStoreTests.temporaryDirectory() + "/taskserver.sqlite"
         let first = try await SQLiteStoreTests.server(path, Self.external)
@@ -667,4 +707,11 @@ extension JSONValue {
         object[key] = nil
         return .object(object)
     }
+}
+
+/// A flag shared with a closure (an `Atomic` cannot be captured).
+private final class Flag: Sendable {
+    let value: Atomic<Bool>
+
+    init(_ value: Bool) { self.value = Atomic(value) }
 }
