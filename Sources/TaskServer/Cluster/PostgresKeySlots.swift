@@ -405,6 +405,7 @@ final class PostgresKeySlots: SharedConcurrencyKeys {
                 // same slot gives up after a second and is sent again, so that the renewal never
                 // waits longer.
                 try connection.execute("SET lock_timeout = 1000")
+                try connection.endIdleTransactions()
                 self.connection = connection
             }
             var pipeline: [PostgresConnection.Statement] = []

@@ -56,6 +56,22 @@ final class PostgresConnection: @unchecked Sendable {
 
     deinit { PQfinish(self.handle) }
 
+    /// How long a transaction of this server's writes may idle before PostgreSQL ends it
+    /// (`endIdleTransactions`), in milliseconds: below the 3.5 s after which a server that cannot
+    /// renew stops acting, and the 5 s lease.
+    static let idleTransactionLimitMilliseconds = 2000
+
+    /// Makes PostgreSQL end this connection's transaction (and its session) once it idles inside
+    /// it for `idleTransactionLimitMilliseconds` — its client cut off mid-transaction by a network
+    /// partition, or stopped. A server's write transactions open with its fence, which holds the
+    /// server's `servers` row (`FOR SHARE`) until they end, and a takeover skips locked rows: one
+    /// cut off mid-way kept that server's jobs from every other server until TCP gave up, minutes
+    /// later (the cluster test's partition, when the cut fell inside a commit). The server sends
+    /// each transaction whole, so one never idles that long while its client runs.
+    func endIdleTransactions() throws {
+        try self.execute("SET idle_in_transaction_session_timeout = \(Self.idleTransactionLimitMilliseconds)")
+    }
+
     /// Whether the connection is still usable (false once the server or the network dropped it).
     var isUsable: Bool { PQstatus(self.handle) == CONNECTION_OK }
 

@@ -186,6 +186,7 @@ extension PostgresJobRepository: GroupCommitting {
         let last: Int64
         do {
             let connection = try PostgresConnection(self.settings)
+            try connection.endIdleTransactions()
             last = try connection.query("SELECT last_value FROM jobs_position").int(0, 0)
             self.writer.connection = connection
         } catch {

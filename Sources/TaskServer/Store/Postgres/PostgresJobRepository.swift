@@ -123,6 +123,8 @@ public final class PostgresJobRepository: JobRepository {
         }
         try PostgresSchema.migrate(connection)
         try PostgresSchema.verify(connection)
+        // From here on the writer's connection (registration first).
+        try connection.endIdleTransactions()
         self.membership = try PostgresCluster(
             nodeName: options.nodeName,
             settings: settings,
@@ -461,7 +463,9 @@ public final class PostgresJobRepository: JobRepository {
             while true {
                 let connection: PostgresConnection
                 do {
+                    // Readers run fenced transactions too (`claimUnfinished`).
                     connection = try pooled ?? PostgresConnection(self.settings)
+                    if pooled == nil { try connection.endIdleTransactions() }
                 } catch {
                     self.logger.warning("cannot connect to the database", metadata: ["error": "\(error)"])
                     throw StoreError.unavailable
