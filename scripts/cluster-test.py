@@ -716,17 +716,15 @@ def verify_queue_rules(events_of):
         # Ends before starts at one instant: a slot given back and taken in the same millisecond.
         points = sorted([(s, 1, h) for h in holds[key] for s in h[:1]] + [(h[1], -1, h) for h in holds[key]],
                         key=lambda p: (p[0], p[1]))
-        held, peak, holding, crowded = 0, 0, set(), None
+        # `holding` counts like `held`: a hold of zero length has its end sorted before its start.
+        held, peak, holding, crowded = 0, 0, {}, None
         for _, delta, hold in points:
             held += delta
-            if delta > 0:
-                holding.add(hold)
-            else:
-                holding.discard(hold)
+            holding[hold] = holding.get(hold, 0) + delta
             if held > peak:
                 peak = held
                 if held > most and crowded is None:
-                    crowded = sorted(holding)
+                    crowded = sorted(h for h, count in holding.items() if count > 0)
         worst[key] = (peak, most, len(holds[key]))
         if crowded:
             # What the holders at the first crowded instant recorded, for the failure's reader.
