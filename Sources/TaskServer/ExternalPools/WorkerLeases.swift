@@ -46,26 +46,17 @@ struct WorkerLeases: Sendable {
     /// Completes lease `id`: here, or at the server that holds it; answered once the outcome is
     /// durable (`ownerUnavailable` when the run was given up first, or its server did not answer).
     func complete(_ id: String, with outcome: Outcome<JSONValue>, retryable: Bool) -> Future<LeaseCompletion> {
-        switch self.pools.complete(id, with: outcome, retryable: retryable) {
-        case .done(let task, let key, let pool, let workerId):
-            return self.pools.durable(task, lease: key).map {
-                .done(node: task.node?.json ?? .null, pool: pool, workerId: workerId)
-            }
-        case .gone(let pool, let workerId):
-            return Future(value: .gone(pool: pool, workerId: workerId))
-        case .notFound:
-            guard let relay else { return Future(value: .notFound) }
-            return relay.completeElsewhere(id, with: outcome, retryable: retryable)
-        }
+        self.complete([(id, outcome, retryable)], nodes: true).flatMap { Future(outcome: $0[0]) }
     }
 
     /// One item of a batch of completions.
     typealias Completion = (id: String, outcome: Outcome<JSONValue>, retryable: Bool)
 
-    /// Completes each of `items` as `complete` does (the answers without the nodes), in order:
-    /// those done here wait for durability once per job (`ExternalPools.durable`), relayed ones
-    /// where their leases are held. Each answer is its own outcome, never the batch's.
-    func complete(_ items: [Completion]) -> Future<[Outcome<LeaseCompletion>]> {
+    /// Completes each of `items`, in order: here, or (in a cluster) at the server that holds its
+    /// lease. Those done here wait for durability once per job (`ExternalPools.durable`). Each
+    /// answer is its own outcome, never the batch's; `nodes`: a done one carries its task's node
+    /// (a single completion's answer), else `null` (a batch's items do not show it).
+    func complete(_ items: [Completion], nodes: Bool = false) -> Future<[Outcome<LeaseCompletion>]> {
         var answers = [Outcome<LeaseCompletion>?](repeating: nil, count: items.count)
         var done: [(index: Int, task: WorkerTask, key: String, pool: String, workerId: String)] = []
         var relayed: [(index: Int, future: Future<LeaseCompletion>)] = []
@@ -95,7 +86,11 @@ struct WorkerLeases: Sendable {
             var answers = known
             for (entry, wait) in zip(doneHere, waits) {
                 answers[entry.index] = wait.outcome!.map {
-                    .done(node: .null, pool: entry.pool, workerId: entry.workerId)
+                    .done(
+                        node: nodes ? entry.task.node?.json ?? .null : .null,
+                        pool: entry.pool,
+                        workerId: entry.workerId
+                    )
                 }
             }
             for (index, future) in relayedHere { answers[index] = future.outcome! }
