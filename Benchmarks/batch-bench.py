@@ -23,12 +23,22 @@ own progress and completion writes, grouped), jobs per transaction, and the shar
 time spent inside transactions (`…_sum`, fsync included: near 100 % means the writer is the limit).
 Target (issue): batch_jobs_per_s ≥ 20,000 durable jobs/s in batches of 500 (PgQueuer's batch
 enqueue does ~5,900/s on this machine; one job per request ~1,900/s).
+
+  phase C  (--pgqueuer) PgQueuer's batch enqueue in the same sitting: `Queries.enqueue` of --batch
+           jobs (entrypoint "bench", the same job JSON as payload) per call for --seconds, one
+           asyncpg connection, on a PostgreSQL started here with fsync and synchronous_commit on
+           (scripts/postgres.sh --durable), so each returned batch is as durable as a 201 item on
+           `--sync full`. Needs PgQueuer and asyncpg (`pip install pgqueuer==1.6.0 asyncpg`).
+           Prints pgqueuer_jobs_per_s, its request percentiles, the PostgreSQL server's CPU, and
+           `ratio … batch/pgqueuer` (issue #44's target: ≥ 1.5).
 """
 import argparse
 import http.client
+import asyncio
 import json
 import os
 import shutil
+import subprocess
 import socket
 import sys
 import tempfile
@@ -155,24 +165,90 @@ def phase(name, loop, conn, server_pid):
     return rate
 
 
+def postgres_cpu():
+    """User + system CPU seconds of every `postgres` process (the server and its backends)."""
+    total = 0.0
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/comm") as f:
+                    if f.read().strip() != "postgres":
+                        continue
+            except OSError:
+                continue
+            total += process_cpu(int(pid)) or 0.0
+    return total
+
+
+def pgqueuer_phase(url, payload, size, seconds):
+    """Phase C: PgQueuer's batch enqueue (see the module's docstring). Returns jobs per second."""
+    import asyncpg
+    from pgqueuer.db import AsyncpgDriver
+    from pgqueuer.queries import Queries
+
+    async def run():
+        connection = await asyncpg.connect(url)
+        queries = Queries(AsyncpgDriver(connection))
+        await queries.install()
+        names, payloads, priorities = ["bench"] * size, [payload] * size, [0] * size
+
+        async def loop(duration):
+            times, jobs = [], 0
+            start = time.perf_counter()
+            now = start
+            while now < start + duration:
+                ids = await queries.enqueue(names, payloads, priorities)
+                if len(ids) != size:
+                    sys.exit(f"pgqueuer: {len(ids)} ids for {size} jobs")
+                jobs += size
+                end = time.perf_counter()
+                times.append(end - now)
+                now = end
+            return jobs, now - start, times
+
+        await loop(0.5)  # warm-up: the connection's prepared statement, the table's first pages
+        client0, server0 = own_cpu(), postgres_cpu()
+        jobs, elapsed, times = await loop(seconds)
+        client1, server1 = own_cpu(), postgres_cpu()
+        await connection.close()
+        rate = jobs / elapsed
+        times = sorted(t * 1000 for t in times)
+        print(f"pgqueuer_jobs_per_s {rate:.0f} jobs/s", flush=True)
+        print(f"pgqueuer_jobs {jobs} jobs in {elapsed:.3f} s, {len(times)} calls", flush=True)
+        print(f"pgqueuer_request_ms_p50 {percentile(times, 50):.3f} ms", flush=True)
+        print(f"pgqueuer_request_ms_p99 {percentile(times, 99):.3f} ms", flush=True)
+        print(f"pgqueuer_client_cpu_per_s {(client1 - client0) / elapsed:.2f} cores", flush=True)
+        print(f"pgqueuer_postgres_cpu_per_s {(server1 - server0) / elapsed:.2f} cores", flush=True)
+        return rate
+
+    return asyncio.run(run())
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("bin", help="the taskserver binary (e.g. .build/release/taskserver)")
     parser.add_argument("--seconds", type=float, default=10, help="seconds per phase (default 10)")
     parser.add_argument("--batch", type=int, default=500, help="jobs per POST /v1/jobs/batch in phase B (default 500)")
+    parser.add_argument("--asleep", action="store_true",
+                        help="every job carries delayMs of one hour: intake only (nothing runs in the window), "
+                             "as a queue's enqueue is")
+    parser.add_argument("--pgqueuer", action="store_true",
+                        help="phase C: PgQueuer's batch enqueue on a durable PostgreSQL started here")
     args = parser.parse_args()
     if not 1 <= args.batch <= 1000:
         sys.exit("--batch must be 1..1000")
 
+    job = dict(JOB, delayMs=3_600_000) if args.asleep else JOB
     data = tempfile.mkdtemp(prefix="batch-bench-")
     server = TestServer(args.bin, ["--data", os.path.join(data, "taskserver.sqlite"), "--sync", "full",
                                    "--log-level", "notice"], log=os.path.join(data, "server.log"))
     try:
         conn = connect(server.port)
-        single_body = json.dumps(JOB).encode()
-        batch_body = json.dumps({"jobs": [JOB] * args.batch}).encode()
+        single_body = json.dumps(job).encode()
+        batch_body = json.dumps({"jobs": [job] * args.batch}).encode()
         print(f"# batch-bench: SQLite store, --sync full, one client (1 thread, 1 keep-alive connection), "
-              f"{args.seconds:g} s per phase, batches of {args.batch} ({len(batch_body):,} bytes); "
+              f"{args.seconds:g} s per phase, batches of {args.batch} ({len(batch_body):,} bytes)"
+              f"{', jobs asleep (delayMs 1 h: intake only)' if args.asleep else ', jobs run as they come'}; "
               f"{os.cpu_count()} cores shared by client and server", flush=True)
         # Warm-up, not measured: the connection, the file's first pages, both routes.
         single_loop(conn, single_body, 0.5)
@@ -181,6 +257,17 @@ def main():
         batch = phase("batch", lambda: batch_loop(conn, batch_body, args.batch, args.seconds), conn, server.proc.pid)
         print(f"ratio {batch / single:.2f} batch/single", flush=True)
         conn.close()
+        if args.pgqueuer:
+            pg = os.path.join(data, "pg")
+            os.chmod(data, 0o755)  # scripts/postgres.sh runs the server as the postgres user
+            url = subprocess.run(["bash", os.path.join(ROOT, "scripts", "postgres.sh"), "start", pg, "--durable"],
+                                 check=True, capture_output=True, text=True).stdout.strip()
+            try:
+                theirs = pgqueuer_phase(url, json.dumps(job).encode(), args.batch, args.seconds)
+                print(f"ratio {batch / theirs:.2f} batch/pgqueuer", flush=True)
+            finally:
+                subprocess.run(["bash", os.path.join(ROOT, "scripts", "postgres.sh"), "stop", pg],
+                               capture_output=True)
     finally:
         status = server.stop()
         if status != 0:
