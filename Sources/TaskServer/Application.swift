@@ -21,6 +21,8 @@ public final class Application: Sendable {
     public let jobs: JobService
     /// The cron schedules (SPEC §8), fired through `jobs`.
     public let scheduler: Scheduler
+    /// Named workflow definitions and their versions (issue #45).
+    public let definitions: Definitions
     /// Where job records live (SQLite, PostgreSQL with `--database`, or memory with `--memory`).
     public let repository: any JobRepository
     public let logger: Logger
@@ -160,6 +162,7 @@ public final class Application: Sendable {
             pools: externalPools,
             relay: repository.cluster.map { PoolRelay(pools: externalPools, cluster: $0) }
         )
+        self.definitions = Definitions(store: repository, decoder: self.engine.decoder, clock: clock)
         self.scheduler = Scheduler(
             jobs: self.jobs,
             store: repository,
@@ -183,6 +186,7 @@ public final class Application: Sendable {
         DeliveriesAPI(app: self).register(in: &router)
         ExternalPoolsAPI(app: self).register(in: &router)
         SchedulesAPI(app: self).register(in: &router)
+        DefinitionsAPI(app: self).register(in: &router)
         DashboardAPI(files: self.dashboard).register(in: &router)
         ServiceAPI(app: self).register(in: &router)
         if !self.configuration.apiKeys.isEmpty {

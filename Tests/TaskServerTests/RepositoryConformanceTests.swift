@@ -228,6 +228,71 @@ struct RepositoryConformanceTests {
         #expect(try repository.count().wait() == 2)
     }
 
+    /// Definitions (issue #45): versions made only by a change, pinned versions readable after
+    /// retirement, pages by name, and — for a durable store — all of it after a crash.
+    @Test(arguments: RepositoryKind.allCases)
+    func definitionsKeepEveryVersionAndTheLatestOfEachName(_ kind: RepositoryKind) throws {
+        let subject = try Subject(kind)
+        defer { subject.close() }
+        let repository = subject.repository
+        let one: JSONValue = ["graph": ["type": "task", "action": "value"], "description": "a"]
+        let two: JSONValue = ["graph": ["type": "task", "action": "value"], "description": "b"]
+        guard case .created(let first) = try repository.putDefinition("d", body: one, at: Self.time(1)).wait() else {
+            Issue.record("the first put made no version")
+            return
+        }
+        #expect(first == StoredDefinition(name: "d", version: 1, body: one, createdAt: Self.time(1), latest: 1))
+        let reordered: JSONValue = ["description": "a", "graph": ["action": "value", "type": "task"]]
+        #expect(try repository.putDefinition("d", body: reordered, at: Self.time(2)).wait() == .unchanged(first))
+        // Two changes queued together (one commit on a durable store) make two versions.
+        let second = repository.putDefinition("d", body: two, at: Self.time(3))
+        let third = repository.putDefinition("d", body: one, at: Self.time(4))
+        guard case .created(let v2) = try second.wait(), case .created(let v3) = try third.wait() else {
+            Issue.record("changes made no versions")
+            return
+        }
+        #expect(v2.version == 2 && v3.version == 3 && v3.body == one)
+        _ = try repository.putDefinition("b", body: two, at: Self.time(5)).wait()
+        _ = try repository.putDefinition("c", body: two, at: Self.time(5)).wait()
+
+        func check(_ repository: any JobRepository) throws {
+            #expect(try repository.storedDefinition("d", version: nil).wait()?.version == 3)
+            #expect(try repository.storedDefinition("d", version: 2).wait()?.body == two)
+            #expect(try repository.storedDefinition("d", version: 2).wait()?.latest == 3)
+            #expect(try repository.storedDefinition("d", version: 4).wait() == nil)
+            #expect(try repository.storedDefinition("x", version: nil).wait() == nil)
+            #expect(try repository.storedDefinitions(limit: 10, after: "c").wait().map(\.name) == ["d"])
+            #expect(
+                try repository.storedDefinitionVersions("d", limit: 2, before: nil).wait().map(\.version) == [3, 2]
+            )
+            #expect(try repository.storedDefinitionVersions("d", limit: 5, before: 2).wait().map(\.version) == [1])
+        }
+        try check(repository)
+        #expect(try repository.storedDefinitions(limit: 2, after: nil).wait().map(\.name) == ["b", "c"])
+
+        #expect(try repository.retireDefinition("c", at: Self.time(6)).wait())
+        #expect(try repository.retireDefinition("c", at: Self.time(7)).wait() == false)
+        #expect(try repository.retireDefinition("nope", at: Self.time(7)).wait() == false)
+        #expect(try repository.storedDefinition("c", version: nil).wait() == nil)
+        #expect(try repository.storedDefinition("c", version: 1).wait()?.retiredAt == Self.time(6))
+        #expect(try repository.storedDefinitions(limit: 10, after: nil).wait().map(\.name) == ["b", "d"])
+        // The same body again brings the name back without a version.
+        guard case .unchanged(let back) = try repository.putDefinition("c", body: two, at: Self.time(8)).wait() else {
+            Issue.record("an unchanged body made a version")
+            return
+        }
+        #expect(back.version == 1 && back.retiredAt == nil)
+        #expect(try repository.storedDefinitions(limit: 10, after: nil).wait().map(\.name) == ["b", "c", "d"])
+        _ = try repository.retireDefinition("b", at: Self.time(9)).wait()
+        // Last: a PostgreSQL image is a new server on the same schema, which fences this one.
+        if let image = try subject.crashImage() {
+            try check(image)
+            #expect(try image.storedDefinition("b", version: nil).wait() == nil)
+            #expect(try image.storedDefinition("b", version: 1).wait()?.retiredAt == Self.time(9))
+            try? image.close().wait()
+        }
+    }
+
     /// Inserts with one idempotency key, sent together (so that a durable repository commits them
     /// in one transaction): the first is inserted, the others answer with it.
     @Test(arguments: RepositoryKind.allCases)

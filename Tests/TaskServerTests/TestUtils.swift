@@ -89,6 +89,11 @@ final class TestServer: Sendable {
         )
     }
 
+    /// PUTs `json` as `application/json`.
+    func put(_ target: String, json: JSONValue) async throws -> HTTPResponse {
+        try await self.request("PUT", target, headers: [("Content-Type", "application/json")], body: json.jsonBytes)
+    }
+
     /// PATCHes with `json` as `application/json`.
     func patch(_ target: String, json: String) async throws -> HTTPResponse {
         try await self.request("PATCH", target, headers: [("Content-Type", "application/json")], body: Array(json.utf8))

@@ -172,7 +172,8 @@ public final class JobRun: Sendable {
             runAt: self.spec.runAt(createdAt: self.createdAt),
             priority: self.spec.priority,
             waitingFor: state.waitingFor,
-            tasksWaiting: state.tasksWaiting
+            tasksWaiting: state.tasksWaiting,
+            definition: self.spec.definition
         )
     }
 

@@ -235,6 +235,8 @@ public struct JobSnapshot: Sendable, Equatable {
     public var waitingFor: WaitReason?
     /// How many of its tasks wait, per reason (live only).
     public var tasksWaiting: TasksWaiting
+    /// The definition version it was started from (issue #45).
+    public var definition: DefinitionRef?
 
     public init(
         id: String,
@@ -252,8 +254,10 @@ public struct JobSnapshot: Sendable, Equatable {
         runAt: Timestamp? = nil,
         priority: Int = JobSpec.defaultPriority,
         waitingFor: WaitReason? = nil,
-        tasksWaiting: TasksWaiting = TasksWaiting()
+        tasksWaiting: TasksWaiting = TasksWaiting(),
+        definition: DefinitionRef? = nil
     ) {
+        self.definition = definition
         self.tasksWaiting = tasksWaiting
         self.priority = priority
         self.waitingFor = waitingFor
@@ -305,6 +309,15 @@ public struct JobSnapshot: Sendable, Equatable {
             json.string(value)
         }
         json.endObject()
+        if let definition {
+            json.key("definition")
+            json.beginObject()
+            json.key("name")
+            json.string(definition.name)
+            json.key("version")
+            json.int(definition.version)
+            json.endObject()
+        }
         // Only when set: most jobs keep the default, and their representation stays as it was.
         if self.priority != JobSpec.defaultPriority {
             json.key("priority")

@@ -225,6 +225,8 @@ public struct JobSpec: Sendable, Equatable {
     public var priority: Int
     /// At most `max` jobs with the same evaluated key run at once; held for the whole job.
     public var concurrency: ConcurrencySpec?
+    /// The named workflow the job was started from, with the version it keeps (issue #45).
+    public var definition: DefinitionRef?
 
     public init(
         name: String? = nil,
@@ -237,10 +239,12 @@ public struct JobSpec: Sendable, Equatable {
         nodeCount: Int? = nil,
         depth: Int = 1,
         priority: Int = JobSpec.defaultPriority,
-        concurrency: ConcurrencySpec? = nil
+        concurrency: ConcurrencySpec? = nil,
+        definition: DefinitionRef? = nil
     ) {
         self.priority = priority
         self.concurrency = concurrency
+        self.definition = definition
         self.name = name
         self.input = input
         self.graph = graph
@@ -256,6 +260,45 @@ public struct JobSpec: Sendable, Equatable {
 extension JobSpec {
     /// The priority of a job that names none.
     public static let defaultPriority = WorkerPool.defaultPriority
+}
+
+/// A version of a named workflow definition (issue #45): what a job started from a definition
+/// keeps in its document, so a restart, a redrive or a takeover runs the graph it started with.
+public struct DefinitionRef: Sendable, Hashable {
+    /// The definition's name: 1…100 of `[A-Za-z0-9_.-]`, starting with a letter or digit.
+    public var name: String
+    /// 1, 2, …
+    public var version: Int
+
+    public init(name: String, version: Int) {
+        self.name = name
+        self.version = version
+    }
+
+    /// Whether `name` may name a definition.
+    public static func isValidName(_ name: some StringProtocol) -> Bool {
+        let utf8 = name.utf8
+        guard let first = utf8.first, (1...100).contains(utf8.count), Self.isAlphanumeric(first) else { return false }
+        return utf8.allSatisfy {
+            Self.isAlphanumeric($0) || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-")
+        }
+    }
+
+    private static func isAlphanumeric(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+    }
+
+    /// `{"name": …, "version": …}`, as a job document and representation carry it.
+    public var json: JSONValue { .object(["name": .string(self.name), "version": .int(self.version)]) }
+
+    /// Reads the object form back; nil when `json` is not one.
+    public init?(json: JSONValue) {
+        guard case .object(let object) = json, object.count == 2, let name = object["name"]?.stringValue,
+            Self.isValidName(name), let version = object["version"]?.intValue, version >= 1
+        else { return nil }
+        self.init(name: name, version: version)
+    }
 }
 
 /// A concurrency key (SPEC §8): `{"key": "${input.customer}", "max": 1}` on a task or a job.

@@ -10,6 +10,7 @@ struct Reference {
 struct DecodeState: ProblemReporter {
     static let jobFields = [
         "name", "input", "graph", "timeoutMs", "labels", "runAt", "delayMs", "priority", "concurrency",
+        "definition",
     ]
     static let defaultItems: JSONTemplate = {
         do { return try JSONTemplate(.string("${input}")) } catch { fatalError("\(error)") }

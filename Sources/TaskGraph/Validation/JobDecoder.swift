@@ -138,6 +138,7 @@ public struct JobDecoder: Sendable {
         var delayValue: JSONValue?
         var priorityValue: JSONValue?
         var concurrencyValue: JSONValue?
+        var definitionValue: JSONValue?
         var unknown = false
         for member in object.members {
             switch member.key {
@@ -150,6 +151,7 @@ public struct JobDecoder: Sendable {
             case "delayMs": delayValue = member.value
             case "priority": priorityValue = member.value
             case "concurrency": concurrencyValue = member.value
+            case "definition": definitionValue = member.value
             default: if !self.fields.contains(where: { $0.name == member.key }) { unknown = true }
             }
         }
@@ -187,6 +189,21 @@ public struct JobDecoder: Sendable {
         if let value = concurrencyValue, !value.isNull {
             concurrency = state.decodeConcurrency(value, at: "/concurrency")
         }
+        // The object form is what the server writes into the document of a job started by a
+        // definition's name (it resolves the name first); a client's own would be refused there.
+        var definition: DefinitionRef?
+        if let value = definitionValue, !value.isNull {
+            definition = DefinitionRef(json: value)
+            if definition == nil {
+                state.report(
+                    "",
+                    "definition",
+                    value.stringValue != nil
+                        ? "names a definition: only POST /v1/jobs and /v1/jobs/batch start one"
+                        : "must be {\"name\", \"version\"}"
+                )
+            }
+        }
         var fields = JobFieldValues()
         for field in self.fields {
             if let value = object[field.name] { Self.decode(field, value, into: &fields, state: &state) }
@@ -220,7 +237,8 @@ public struct JobDecoder: Sendable {
             nodeCount: state.nodeCount,
             depth: state.maxDepthSeen,
             priority: priority,
-            concurrency: concurrency
+            concurrency: concurrency,
+            definition: definition
         )
     }
 

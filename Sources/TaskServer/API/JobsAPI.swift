@@ -26,7 +26,6 @@ struct JobsAPI: Sendable {
         let waitMs = try request.integerQuery("waitMs", in: 0...self.app.configuration.maxWaitMs)
         try self.refuseWhileDraining()
         let json = try self.app.jsonBody(request)
-        let spec = try self.app.decodeJob(json)
         let idempotency: IdempotencyKey?
         if let key = request.headers.first(name: "idempotency-key") {
             guard Self.isIdempotencyKey(key) else {
@@ -41,8 +40,25 @@ struct JobsAPI: Sendable {
         } else {
             idempotency = nil
         }
+        if Definitions.isStart(json) {
+            // A definition's name: its version's graph and defaults make the job's document.
+            return self.app.definitions.jobDocument(json).flatMap { document in
+                try self.submit(document, bytes: ByteBuffer(bytes: document.jsonBytes), idempotency, waitMs: waitMs)
+            }
+        }
+        return try self.submit(json, bytes: request.body ?? ByteBuffer(), idempotency, waitMs: waitMs)
+    }
+
+    /// Submits the job `document` (its bytes as stored: what a restart decodes again).
+    private func submit(
+        _ document: JSONValue,
+        bytes: ByteBuffer,
+        _ idempotency: IdempotencyKey?,
+        waitMs: Int?
+    ) throws -> Future<Response> {
+        let spec = try self.app.decodeJob(document)
         let app = self.app
-        return self.app.jobs.submit(spec, document: request.body ?? ByteBuffer(), idempotency: idempotency).flatMap {
+        return self.app.jobs.submit(spec, document: bytes, idempotency: idempotency).flatMap {
             submitted -> Future<Response> in
             switch submitted {
             case .mismatch:
@@ -197,15 +213,36 @@ struct JobsAPI: Sendable {
             key = text
         }
         let document = JSONValue.object(object)
+        let bytes = document.jsonBytes
+        let itemKey = key
+        let idempotency = key.map { IdempotencyKey(key: $0, bodyHash: fnv1a64(bytes)) }
+        if Definitions.isStart(document) {
+            return self.app.definitions.jobDocument(document).continueWithTask(on: .immediate) { resolved in
+                switch resolved.outcome! {
+                case .success(let job):
+                    return self.submitItem(job, bytes: job.jsonBytes, idempotency: idempotency, key: itemKey)
+                case .failure(let error as any HTTPResponseError): return Future(value: .problem(error.problem))
+                case .failure, .cancelled: return Future(value: .problem(StoreError.readFailed.problem))
+                }
+            }
+        }
+        return self.submitItem(document, bytes: bytes, idempotency: idempotency, key: key)
+    }
+
+    /// A batch item's job `document` (`bytes`: as stored) decoded and submitted.
+    private func submitItem(
+        _ document: JSONValue,
+        bytes: [UInt8],
+        idempotency: IdempotencyKey?,
+        key: String?
+    ) -> Future<BatchItem> {
         let spec: JobSpec
         do {
             spec = try self.app.decodeJob(document)
         } catch {
             return Future(value: .problem(error))
         }
-        let bytes = document.jsonBytes
         let itemKey = key
-        let idempotency = key.map { IdempotencyKey(key: $0, bodyHash: fnv1a64(bytes)) }
         return self.app.jobs.submit(spec, document: ByteBuffer(bytes: bytes), idempotency: idempotency).continueWith(
             on: .immediate
         ) { submitted -> BatchItem in
@@ -248,6 +285,12 @@ struct JobsAPI: Sendable {
             let parts = label.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
             guard parts.count == 2, !parts[0].isEmpty else { throw HTTPProblem.badQuery("label must be key:value") }
             query.labels.append((String(parts[0]), String(parts[1])))
+        }
+        if let definition = request.query["definition"] {
+            guard DefinitionRef.isValidName(definition) else {
+                throw HTTPProblem.badQuery("definition must be a definition's name")
+            }
+            query.definition = definition
         }
         if let cursor = request.query["cursor"] {
             guard let position = Cursor.decode(cursor) else {

@@ -136,6 +136,7 @@ public final class JobService: Sendable {
             spec: self.durable ? nil : spec
         )
         record.priority = spec.priority
+        record.definition = spec.definition
         // Due later than the loader's horizon: it sleeps in the repository, not in memory.
         record.sleeps = runAt.map { !self.delayed.holdsAtSubmission($0) } ?? false
         let sleeps = record.sleeps

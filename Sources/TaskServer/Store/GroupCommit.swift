@@ -16,6 +16,8 @@ enum StoreWrite {
     case putSchedule(StoredSchedule, Promise<Void>)
     case deleteSchedule(String, Promise<Bool>)
     case recordFire(String, Timestamp?, String?, Promise<Void>)
+    case putDefinition(String, JSONValue, Timestamp, Promise<DefinitionPut>)
+    case retireDefinition(String, Timestamp, Promise<Bool>)
     case delete(String, Promise<DeleteResult>)
     case flush(Promise<Void>)
     case expire(before: Timestamp)
@@ -40,6 +42,8 @@ enum StoreWrite {
         case .putSchedule(_, let promise): return { promise.fail(error) }
         case .deleteSchedule(_, let promise): return { promise.fail(error) }
         case .recordFire(_, _, _, let promise): return { promise.fail(error) }
+        case .putDefinition(_, _, _, let promise): return { promise.fail(error) }
+        case .retireDefinition(_, _, let promise): return { promise.fail(error) }
         case .updateDelivery(_, let promise): return { promise.fail(error) }
         case .claimDeliveries(_, _, let promise): return { promise.fail(error) }
         case .expire, .removeLeases: return nil
@@ -260,6 +264,7 @@ struct JournalEntry {
             finishedAt: snapshot.finishedAt,
             runAt: snapshot.runAt,
             priority: snapshot.priority,
+            definition: snapshot.definition,
             nodes: ended.nodes,
             events: ended.events
         )

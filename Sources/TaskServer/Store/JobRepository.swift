@@ -17,7 +17,7 @@ import TaskGraph
 ///   wait for a disk).
 /// - **Recovery** is `claimUnfinished`: the unfinished jobs that no live owner holds, callable at
 ///   any time — at start-up on one node, and in a cluster whenever an owner's lease ends.
-public protocol JobRepository: AnyObject, LeaseJournal, DeliveryStore, ScheduleStore {
+public protocol JobRepository: AnyObject, LeaseJournal, DeliveryStore, ScheduleStore, DefinitionStore {
     /// Whether records outlive the process. The service gates readers on commits only then
     /// (`Engine.eventsAwaitDurability`), and sends running jobs' progress only then.
     var isDurable: Bool { get }
@@ -100,6 +100,9 @@ public struct NewJobRecord: Sendable {
     public var runAt: Timestamp?
     /// 0…9 (SPEC §8).
     public var priority = JobSpec.defaultPriority
+    /// The definition version it was started from (issue #45): kept in columns of its own, so
+    /// lists show it and filter by it without reading documents.
+    public var definition: DefinitionRef?
     /// The job sleeps (owned by no one until `claimSleeping` takes it) rather than being owned by
     /// the caller from the start: the service holds only jobs due shortly.
     public var sleeps = false
@@ -216,6 +219,8 @@ public struct StoredJob: Sendable {
     public var runAt: Timestamp?
     /// 0…9 (SPEC §8).
     public var priority: Int
+    /// The definition version it was started from (issue #45).
+    public var definition: DefinitionRef?
     /// Node records: every node of a finished job in registration order; the stored rows of an
     /// unfinished one.
     public var nodes: [NodeRecord]
@@ -238,10 +243,12 @@ public struct StoredJob: Sendable {
         cancelRequested: Bool = false,
         runAt: Timestamp? = nil,
         priority: Int = JobSpec.defaultPriority,
+        definition: DefinitionRef? = nil,
         nodes: [NodeRecord] = [],
         events: [JobEvent] = []
     ) {
         self.priority = priority
+        self.definition = definition
         self.id = id
         self.key = key
         self.name = name
@@ -282,7 +289,8 @@ public struct StoredJob: Sendable {
             progress: progress,
             lastEventSeq: self.events.last?.seq ?? 0,
             runAt: self.runAt,
-            priority: self.priority
+            priority: self.priority,
+            definition: self.definition
         )
     }
 }
@@ -298,6 +306,8 @@ public struct JobQuery: Sendable {
     public var state: JobState?
     /// Labels the jobs must all carry.
     public var labels: [(key: String, value: String)]
+    /// Only jobs started from this definition (any version).
+    public var definition: String?
     public var limit: Int
     /// Return only jobs older than this position (from a previous page's cursor).
     public var before: UInt64?
@@ -305,11 +315,13 @@ public struct JobQuery: Sendable {
     public init(
         state: JobState? = nil,
         labels: [(key: String, value: String)] = [],
+        definition: String? = nil,
         limit: Int = 50,
         before: UInt64? = nil
     ) {
         self.state = state
         self.labels = labels
+        self.definition = definition
         self.limit = limit
         self.before = before
     }

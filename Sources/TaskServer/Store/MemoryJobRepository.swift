@@ -72,6 +72,7 @@ public final class MemoryJobRepository: JobRepository {
                 cancelRequested: self.cancelRequested,
                 runAt: self.runAt,
                 priority: self.spec?.priority ?? JobSpec.defaultPriority,
+                definition: self.spec?.definition,
                 nodes: self.ended?.nodes ?? [],
                 events: self.ended?.events ?? []
             )
@@ -92,7 +93,8 @@ public final class MemoryJobRepository: JobRepository {
                 progress: JobProgress(),
                 lastEventSeq: 0,
                 runAt: self.runAt,
-                priority: self.spec?.priority ?? JobSpec.defaultPriority
+                priority: self.spec?.priority ?? JobSpec.defaultPriority,
+                definition: self.spec?.definition
             )
         }
     }
@@ -117,6 +119,7 @@ public final class MemoryJobRepository: JobRepository {
 
     private let state = Mutex(State())
     private let schedules = Mutex<[String: StoredSchedule]>([:])
+    private let definitions = Mutex(DefinitionTable())
     private let maxFinishedJobs: Int
     private let retention: Duration?
 
@@ -282,6 +285,7 @@ public final class MemoryJobRepository: JobRepository {
                     continue
                 }
                 if query.labels.contains(where: { record.labels[$0.key] != $0.value }) { continue }
+                if let definition = query.definition, record.spec?.definition?.name != definition { continue }
                 found.append((record.position, record.snapshot))
             }
             return found
@@ -345,6 +349,28 @@ public final class MemoryJobRepository: JobRepository {
     public func recordLeases(_ leases: [StoredLease]) -> Future<Void> { Future(value: ()) }
     public func removeLeases(_ hashes: [String]) {}
     public func storedLeases() -> Future<[StoredLease]> { Future(value: []) }
+
+    // MARK: - DefinitionStore: in memory only, like everything else here.
+
+    public func putDefinition(_ name: String, body: JSONValue, at: Timestamp) -> Future<DefinitionPut> {
+        Future(value: self.definitions.withLock { $0.put(name, body: body, at: at) })
+    }
+
+    public func retireDefinition(_ name: String, at: Timestamp) -> Future<Bool> {
+        Future(value: self.definitions.withLock { $0.retire(name, at: at) })
+    }
+
+    public func storedDefinition(_ name: String, version: Int?) -> Future<StoredDefinition?> {
+        Future(value: self.definitions.withLock { $0.definition(name, version: version) })
+    }
+
+    public func storedDefinitions(limit: Int, after: String?) -> Future<[StoredDefinition]> {
+        Future(value: self.definitions.withLock { $0.definitions(limit: limit, after: after) })
+    }
+
+    public func storedDefinitionVersions(_ name: String, limit: Int, before: Int?) -> Future<[StoredDefinition]> {
+        Future(value: self.definitions.withLock { $0.versions(name, limit: limit, before: before) })
+    }
 
     // MARK: - ScheduleStore: schedules live in memory only, like everything else here.
 

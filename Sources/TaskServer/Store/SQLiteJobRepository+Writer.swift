@@ -202,6 +202,14 @@ extension SQLiteJobRepository: GroupCommitting {
                 "UPDATE schedules SET last_fire_at = coalesce(?, last_fire_at), last_job_id = coalesce(?, last_job_id) WHERE id = ?"
             ).bind(at.map { .int($0.milliseconds) }, jobID.map(SQLiteValue.text), .text(id)).run()
             completions.append { promise.succeed(()) }
+        case .putDefinition(let name, let body, let at, let promise):
+            let put = try self.writePutDefinition(name, body, at: at)
+            completions.append { promise.succeed(put) }
+        case .retireDefinition(let name, let at, let promise):
+            try self.writer.prepared("UPDATE definition_names SET retired_at = ? WHERE name = ? AND retired_at IS NULL")
+                .bind(.int(at.milliseconds), .text(name)).run()
+            let retired = self.writer.changes > 0
+            completions.append { promise.succeed(retired) }
         case .claimSleeping(let through, let limit, let promise):
             let jobs = try self.readSleeping(through: through, limit: limit, self.writer)
             let wake = try self.writer.prepared("UPDATE jobs SET state = 'pending' WHERE position = ?")
@@ -274,8 +282,8 @@ extension SQLiteJobRepository: GroupCommitting {
         try db.prepared(
             """
             INSERT INTO jobs (position, id, state, created_at, name, labels, idempotency_key, body_hash, document, run_at,
-                priority)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                priority, definition, definition_version)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """
         ).bind(
             .int(new.position),
@@ -288,7 +296,9 @@ extension SQLiteJobRepository: GroupCommitting {
             job.idempotency.map { .int(Int64(bitPattern: $0.bodyHash)) },
             .bytes(Array(job.document.readableBytesView)),
             job.runAt.map { .int($0.milliseconds) },
-            job.priority == JobSpec.defaultPriority ? nil : .int(Int64(job.priority))
+            job.priority == JobSpec.defaultPriority ? nil : .int(Int64(job.priority)),
+            job.definition.map { .text($0.name) },
+            job.definition.map { .int(Int64($0.version)) }
         ).run()
         if !job.labels.isEmpty {
             let statement = try db.prepared("INSERT INTO labels (key, value, position) VALUES (?, ?, ?)")
@@ -512,5 +522,48 @@ extension SQLiteJobRepository: GroupCommitting {
         )
         let timer = self.options.clock.schedule(after: period) { [weak self] in self?.scheduleRetention(retention) }
         self.retentionTimer.withLock { $0 = timer }
+    }
+}
+
+extension SQLiteJobRepository {
+    /// `putDefinition` in the writer's transaction (the one writer: nothing races it).
+    func writePutDefinition(_ name: String, _ body: JSONValue, at: Timestamp) throws -> DefinitionPut {
+        let latest = try Self.readDefinition(name, version: nil, includeRetired: true, self.writer)
+        if let latest, StoredDefinition.sameDefinition(latest.body, body) {
+            try self.writer.prepared("UPDATE definition_names SET retired_at = NULL WHERE name = ?").bind(.text(name))
+                .run()
+            var unchanged = latest
+            unchanged.retiredAt = nil
+            return .unchanged(unchanged)
+        }
+        let version = (latest?.latest ?? 0) + 1
+        try self.writer.prepared("INSERT INTO definitions (name, version, body, created_at) VALUES (?, ?, ?, ?)")
+            .bind(.text(name), .int(Int64(version)), .text(body.jsonString), .int(at.milliseconds)).run()
+        try self.writer.prepared(
+            """
+            INSERT INTO definition_names (name, latest, retired_at) VALUES (?, ?, NULL)
+            ON CONFLICT (name) DO UPDATE SET latest = excluded.latest, retired_at = NULL
+            """
+        ).bind(.text(name), .int(Int64(version))).run()
+        return .created(StoredDefinition(name: name, version: version, body: body, createdAt: at, latest: version))
+    }
+
+    /// Version `version` of `name` (nil: its latest, only if not retired unless `includeRetired`).
+    static func readDefinition(
+        _ name: String,
+        version: Int?,
+        includeRetired: Bool,
+        _ db: SQLiteConnection
+    ) throws -> StoredDefinition? {
+        let statement = try db.statement(
+            """
+            SELECT \(StoredRecords.definitionColumns) FROM definitions d JOIN definition_names n ON n.name = d.name
+            WHERE d.name = ? AND d.version = coalesce(?, n.latest) AND (? OR n.retired_at IS NULL OR ? IS NOT NULL)
+            """
+        )
+        defer { statement.reset() }
+        let pinned = version.map { SQLiteValue.int(Int64($0)) }
+        try statement.bind(.text(name), pinned, .int(includeRetired ? 1 : 0), pinned)
+        return try statement.step() ? StoredRecords.definition(statement) : nil
     }
 }

@@ -170,6 +170,10 @@ public final class SQLiteJobRepository: JobRepository {
             binds.append(.text(label.key))
             binds.append(.text(label.value))
         }
+        if let definition = query.definition {
+            filter += " AND definition = ?"
+            binds.append(.text(definition))
+        }
         let columns = StoredRecords.listColumns
         let limit = SQLiteValue.int(Int64(query.limit + 1))
         func select(_ condition: String) -> String {
@@ -277,6 +281,53 @@ public final class SQLiteJobRepository: JobRepository {
 
     /// Completes when every write queued so far is committed (tests: a consistent crash image).
     func flush() -> Future<Void> { self.queued { .flush($0) } }
+
+    // MARK: - DefinitionStore
+
+    public func putDefinition(_ name: String, body: JSONValue, at: Timestamp) -> Future<DefinitionPut> {
+        self.queued { .putDefinition(name, body, at, $0) }
+    }
+
+    public func retireDefinition(_ name: String, at: Timestamp) -> Future<Bool> {
+        self.queued { .retireDefinition(name, at, $0) }
+    }
+
+    public func storedDefinition(_ name: String, version: Int?) -> Future<StoredDefinition?> {
+        self.read { db in try Self.readDefinition(name, version: version, includeRetired: false, db) }
+    }
+
+    public func storedDefinitions(limit: Int, after: String?) -> Future<[StoredDefinition]> {
+        self.read { db in
+            let rows = try db.statement(
+                """
+                SELECT \(StoredRecords.definitionColumns) FROM definition_names n
+                JOIN definitions d ON d.name = n.name AND d.version = n.latest
+                WHERE n.retired_at IS NULL AND n.name > ? ORDER BY n.name LIMIT ?
+                """
+            )
+            defer { rows.reset() }
+            try rows.bind(.text(after ?? ""), .int(Int64(limit)))
+            var definitions: [StoredDefinition] = []
+            while try rows.step() { definitions.append(try StoredRecords.definition(rows)) }
+            return definitions
+        }
+    }
+
+    public func storedDefinitionVersions(_ name: String, limit: Int, before: Int?) -> Future<[StoredDefinition]> {
+        self.read { db in
+            let rows = try db.statement(
+                """
+                SELECT \(StoredRecords.definitionColumns) FROM definitions d JOIN definition_names n ON n.name = d.name
+                WHERE d.name = ? AND d.version < ? ORDER BY d.version DESC LIMIT ?
+                """
+            )
+            defer { rows.reset() }
+            try rows.bind(.text(name), .int(Int64(before ?? Int.max)), .int(Int64(limit)))
+            var definitions: [StoredDefinition] = []
+            while try rows.step() { definitions.append(try StoredRecords.definition(rows)) }
+            return definitions
+        }
+    }
 
     // MARK: - ScheduleStore
 

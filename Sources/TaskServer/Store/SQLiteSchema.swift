@@ -219,6 +219,27 @@ enum SQLiteSchema {
         """
         ALTER TABLE jobs ADD COLUMN priority INTEGER;
         """,
+        // 10: workflow definitions (issue #45). Every change of a definition is a new immutable
+        // version row; `definition_names` holds each name's latest version and whether it is
+        // retired. A job started from one names it in `definition` / `definition_version` (also
+        // in its document, which is what a restart runs), indexed for `GET /v1/jobs?definition=`.
+        """
+        ALTER TABLE jobs ADD COLUMN definition TEXT;
+        ALTER TABLE jobs ADD COLUMN definition_version INTEGER;
+        CREATE INDEX jobs_by_definition ON jobs(definition, position) WHERE definition IS NOT NULL;
+        CREATE TABLE definitions (
+            name TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            body TEXT NOT NULL,                    -- JSON: graph, inputSchema, defaults, description
+            created_at INTEGER NOT NULL,           -- Unix milliseconds
+            PRIMARY KEY (name, version)
+        ) WITHOUT ROWID;
+        CREATE TABLE definition_names (
+            name TEXT PRIMARY KEY,
+            latest INTEGER NOT NULL,
+            retired_at INTEGER                     -- set by DELETE; a PUT brings the name back
+        ) WITHOUT ROWID;
+        """,
     ]
 
     /// Brings the file up to the latest version.

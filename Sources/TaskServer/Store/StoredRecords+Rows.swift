@@ -63,6 +63,7 @@ extension StoredRecords {
                 cancelRequested: self.cancelRequested,
                 runAt: self.runAt,
                 priority: self.document["priority"]?.intValue ?? JobSpec.defaultPriority,
+                definition: self.document["definition"].flatMap(DefinitionRef.init(json:)),
                 nodes: nodes,
                 events: events
             )
@@ -112,13 +113,15 @@ extension StoredRecords {
             createdAt: row.timestamp(3),
             cancelRequested: row.bool(7),
             runAt: row.optionalTimestamp(6),
-            priority: document["priority"]?.intValue ?? JobSpec.defaultPriority
+            priority: document["priority"]?.intValue ?? JobSpec.defaultPriority,
+            definition: document["definition"].flatMap(DefinitionRef.init(json:))
         )
     }
 
     /// The `jobs` columns `snapshot(_:)` reads, in its order.
     static let listColumns =
-        "position, id, name, labels, state, error, progress, created_at, started_at, finished_at, run_at, priority"
+        "position, id, name, labels, state, error, progress, created_at, started_at, finished_at, run_at, priority, "
+        + "definition, definition_version"
 
     /// A list item from a `jobs` row (list views show no input or result).
     static func snapshot(_ row: some StoreRow) throws -> JobSnapshot {
@@ -136,7 +139,8 @@ extension StoredRecords {
             progress: try StoredRecords.decodeProgress(row.optionalText(6)),
             lastEventSeq: 0,
             runAt: row.optionalTimestamp(10),
-            priority: row.optionalInt(11).map { Int($0) } ?? JobSpec.defaultPriority
+            priority: row.optionalInt(11).map { Int($0) } ?? JobSpec.defaultPriority,
+            definition: row.optionalText(12).map { DefinitionRef(name: $0, version: Int(row.int(13))) }
         )
     }
 
@@ -171,6 +175,20 @@ extension StoredRecords {
             updatedAt: row.timestamp(3),
             lastFireAt: row.optionalTimestamp(4),
             lastJobID: row.optionalText(5)
+        )
+    }
+
+    /// The columns `definition(_:)` reads, in its order, of `definitions d JOIN definition_names n`.
+    static let definitionColumns = "d.name, d.version, d.body, d.created_at, n.latest, n.retired_at"
+
+    static func definition(_ row: some StoreRow) throws -> StoredDefinition {
+        StoredDefinition(
+            name: row.text(0),
+            version: Int(row.int(1)),
+            body: try row.json(2),
+            createdAt: row.timestamp(3),
+            latest: Int(row.int(4)),
+            retiredAt: row.optionalTimestamp(5)
         )
     }
 

@@ -343,12 +343,13 @@ extension PostgresJobRepository: GroupCommitting {
             sql: """
                 WITH new AS (
                     INSERT INTO jobs (id, state, created_at, name, labels, idempotency_key, body_hash, document, run_at,
-                        priority, owner, owner_token)
+                        priority, definition, definition_version, owner, owner_token)
                     SELECT u.*, CASE WHEN u.state = 'sleeping' THEN NULL ELSE $14 END,
                         CASE WHEN u.state = 'sleeping' THEN NULL ELSE $15::bigint END
                     FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[],
-                        $7::bigint[], $8::bytea[], $9::bigint[], $10::bigint[])
-                        AS u(id, state, created_at, name, labels, idempotency_key, body_hash, document, run_at, priority)
+                        $7::bigint[], $8::bytea[], $9::bigint[], $10::bigint[], $16::text[], $17::bigint[])
+                        AS u(id, state, created_at, name, labels, idempotency_key, body_hash, document, run_at, priority,
+                            definition, definition_version)
                     ON CONFLICT DO NOTHING RETURNING id, position
                 ), new_labels AS (
                     INSERT INTO labels (key, value, position)
@@ -373,6 +374,8 @@ extension PostgresJobRepository: GroupCommitting {
                 .intArray(inserts.map { $0.job.priority == JobSpec.defaultPriority ? nil : Int64($0.job.priority) }),
                 .textArray(labels.ids), .textArray(labels.keys), .textArray(labels.values),
                 .text(self.serverID), .int(token),
+                .textArray(inserts.map { $0.job.definition?.name }),
+                .intArray(inserts.map { $0.job.definition.map { Int64($0.version) } }),
             ]
         )
     }
@@ -815,6 +818,16 @@ extension PostgresJobRepository: GroupCommitting {
             )
             try self.notifyScheduleChanged(id, db)
             outcome.completions.append { promise.succeed(()) }
+        case .putDefinition(let name, let body, let at, let promise):
+            let put = try Self.writePutDefinition(name, body, at: at, db)
+            outcome.completions.append { promise.succeed(put) }
+        case .retireDefinition(let name, let at, let promise):
+            let retired =
+                try db.query(
+                    "UPDATE definition_names SET retired_at = $1 WHERE name = $2 AND retired_at IS NULL",
+                    [.int(at.milliseconds), .text(name)]
+                ).affected > 0
+            outcome.completions.append { promise.succeed(retired) }
         case .claimSleeping(let through, let limit, let promise):
             let rows = try db.query(
                 """
@@ -843,6 +856,50 @@ extension PostgresJobRepository: GroupCommitting {
 
     /// Tells the other servers that schedule `id` changed (created, updated, deleted or fired):
     /// they read it again (`schedule <id>`; an id has no spaces and at most 100 bytes).
+    /// `putDefinition` in the writer's transaction. Servers of a cluster may put the same name at
+    /// once: the name's row, made first if new, is locked until the commit, so the second waits
+    /// and then compares with the version the first made.
+    static func writePutDefinition(
+        _ name: String,
+        _ body: JSONValue,
+        at: Timestamp,
+        _ db: PostgresConnection
+    ) throws -> DefinitionPut {
+        try db.query(
+            "INSERT INTO definition_names (name, latest) VALUES ($1, 0) ON CONFLICT DO NOTHING",
+            [.text(name)]
+        )
+        let latest = Int(
+            try db.query("SELECT latest FROM definition_names WHERE name = $1 FOR UPDATE", [.text(name)]).int(0, 0)
+        )
+        if latest > 0 {
+            let rows = try db.query(
+                """
+                SELECT \(StoredRecords.definitionColumns) FROM definitions d JOIN definition_names n ON n.name = d.name
+                WHERE d.name = $1 AND d.version = $2
+                """,
+                [.text(name), .int(Int64(latest))]
+            )
+            let current = try StoredRecords.definition(rows.row(0))
+            if StoredDefinition.sameDefinition(current.body, body) {
+                try db.query("UPDATE definition_names SET retired_at = NULL WHERE name = $1", [.text(name)])
+                var unchanged = current
+                unchanged.retiredAt = nil
+                return .unchanged(unchanged)
+            }
+        }
+        let version = latest + 1
+        try db.query(
+            "INSERT INTO definitions (name, version, body, created_at) VALUES ($1, $2, $3, $4)",
+            [.text(name), .int(Int64(version)), .text(body.jsonString), .int(at.milliseconds)]
+        )
+        try db.query(
+            "UPDATE definition_names SET latest = $2, retired_at = NULL WHERE name = $1",
+            [.text(name), .int(Int64(version))]
+        )
+        return .created(StoredDefinition(name: name, version: version, body: body, createdAt: at, latest: version))
+    }
+
     func notifyScheduleChanged(_ id: String, _ db: PostgresConnection) throws {
         try db.query("SELECT pg_notify(taskserver_channel(), 'schedule ' || $1)", [.text(id)])
     }

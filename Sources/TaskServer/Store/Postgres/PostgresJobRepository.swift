@@ -246,6 +246,7 @@ public final class PostgresJobRepository: JobRepository {
             let value = parameter(.text(label.value))
             conditions.append("position IN (SELECT position FROM labels WHERE key = \(key) AND value = \(value))")
         }
+        if let definition = query.definition { conditions.append("definition = \(parameter(.text(definition)))") }
         let limit = parameter(.int(Int64(query.limit + 1)))
         let filter = conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")
         return (
@@ -333,6 +334,55 @@ public final class PostgresJobRepository: JobRepository {
 
     /// Completes when every write queued so far is committed (tests: a consistent crash image).
     func flush() -> Future<Void> { self.queued { .flush($0) } }
+
+    // MARK: - DefinitionStore
+
+    public func putDefinition(_ name: String, body: JSONValue, at: Timestamp) -> Future<DefinitionPut> {
+        self.queued { .putDefinition(name, body, at, $0) }
+    }
+
+    public func retireDefinition(_ name: String, at: Timestamp) -> Future<Bool> {
+        self.queued { .retireDefinition(name, at, $0) }
+    }
+
+    public func storedDefinition(_ name: String, version: Int?) -> Future<StoredDefinition?> {
+        self.read { db in
+            let pinned = version.map { PostgresValue.int(Int64($0)) }
+            let rows = try db.query(
+                """
+                SELECT \(StoredRecords.definitionColumns) FROM definitions d JOIN definition_names n ON n.name = d.name
+                WHERE d.name = $1 AND d.version = coalesce($2, n.latest) AND (n.retired_at IS NULL OR $2 IS NOT NULL)
+                """,
+                [.text(name), pinned]
+            )
+            return try rows.count == 1 ? StoredRecords.definition(rows.row(0)) : nil
+        }
+    }
+
+    public func storedDefinitions(limit: Int, after: String?) -> Future<[StoredDefinition]> {
+        self.read { db in
+            try db.query(
+                """
+                SELECT \(StoredRecords.definitionColumns) FROM definition_names n
+                JOIN definitions d ON d.name = n.name AND d.version = n.latest
+                WHERE n.retired_at IS NULL AND n.name COLLATE "C" > $1 ORDER BY n.name COLLATE "C" LIMIT $2
+                """,
+                [.text(after ?? ""), .int(Int64(limit))]
+            ).map(StoredRecords.definition)
+        }
+    }
+
+    public func storedDefinitionVersions(_ name: String, limit: Int, before: Int?) -> Future<[StoredDefinition]> {
+        self.read { db in
+            try db.query(
+                """
+                SELECT \(StoredRecords.definitionColumns) FROM definitions d JOIN definition_names n ON n.name = d.name
+                WHERE d.name = $1 AND d.version < $2 ORDER BY d.version DESC LIMIT $3
+                """,
+                [.text(name), .int(Int64(before ?? Int.max)), .int(Int64(limit))]
+            ).map(StoredRecords.definition)
+        }
+    }
 
     // MARK: - ScheduleStore
 

@@ -284,6 +284,24 @@ enum PostgresSchema {
             RETURN NULL;
         END $$;
         """,
+        // 11: workflow definitions (issue #45), as SQLite's schema 10: immutable version rows,
+        // each name's latest version and retirement, and the definition a job was started from.
+        """
+        ALTER TABLE jobs ADD COLUMN definition text, ADD COLUMN definition_version bigint;
+        CREATE INDEX jobs_by_definition ON jobs (definition, position) WHERE definition IS NOT NULL;
+        CREATE TABLE definitions (
+            name text NOT NULL,
+            version bigint NOT NULL,
+            body text NOT NULL,
+            created_at bigint NOT NULL,
+            PRIMARY KEY (name, version)
+        );
+        CREATE TABLE definition_names (
+            name text PRIMARY KEY,
+            latest bigint NOT NULL,
+            retired_at bigint
+        );
+        """,
     ]
 
     /// The advisory lock key of migrations (any fixed number; "TSMG" in ASCII).
@@ -338,7 +356,7 @@ enum PostgresSchema {
         "jobs": [
             "position", "id", "state", "created_at", "started_at", "finished_at", "run_at", "priority",
             "cancel_requested", "owner", "owner_token", "name", "labels", "idempotency_key", "body_hash", "error",
-            "progress", "result", "document", "nodes",
+            "progress", "result", "document", "nodes", "definition", "definition_version",
         ],
         "labels": ["key", "value", "position"],
         "nodes": [
@@ -362,6 +380,8 @@ enum PostgresSchema {
         "ended_leases": ["lease_hash", "job_id", "ended_at"],
         "key_slots": ["key", "slot", "holder", "job_id", "token", "grant_id", "taken_at"],
         "key_waiters": ["key", "server", "priority", "since"],
+        "definitions": ["name", "version", "body", "created_at"],
+        "definition_names": ["name", "latest", "retired_at"],
     ]
 
     /// The functions the migrations make, with their numbers of arguments.

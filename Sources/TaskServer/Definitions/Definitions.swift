@@ -1,0 +1,140 @@
+import NIOHTTP1
+import Synchronization
+import TaskCore
+import TaskGraph
+
+/// The owner of workflow definitions (issue #45): stores their versions, reads them, and turns a
+/// start request that names one into the document of the job it starts.
+///
+/// The store is the only state that matters (a cluster's servers share it). What is kept here is
+/// a cache of parsed versions — a version never changes, so a cached one is never stale; which
+/// version is the latest is read from the store at each start.
+public final class Definitions: Sendable {
+    let store: any DefinitionStore
+    let decoder: JobDecoder
+    let clock: any ServerClock
+    private let parsed = Mutex<[DefinitionRef: WorkflowDefinition]>([:])
+    /// Parsed versions kept at most (then the cache starts over: rare, and only costs parsing).
+    static let maxParsed = 512
+
+    init(store: any DefinitionStore, decoder: JobDecoder, clock: any ServerClock) {
+        self.store = store
+        self.decoder = decoder
+        self.clock = clock
+    }
+
+    static func notFound(_ name: String) -> HTTPProblem {
+        .notFound("definition.notFound", "no definition \(name.prefix(100))")
+    }
+
+    static func checkName(_ name: String) throws(HTTPProblem) {
+        guard DefinitionRef.isValidName(name) else {
+            throw HTTPProblem(
+                .unprocessableEntity,
+                code: "definition.invalid",
+                detail:
+                    "a definition's name is 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit",
+                errors: [ValidationProblem(pointer: "", message: "the name in the path is not a valid definition name")]
+            )
+        }
+    }
+
+    /// Stores `json` as the next version of `name` (none when it equals the latest).
+    func put(_ name: String, _ json: JSONValue) throws(HTTPProblem) -> Future<DefinitionPut> {
+        try Self.checkName(name)
+        let definition = try WorkflowDefinition(json, decoder: self.decoder)
+        return self.store.putDefinition(name, body: definition.body, at: self.clock.now())
+    }
+
+    func retire(_ name: String) -> Future<Bool> {
+        self.store.retireDefinition(name, at: self.clock.now())
+    }
+
+    func latest(_ name: String) -> Future<StoredDefinition?> { self.store.storedDefinition(name, version: nil) }
+
+    func version(_ name: String, _ version: Int) -> Future<StoredDefinition?> {
+        self.store.storedDefinition(name, version: version)
+    }
+
+    func list(limit: Int, after: String?) -> Future<[StoredDefinition]> {
+        self.store.storedDefinitions(limit: limit, after: after)
+    }
+
+    func versions(_ name: String, limit: Int, before: Int?) -> Future<[StoredDefinition]> {
+        self.store.storedDefinitionVersions(name, limit: limit, before: before)
+    }
+
+    // MARK: - Starting a job
+
+    /// Whether `json` is a start request naming a definition (`{"definition": "name", …}`).
+    static func isStart(_ json: JSONValue) -> Bool {
+        if case .object(let object) = json, let definition = object["definition"], !definition.isNull { return true }
+        return false
+    }
+
+    /// The job document that the start request `json` makes (see `WorkflowDefinition.jobDocument`);
+    /// fails with a `422` that points at what is wrong: an unknown or retired name, a version that
+    /// does not exist, an input that breaks the schema.
+    func jobDocument(_ json: JSONValue) -> Future<JSONValue> {
+        guard case .object(let request) = json else { return Future(error: Self.startInvalid("", "must be an object")) }
+        guard case .string(let name)? = request["definition"], DefinitionRef.isValidName(name) else {
+            return Future(error: Self.startInvalid("/definition", "must be the name of a definition"))
+        }
+        if request["graph"] != nil {
+            return Future(error: Self.startInvalid("/graph", "give graph or definition, not both"))
+        }
+        let pinned: Int?
+        if let value = request["version"], !value.isNull {
+            guard let version = value.intValue, version >= 1 else {
+                return Future(error: Self.startInvalid("/version", "must be a version number: an integer from 1"))
+            }
+            pinned = version
+        } else {
+            pinned = nil
+        }
+        return self.store.storedDefinition(name, version: pinned).map { stored -> JSONValue in
+            guard let stored else {
+                if let pinned {
+                    throw Self.startInvalid(
+                        "/version",
+                        "definition \"\(name)\" has no version \(pinned)",
+                        code: "definition.unknown"
+                    )
+                }
+                throw Self.startInvalid("/definition", "no definition named \"\(name)\"", code: "definition.unknown")
+            }
+            if stored.retiredAt != nil {
+                throw Self.startInvalid(
+                    "/definition",
+                    "definition \"\(name)\" is retired",
+                    code: "definition.unknown"
+                )
+            }
+            let ref = DefinitionRef(name: name, version: stored.version)
+            return try self.definition(ref, stored).jobDocument(request, ref: ref)
+        }
+    }
+
+    /// Version `ref` parsed, from the cache or from `stored`.
+    private func definition(_ ref: DefinitionRef, _ stored: StoredDefinition) -> WorkflowDefinition {
+        if let cached = self.parsed.withLock({ $0[ref] }) { return cached }
+        let definition = WorkflowDefinition(stored: stored.body)
+        self.parsed.withLock { cache in
+            if cache.count >= Self.maxParsed { cache.removeAll(keepingCapacity: true) }
+            cache[ref] = definition
+        }
+        return definition
+    }
+
+    /// A start request's `422`: `definition.unknown` for a name or version the store does not
+    /// have (or a retired name), `graph.invalid` for a request that is malformed.
+    static func startInvalid(_ pointer: String, _ message: String, code: String = "graph.invalid") -> HTTPProblem {
+        let problem = ValidationProblem(pointer: pointer, message: message)
+        return HTTPProblem(
+            .unprocessableEntity,
+            code: code,
+            detail: "the job is invalid: \(problem)",
+            errors: [problem]
+        )
+    }
+}
