@@ -179,4 +179,32 @@ cmp -s "$work/ids" <(jq -r 'select(.status == 200) | .id' "$work/out") || fail "
 run 64 submit --jsonl "$work/jobs.jsonl" --wait
 run 64 submit --jsonl "$work/jobs.jsonl" --batch-size 1001
 echo "✔ submit --jsonl: 1,198 accepted in order, 2 refused in place (exit 1), the same file again: the same jobs"
+# Definitions (issue #45): apply a file (its base name names it), again (unchanged), changed (a new
+# version); start it by name with an input; a refused input exits 1 with the server's pointer.
+cat >"$work/greet.json" <<'JSON'
+{"inputSchema": {"type": "object", "required": ["who"]},
+ "graph": {"type": "task", "action": "value", "params": {"value": "hello ${input.who}"}}}
+JSON
+run 0 definitions apply "$work/greet.json"
+[ "$(jq -r .version "$work/out")" = 1 ] && grep -q "greet stored as version 1" "$work/err" || fail "definitions apply: $(cat "$work/out" "$work/err")"
+run 0 definitions apply "$work/greet.json"
+grep -q "greet unchanged: version 1" "$work/err" || fail "definitions apply again: $(cat "$work/err")"
+jq '.graph.params.value = "hi ${input.who}" | .name = "greet"' "$work/greet.json" >"$work/other-file.json"
+run 0 definitions apply "$work/other-file.json"
+[ "$(jq -r .version "$work/out")" = 2 ] || fail "definitions apply of a change: $(cat "$work/out")"
+run 0 submit --definition greet --input '{"who": "ada"}' --wait
+[ "$(jq -r .result "$work/out")" = "hi ada" ] && [ "$(jq -r .definition.version "$work/out")" = 2 ] || fail "submit --definition: $(cat "$work/out")"
+echo '{"who": "bob"}' >"$work/input.json"
+run 0 submit --definition greet --version 1 --input "@$work/input.json" --wait
+[ "$(jq -r .result "$work/out")" = "hello bob" ] || fail "submit --definition --version 1: $(cat "$work/out")"
+run 3 submit --definition greet --input '{}'
+grep -q "/input/who" "$work/err" || fail "submit --definition with a bad input: $(cat "$work/err")"
+run 0 definitions list
+[ "$(jq -r '[.items[].name] | join(",")' "$work/out")" = greet ] || fail "definitions list: $(cat "$work/out")"
+run 0 definitions get greet --version 1
+[ "$(jq -r .graph.params.value "$work/out")" = 'hello ${input.who}' ] || fail "definitions get --version 1: $(cat "$work/out")"
+run 0 definitions retire greet
+run 1 definitions get greet
+run 64 submit "$work/ok.json" --definition greet
+echo "✔ definitions apply (new, unchanged, changed), submit --definition (latest, pinned, bad input), list, get, retire"
 echo "client checks passed"

@@ -100,7 +100,16 @@ struct Submit: ParsableCommand {
     @OptionGroup var options: ClientOptions
 
     @Argument(help: "The job as JSON (the Job schema of openapi.yaml), or - to read it from stdin.")
-    var file: String
+    var file: String?
+
+    @Option(help: "Start the stored definition of this name instead of a job file (see `taskserver definitions`).")
+    var definition: String?
+
+    @Option(help: "With --definition: the version to start (default: the latest).")
+    var version: Int?
+
+    @Option(help: "With --definition: the job's input as JSON (@FILE reads it from a file).")
+    var input: String?
 
     @Flag(help: "Wait for the job to end; print it and exit with a status that reflects its outcome.")
     var wait = false
@@ -119,6 +128,15 @@ struct Submit: ParsableCommand {
 
     func validate() throws {
         if self.wait && self.watch { throw ValidationError("--wait and --watch cannot be combined") }
+        if (self.file == nil) == (self.definition == nil) {
+            throw ValidationError("give a job file or --definition NAME (one of them)")
+        }
+        if self.definition == nil, self.version != nil || self.input != nil {
+            throw ValidationError("--version and --input go with --definition")
+        }
+        if self.definition != nil, self.jsonl {
+            throw ValidationError("--jsonl reads jobs from a file, not --definition")
+        }
         if self.jsonl, self.wait || self.watch || self.idempotencyKey != nil {
             throw ValidationError("--jsonl submits many jobs: it takes no --wait, --watch or --idempotency-key")
         }
@@ -163,16 +181,31 @@ struct Submit: ParsableCommand {
 }
 
 extension Submit {
+    /// The request body: the job file, or a start of `--definition` with its `--input`.
     func readInput() throws -> Data {
-        do {
-            return self.file == "-"
-                ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(fileURLWithPath: self.file))
-        } catch {
-            FileHandle.standardError.write(
-                Data("taskserver: cannot read \(self.file): \(error.localizedDescription)\n".utf8)
-            )
-            throw ExitCode(ClientExit.error)
+        guard let definition else { return try readFile(self.file ?? "-") }
+        var start: [String: Any] = ["definition": definition]
+        if let version { start["version"] = version }
+        if let input {
+            let text = input.hasPrefix("@") ? try readFile(String(input.dropFirst())) : Data(input.utf8)
+            guard let value = try? JSONSerialization.jsonObject(with: text, options: .fragmentsAllowed) else {
+                FileHandle.standardError.write(Data("taskserver: --input is not JSON\n".utf8))
+                throw ExitCode(ClientExit.error)
+            }
+            start["input"] = value
         }
+        return try JSONSerialization.data(withJSONObject: start, options: [.sortedKeys, .withoutEscapingSlashes])
+    }
+}
+
+/// The bytes of `path` (`-`: standard input); exits with status 3 and a message when unreadable.
+func readFile(_ path: String) throws -> Data {
+    do {
+        return path == "-"
+            ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(fileURLWithPath: path))
+    } catch {
+        FileHandle.standardError.write(Data("taskserver: cannot read \(path): \(error.localizedDescription)\n".utf8))
+        throw ExitCode(ClientExit.error)
     }
 }
 

@@ -23,8 +23,8 @@ struct TaskServerCommand: AsyncParsableCommand {
             """,
         version: TaskServerVersion.current,
         subcommands: [
-            Serve.self, Submit.self, Status.self, Cancel.self, Redrive.self, Events.self, Worker.self, Healthcheck.self,
-            Version.self,
+            Serve.self, Submit.self, Status.self, Cancel.self, Redrive.self, Events.self, DefinitionsCommand.self,
+            Worker.self, Healthcheck.self, Version.self,
         ],
         defaultSubcommand: Serve.self
     )

@@ -1,0 +1,134 @@
+import ArgumentParser
+import Foundation
+
+/// `taskserver definitions …`: store, list, read and retire workflow definitions (issue #45).
+struct DefinitionsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "definitions",
+        abstract: "Store, list, read and retire workflow definitions.",
+        discussion: """
+            Start one with: taskserver submit --definition NAME --input '{"day": "2026-12-02"}' --wait
+            Exit status: 0 done, 1 refused (the server's problem is printed), 3 when the server cannot be \
+            reached.
+            """,
+        subcommands: [Apply.self, List.self, Get.self, Retire.self]
+    )
+
+    /// `apply FILE`: PUT the definition in FILE; a new version when it changed.
+    struct Apply: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Store the definition in a JSON file: a new version when it changed, none otherwise.",
+            discussion: """
+                The file is the body of PUT /v1/definitions/{name} ({"graph", "inputSchema"?, "defaults"?, \
+                "description"?}); it may also carry the definition's "name", taken out before it is sent. \
+                The name is --name, else the file's "name", else the file's base name without its extension. \
+                Prints the version the server answers with and says on stderr whether it is new.
+                """
+        )
+
+        @OptionGroup var options: ClientOptions
+
+        @Argument(help: "The definition as JSON, or - to read it from stdin.")
+        var file: String
+
+        @Option(help: "The definition's name (1 to 100 letters, digits, '.', '_' or '-').")
+        var name: String?
+
+        func run() throws {
+            let client = try self.options.client()
+            let data = try readFile(self.file)
+            guard var body = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+                FileHandle.standardError.write(Data("taskserver: \(self.file) is not a JSON object\n".utf8))
+                throw ExitCode(ClientExit.error)
+            }
+            let named = body.removeValue(forKey: "name") as? String
+            let base = URL(fileURLWithPath: self.file).deletingPathExtension().lastPathComponent
+            let name = self.name ?? named ?? (self.file == "-" ? "" : base)
+            guard !name.isEmpty else { throw ValidationError("give the definition's name: --name NAME") }
+            let payload = try JSONSerialization.data(withJSONObject: body, options: [.withoutEscapingSlashes])
+            let response = try runClient { () throws(ClientError) in
+                try client.send("PUT", "/v1/definitions/\(TaskServerClient.escape(name))", body: payload)
+            }
+            try Self.finish(response, ok: [200, 201])
+            let version = response.json?["version"] as? Int ?? 0
+            let note = response.status == 201 ? "stored as version \(version)" : "unchanged: version \(version)"
+            FileHandle.standardError.write(Data("taskserver: \(name) \(note)\n".utf8))
+        }
+
+        /// Prints the body; a refusal exits 1 (a 4xx) or 3 (anything else).
+        static func finish(_ response: TaskServerClient.Response, ok: Set<Int>) throws {
+            guard ok.contains(response.status) else {
+                let problem = ClientError(problem: response)
+                FileHandle.standardError.write(Data("taskserver: \(problem)\n".utf8))
+                throw ExitCode((400..<500).contains(response.status) ? ClientExit.failed : ClientExit.error)
+            }
+            if !response.body.isEmpty { printJSON(response.body) }
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the definitions (the latest version of each).")
+
+        @OptionGroup var options: ClientOptions
+
+        func run() throws {
+            let client = try self.options.client()
+            var cursor: String?
+            var items: [Any] = []
+            repeat {
+                let query = cursor.map { "?limit=1000&cursor=\(TaskServerClient.escape($0))" } ?? "?limit=1000"
+                let response = try runClient { () throws(ClientError) in
+                    try client.send("GET", "/v1/definitions\(query)")
+                }
+                guard response.status == 200, let json = response.json else {
+                    return try Apply.finish(response, ok: [])
+                }
+                items += json["items"] as? [Any] ?? []
+                cursor = json["nextCursor"] as? String
+            } while cursor != nil
+            printJSON(try JSONSerialization.data(withJSONObject: ["items": items]))
+        }
+    }
+
+    struct Get: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print a definition: its latest version, or --version."
+        )
+
+        @OptionGroup var options: ClientOptions
+
+        @Argument(help: "The definition's name.")
+        var name: String
+
+        @Option(help: "The version to print.")
+        var version: Int?
+
+        func run() throws {
+            let client = try self.options.client()
+            let path =
+                "/v1/definitions/\(TaskServerClient.escape(self.name))" + (self.version.map { "/versions/\($0)" } ?? "")
+            let response = try runClient { () throws(ClientError) in try client.send("GET", path) }
+            try Apply.finish(response, ok: [200])
+        }
+    }
+
+    struct Retire: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Retire a definition: no new starts; its versions and runs stay readable."
+        )
+
+        @OptionGroup var options: ClientOptions
+
+        @Argument(help: "The definition's name.")
+        var name: String
+
+        func run() throws {
+            let client = try self.options.client()
+            let response = try runClient { () throws(ClientError) in
+                try client.send("DELETE", "/v1/definitions/\(TaskServerClient.escape(self.name))")
+            }
+            try Apply.finish(response, ok: [204])
+            FileHandle.standardError.write(Data("taskserver: \(self.name) retired\n".utf8))
+        }
+    }
+}
