@@ -207,4 +207,18 @@ run 0 definitions retire greet
 run 1 definitions get greet
 run 64 submit "$work/ok.json" --definition greet
 echo "✔ definitions apply (new, unchanged, changed), submit --definition (latest, pinned, bad input), list, get, retire"
+# Bulk redrive (issue #45): every failed job of a label, through the pages of POST /v1/jobs/redrive.
+echo '{"labels":{"cli":"bulk"},"graph":{"type":"task","action":"fail","params":{"code":"demo.down","message":"down"}}}' >"$work/down.json"
+run 1 submit "$work/down.json" --wait
+run 1 submit "$work/down.json" --wait
+run 0 redrive --filter state=failed --filter label=cli:bulk
+[ "$(jq -s '[.[] | select(.status == 202)] | length' "$work/out")" -eq 2 ] && grep -q "2 redriven, 0 left alone" "$work/err" || fail "redrive --filter: $(cat "$work/out" "$work/err")"
+echo '{"labels":{"cli":"busy"},"graph":{"type":"task","action":"delay","params":{"ms":60000}}}' >"$work/busy.json"
+run 0 submit "$work/busy.json"
+busy=$(jq -r .id "$work/out")
+run 1 redrive --filter label=cli:busy
+grep -q "0 redriven, 1 left alone" "$work/err" && [ "$(jq -r .problem.code "$work/out")" = job.notRedrivable ] || fail "redrive --filter of a running job: $(cat "$work/out" "$work/err")"
+run 0 cancel "$busy"
+run 64 redrive some-id --filter state=failed
+echo "✔ redrive --filter: every failed job of a label, one line each"
 echo "client checks passed"

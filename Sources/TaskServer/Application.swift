@@ -180,6 +180,9 @@ public final class Application: Sendable {
     /// The routes of the API (the test that compares them with the contract reads this too).
     public var router: Router {
         var router = Router()
+        // Before JobsAPI: the router takes the first pattern a path matches, and /v1/jobs/{id}
+        // would take /v1/jobs/redrive.
+        BulkJobsAPI(app: self).register(in: &router)
         JobsAPI(app: self).register(in: &router)
         TasksAPI(app: self).register(in: &router)
         EventsAPI(app: self).register(in: &router)

@@ -333,20 +333,73 @@ struct Cancel: ParsableCommand {
 
 struct Redrive: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run a failed or cancelled job again from where it stopped.",
+        abstract: "Run a failed or cancelled job again from where it stopped; or every job a filter lists.",
         discussion: """
             Succeeded nodes keep their results and do not run; failed, cancelled and skipped nodes run \
             again, their attempts counting on. Prints the job, now running. Exit status 0 when it runs \
             again; 3 when it is not failed or cancelled, was not found, or the server cannot be reached.
+            With --filter (the query of GET /v1/jobs, e.g. --filter state=failed --filter \
+            finishedAfter=2026-12-02T10:00:00Z), redrives every job it lists, a page at a time \
+            (POST /v1/jobs/redrive), printing one JSON line per job ({"id", "status", "problem"?}) and a \
+            summary on stderr; exit status 0 when every listed job runs again, 1 when some were left alone.
             """
     )
 
     @OptionGroup var options: ClientOptions
 
     @Argument(help: "The job id.")
-    var id: String
+    var id: String?
 
-    func run() throws { try postJobCommand("redrive", id: self.id, accepting: [202], self.options) }
+    @Option(
+        help: "A filter of GET /v1/jobs as NAME=VALUE (repeatable): state, label, definition, parent, createdAfter, …"
+    )
+    var filter: [String] = []
+
+    func validate() throws {
+        if (self.id == nil) == self.filter.isEmpty { throw ValidationError("give a job id or --filter (one of them)") }
+        for item in self.filter where !item.contains("=") {
+            throw ValidationError("--filter takes NAME=VALUE, got \(item)")
+        }
+    }
+
+    func run() throws {
+        guard self.filter.isEmpty, let id else { return try self.redriveAll() }
+        try postJobCommand("redrive", id: id, accepting: [202], self.options)
+    }
+
+    /// POST /v1/jobs/redrive, page after page, until the filter lists no more.
+    private func redriveAll() throws {
+        let client = try self.options.client()
+        let encoded = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~"))
+        let query = self.filter.map { item -> String in
+            let parts = item.split(separator: "=", maxSplits: 1).map(String.init)
+            let value = parts.count > 1 ? parts[1] : ""
+            return "\(parts[0])=\(value.addingPercentEncoding(withAllowedCharacters: encoded) ?? value)"
+        }.joined(separator: "&")
+        var cursor: String?
+        var redriven = 0
+        var left = 0
+        repeat {
+            let page =
+                "/v1/jobs/redrive?\(query)&limit=1000" + (cursor.map { "&cursor=\(TaskServerClient.escape($0))" } ?? "")
+            let response = try runClient { () throws(ClientError) in
+                let response = try client.send("POST", page, timeout: 120)
+                guard response.status == 200 else { throw ClientError(problem: response) }
+                return response
+            }
+            for item in response.json?["items"] as? [[String: Any]] ?? [] {
+                if item["status"] as? Int == 202 { redriven += 1 } else { left += 1 }
+                let line = try JSONSerialization.data(
+                    withJSONObject: item,
+                    options: [.sortedKeys, .withoutEscapingSlashes]
+                )
+                FileHandle.standardOutput.write(line + Data("\n".utf8))
+            }
+            cursor = response.json?["nextCursor"] as? String
+        } while cursor != nil
+        FileHandle.standardError.write(Data("taskserver: \(redriven) redriven, \(left) left alone\n".utf8))
+        if left > 0 { throw ExitCode(ClientExit.failed) }
+    }
 }
 
 /// POSTs `/v1/jobs/{id}/{command}` and prints the job the server answers with; any other status

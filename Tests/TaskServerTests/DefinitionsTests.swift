@@ -10,49 +10,13 @@ import Testing
 /// every store, over real sockets.
 @Suite(.timeLimit(.minutes(1 * TestTiming.slowdown)))
 struct DefinitionsTests {
-    enum Store: String, CaseIterable, CustomTestStringConvertible {
-        case memory, sqlite, postgres
-        var testDescription: String { self.rawValue }
-    }
-
-    /// Runs `body` against a server on `store` (a fresh file or schema).
-    static func withStore<T>(
-        _ store: Store,
-        _ configure: @escaping (inout ServerConfiguration) -> Void = { _ in },
-        _ body: (TestServer) async throws -> T
-    ) async throws -> T {
-        switch store {
-        case .memory:
-            return try await withServer(configure, body)
-        case .sqlite:
-            let path = try SQLiteStoreTests.temporaryDirectory() + "/taskserver.sqlite"
-            return try await withServer(
-                {
-                    $0.dataPath = path
-                    configure(&$0)
-                },
-                body
-            )
-        case .postgres:
-            let settings = try TestPostgres.freshSchema()
-            defer { TestPostgres.drop(settings) }
-            return try await withServer(
-                {
-                    $0.database = settings
-                    configure(&$0)
-                },
-                body
-            )
-        }
-    }
-
     static func valueGraph(_ value: JSONValue) -> JSONValue {
         ["type": "task", "id": "v", "action": "value", "params": ["value": value]]
     }
 
-    @Test(arguments: Store.allCases)
-    func everyChangeIsAVersionAndAnIdenticalBodyIsNone(_ store: Store) async throws {
-        try await Self.withStore(store) { server in
+    @Test(arguments: StoreKind.allCases)
+    func everyChangeIsAVersionAndAnIdenticalBodyIsNone(_ store: StoreKind) async throws {
+        try await withServer(on: store) { server in
             let first: JSONValue = ["graph": Self.valueGraph("one"), "description": "the first"]
             let created = try await server.put("/v1/definitions/report", json: first)
             #expect(created.status == 201, "\(created)")
@@ -116,9 +80,9 @@ struct DefinitionsTests {
         }
     }
 
-    @Test(arguments: Store.allCases)
-    func aStartRunsTheLatestOrThePinnedVersionWithItsDefaults(_ store: Store) async throws {
-        try await Self.withStore(store) { server in
+    @Test(arguments: StoreKind.allCases)
+    func aStartRunsTheLatestOrThePinnedVersionWithItsDefaults(_ store: StoreKind) async throws {
+        try await withServer(on: store) { server in
             let defaults: JSONValue = ["priority": 7, "labels": ["team": "ops", "tier": "gold"]]
             _ = try await server.put(
                 "/v1/definitions/report",

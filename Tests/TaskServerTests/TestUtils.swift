@@ -202,6 +202,43 @@ func withServer<T>(
     }
 }
 
+/// The job stores a test can run a server on.
+enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
+    case memory, sqlite, postgres
+    var testDescription: String { self.rawValue }
+}
+
+/// `withServer` on a fresh store of `kind` (a new SQLite file, a new PostgreSQL schema).
+func withServer<T>(
+    on kind: StoreKind,
+    _ configure: @escaping (inout ServerConfiguration) -> Void = { _ in },
+    _ body: (TestServer) async throws -> T
+) async throws -> T {
+    switch kind {
+    case .memory:
+        return try await withServer(configure, body)
+    case .sqlite:
+        let path = try SQLiteStoreTests.temporaryDirectory() + "/taskserver.sqlite"
+        return try await withServer(
+            {
+                $0.dataPath = path
+                configure(&$0)
+            },
+            body
+        )
+    case .postgres:
+        let settings = try TestPostgres.freshSchema()
+        defer { TestPostgres.drop(settings) }
+        return try await withServer(
+            {
+                $0.database = settings
+                configure(&$0)
+            },
+            body
+        )
+    }
+}
+
 // MARK: - Blocking work off the cooperative pool
 
 /// Socket I/O blocks, so it runs on a thread pool of its own, never on Swift's cooperative threads

@@ -274,30 +274,7 @@ struct JobsAPI: Sendable {
 
     @Sendable func list(_ request: Request) throws -> Future<Response> {
         let limit = try request.integerQuery("limit", in: 1...self.app.configuration.maxListLimit) ?? 100
-        var query = JobQuery(limit: limit)
-        if let state = request.query["state"] {
-            guard let parsed = JobState(rawValue: state) else {
-                throw HTTPProblem.badQuery("state must be one of pending, running, succeeded, failed, cancelled")
-            }
-            query.state = parsed
-        }
-        for label in request.queryValues["label"] ?? [] {
-            let parts = label.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
-            guard parts.count == 2, !parts[0].isEmpty else { throw HTTPProblem.badQuery("label must be key:value") }
-            query.labels.append((String(parts[0]), String(parts[1])))
-        }
-        if let definition = request.query["definition"] {
-            guard DefinitionRef.isValidName(definition) else {
-                throw HTTPProblem.badQuery("definition must be a definition's name")
-            }
-            query.definition = definition
-        }
-        if let cursor = request.query["cursor"] {
-            guard let position = Cursor.decode(cursor) else {
-                throw HTTPProblem.badQuery("cursor is not one this server issued")
-            }
-            query.before = position
-        }
+        let query = try Self.query(request, limit: limit)
         return self.app.jobs.list(query).map { page -> Response in
             var json = JSONWriter(capacity: 64 + 320 * page.items.count)
             json.beginObject()
@@ -312,22 +289,86 @@ struct JobsAPI: Sendable {
         }
     }
 
+    /// The filters of `GET /v1/jobs` (and of the bulk commands, which act on what it would list):
+    /// `state`, `label` (repeatable), `definition`, `parent`, `createdAfter` / `createdBefore`,
+    /// `finishedAfter` / `finishedBefore` (RFC 3339; after ≤ time < before), and `cursor`.
+    static func query(_ request: Request, limit: Int) throws(HTTPProblem) -> JobQuery {
+        var query = JobQuery(limit: limit)
+        if let state = request.query["state"] {
+            guard let parsed = JobState(rawValue: state) else {
+                throw HTTPProblem.badQuery("state must be one of pending, running, succeeded, failed, cancelled")
+            }
+            query.state = parsed
+        }
+        for label in request.queryValues["label"] ?? [] {
+            let parts = label.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2, !parts[0].isEmpty else { throw HTTPProblem.badQuery("label must be key:value") }
+            query.labels.append((String(parts[0]), String(parts[1])))
+        }
+        if let parent = request.query["parent"] {
+            // A child job carries the label parent=<id> (issue #45): the same filter.
+            guard !parent.isEmpty else { throw HTTPProblem.badQuery("parent must be a job id") }
+            query.labels.append(("parent", parent))
+        }
+        if let definition = request.query["definition"] {
+            guard DefinitionRef.isValidName(definition) else {
+                throw HTTPProblem.badQuery("definition must be a definition's name")
+            }
+            query.definition = definition
+        }
+        func time(_ name: String) throws(HTTPProblem) -> Timestamp? {
+            guard let text = request.query[name] else { return nil }
+            guard let time = Timestamp(rfc3339: text) else {
+                throw HTTPProblem.badQuery("\(name) must be an RFC 3339 date-time such as 2026-12-02T00:00:00Z")
+            }
+            return time
+        }
+        query.createdAfter = try time("createdAfter")
+        query.createdBefore = try time("createdBefore")
+        query.finishedAfter = try time("finishedAfter")
+        query.finishedBefore = try time("finishedBefore")
+        if let cursor = request.query["cursor"] {
+            guard let position = Cursor.decode(cursor) else {
+                throw HTTPProblem.badQuery("cursor is not one this server issued")
+            }
+            query.before = position
+        }
+        return query
+    }
+
     // MARK: change
 
     @Sendable func cancel(_ request: Request) throws -> Future<Response> {
         let id = request.parameter("id")
         return self.app.jobs.cancel(id).map { outcome -> Response in
-            switch outcome {
-            case .cancelling(let snapshot): return .json(bytes: snapshot.jsonBytes(), status: .accepted)
-            case .alreadyCancelled(let snapshot): return .json(bytes: snapshot.jsonBytes(), status: .ok)
-            case .terminal(let state): throw HTTPProblem.conflict("job.terminal", "the job already \(state.rawValue)")
-            case .notFound: throw HTTPProblem.notFound("job.notFound", "no job \(id)")
-            }
+            let (status, snapshot) = try Self.cancelled(outcome, id: id).get()
+            return .json(bytes: snapshot.jsonBytes(), status: status)
+        }
+    }
+
+    /// What a cancel of job `id` answers: `202` (cancelling) or `200` (cancelled already) with the
+    /// job, or the problem (`409 job.terminal`, `404 job.notFound`).
+    static func cancelled(
+        _ outcome: JobService.CancelOutcome,
+        id: String
+    ) -> Result<(HTTPResponseStatus, JobSnapshot), HTTPProblem> {
+        switch outcome {
+        case .cancelling(let snapshot): .success((.accepted, snapshot))
+        case .alreadyCancelled(let snapshot): .success((.ok, snapshot))
+        case .terminal(let state): .failure(.conflict("job.terminal", "the job already \(state.rawValue)"))
+        case .notFound: .failure(.notFound("job.notFound", "no job \(id)"))
         }
     }
 
     @Sendable func redrive(_ request: Request) throws -> Future<Response> {
         let id = request.parameter("id")
+        try self.refuseRedriveWhileDraining()
+        return self.app.jobs.redrive(id).map { outcome -> Response in
+            .json(bytes: try Self.redriven(outcome, id: id).get().jsonBytes(), status: .accepted)
+        }
+    }
+
+    func refuseRedriveWhileDraining() throws(HTTPProblem) {
         if self.app.isDraining {
             throw HTTPProblem(
                 .serviceUnavailable,
@@ -335,18 +376,23 @@ struct JobsAPI: Sendable {
                 detail: "the server is shutting down and starts no job"
             )
         }
-        return self.app.jobs.redrive(id).map { outcome -> Response in
-            switch outcome {
-            case .redriven(let snapshot): return .json(bytes: snapshot.jsonBytes(), status: .accepted)
-            case .notRedrivable(let state):
-                throw HTTPProblem.conflict(
+    }
+
+    /// What a redrive of job `id` answers: `202` with the job, or the problem (`409
+    /// job.notRedrivable` saying why, `404 job.notFound`).
+    static func redriven(_ outcome: JobService.RedriveOutcome, id: String) -> Result<JobSnapshot, HTTPProblem> {
+        switch outcome {
+        case .redriven(let snapshot): .success(snapshot)
+        case .notRedrivable(let state):
+            .failure(
+                .conflict(
                     "job.notRedrivable",
                     state.isTerminal
                         ? "the job \(state.rawValue); only a failed or cancelled job can be redriven"
                         : "the job is \(state.rawValue); only a failed or cancelled job can be redriven"
                 )
-            case .notFound: throw HTTPProblem.notFound("job.notFound", "no job \(id)")
-            }
+            )
+        case .notFound: .failure(.notFound("job.notFound", "no job \(id)"))
         }
     }
 

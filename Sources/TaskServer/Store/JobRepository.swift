@@ -308,6 +308,13 @@ public struct JobQuery: Sendable {
     public var labels: [(key: String, value: String)]
     /// Only jobs started from this definition (any version).
     public var definition: String?
+    /// Only jobs created in [`createdAfter`, `createdBefore`) (either bound optional).
+    public var createdAfter: Timestamp?
+    public var createdBefore: Timestamp?
+    /// Only jobs that finished in [`finishedAfter`, `finishedBefore`) (either bound optional; a job
+    /// that has not finished matches neither).
+    public var finishedAfter: Timestamp?
+    public var finishedBefore: Timestamp?
     public var limit: Int
     /// Return only jobs older than this position (from a previous page's cursor).
     public var before: UInt64?
@@ -324,6 +331,18 @@ public struct JobQuery: Sendable {
         self.definition = definition
         self.limit = limit
         self.before = before
+    }
+}
+
+extension JobQuery {
+    /// The time filters as SQL conditions on `jobs` columns: (column, operator, bound).
+    var timeBounds: [(column: String, comparison: String, time: Timestamp)] {
+        var bounds: [(String, String, Timestamp)] = []
+        if let time = self.createdAfter { bounds.append(("created_at", ">=", time)) }
+        if let time = self.createdBefore { bounds.append(("created_at", "<", time)) }
+        if let time = self.finishedAfter { bounds.append(("finished_at", ">=", time)) }
+        if let time = self.finishedBefore { bounds.append(("finished_at", "<", time)) }
+        return bounds
     }
 }
 

@@ -286,6 +286,13 @@ public final class MemoryJobRepository: JobRepository {
                 }
                 if query.labels.contains(where: { record.labels[$0.key] != $0.value }) { continue }
                 if let definition = query.definition, record.spec?.definition?.name != definition { continue }
+                if let after = query.createdAfter, record.createdAt < after { continue }
+                if let before = query.createdBefore, record.createdAt >= before { continue }
+                if query.finishedAfter != nil || query.finishedBefore != nil {
+                    guard let finished = record.ended?.snapshot.finishedAt else { continue }
+                    if let after = query.finishedAfter, finished < after { continue }
+                    if let before = query.finishedBefore, finished >= before { continue }
+                }
                 found.append((record.position, record.snapshot))
             }
             return found

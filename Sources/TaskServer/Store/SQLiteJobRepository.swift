@@ -174,6 +174,10 @@ public final class SQLiteJobRepository: JobRepository {
             filter += " AND definition = ?"
             binds.append(.text(definition))
         }
+        for (column, comparison, time) in query.timeBounds {
+            filter += " AND \(column) \(comparison) ?"
+            binds.append(.int(time.milliseconds))
+        }
         let columns = StoredRecords.listColumns
         let limit = SQLiteValue.int(Int64(query.limit + 1))
         func select(_ condition: String) -> String {

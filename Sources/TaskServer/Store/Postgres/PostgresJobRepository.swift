@@ -247,6 +247,9 @@ public final class PostgresJobRepository: JobRepository {
             conditions.append("position IN (SELECT position FROM labels WHERE key = \(key) AND value = \(value))")
         }
         if let definition = query.definition { conditions.append("definition = \(parameter(.text(definition)))") }
+        for (column, comparison, time) in query.timeBounds {
+            conditions.append("\(column) \(comparison) \(parameter(.int(time.milliseconds)))")
+        }
         let limit = parameter(.int(Int64(query.limit + 1)))
         let filter = conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")
         return (
