@@ -14,6 +14,11 @@ public final class Definitions: Sendable {
     let decoder: JobDecoder
     let clock: any ServerClock
     private let parsed = Mutex<[DefinitionRef: WorkflowDefinition]>([:])
+    /// The latest version of each name as this server last stored or read it — kept only when
+    /// the store is this server's alone (`definitionsAreShared` false), where no one else changes
+    /// it: a start then reads no store. Measured with Benchmarks/definition-bench.sh (SQLite):
+    /// a store read per start cost 16 % of a one-task job's CPU.
+    private let latest = Mutex<[String: StoredDefinition?]>([:])
     /// Parsed versions kept at most (then the cache starts over: rare, and only costs parsing).
     static let maxParsed = 512
 
@@ -43,14 +48,39 @@ public final class Definitions: Sendable {
     func put(_ name: String, _ json: JSONValue) throws(HTTPProblem) -> Future<DefinitionPut> {
         try Self.checkName(name)
         let definition = try WorkflowDefinition(json, decoder: self.decoder)
-        return self.store.putDefinition(name, body: definition.body, at: self.clock.now())
+        return self.store.putDefinition(name, body: definition.body, at: self.clock.now()).map { put in
+            switch put {
+            case .created(let stored), .unchanged(let stored): self.remember(name, stored)
+            }
+            return put
+        }
     }
 
     func retire(_ name: String) -> Future<Bool> {
-        self.store.retireDefinition(name, at: self.clock.now())
+        self.store.retireDefinition(name, at: self.clock.now()).map { retired in
+            self.remember(name, nil)
+            return retired
+        }
     }
 
-    func latest(_ name: String) -> Future<StoredDefinition?> { self.store.storedDefinition(name, version: nil) }
+    /// The latest version of `name` that is not retired.
+    func latest(_ name: String) -> Future<StoredDefinition?> {
+        if !self.store.definitionsAreShared, let known = self.latest.withLock({ $0[name] }) {
+            return Future(value: known)
+        }
+        return self.store.storedDefinition(name, version: nil).map { stored in
+            self.remember(name, stored)
+            return stored
+        }
+    }
+
+    private func remember(_ name: String, _ stored: StoredDefinition?) {
+        guard !self.store.definitionsAreShared else { return }
+        self.latest.withLock { latest in
+            if latest.count >= Self.maxParsed, latest[name] == nil { latest.removeAll(keepingCapacity: true) }
+            latest[name] = .some(stored)
+        }
+    }
 
     func version(_ name: String, _ version: Int) -> Future<StoredDefinition?> {
         self.store.storedDefinition(name, version: version)
@@ -92,7 +122,8 @@ public final class Definitions: Sendable {
         } else {
             pinned = nil
         }
-        return self.store.storedDefinition(name, version: pinned).map { stored -> JSONValue in
+        let read = pinned.map { self.store.storedDefinition(name, version: $0) } ?? self.latest(name)
+        return read.map { stored -> JSONValue in
             guard let stored else {
                 if let pinned {
                     throw Self.startInvalid(

@@ -8,6 +8,10 @@ import TaskGraph
 /// through one server is what the next start on any server runs. A version never changes, which is
 /// what lets a job name one (`DefinitionRef`) for good.
 public protocol DefinitionStore: Sendable {
+    /// Whether other servers may change the definitions too (a shared database): then a reader
+    /// must ask the store which version is the latest; otherwise this server's own changes are
+    /// the only ones, and it may remember them.
+    var definitionsAreShared: Bool { get }
     /// Makes `body` version latest + 1 of `name` — unless it is the same definition as the latest
     /// version (`StoredDefinition.sameDefinition`), when no version is made and a retired name is
     /// brought back. Completes once durable.
@@ -23,6 +27,10 @@ public protocol DefinitionStore: Sendable {
     func storedDefinitions(limit: Int, after: String?) -> Future<[StoredDefinition]>
     /// The versions of `name` newest first, below `before` when given; at most `limit`.
     func storedDefinitionVersions(_ name: String, limit: Int, before: Int?) -> Future<[StoredDefinition]>
+}
+
+extension DefinitionStore {
+    public var definitionsAreShared: Bool { false }
 }
 
 /// One version of a definition as the store keeps it.

@@ -340,6 +340,9 @@ public final class PostgresJobRepository: JobRepository {
 
     // MARK: - DefinitionStore
 
+    /// Every server of a cluster changes them.
+    public var definitionsAreShared: Bool { true }
+
     public func putDefinition(_ name: String, body: JSONValue, at: Timestamp) -> Future<DefinitionPut> {
         self.queued { .putDefinition(name, body, at, $0) }
     }
