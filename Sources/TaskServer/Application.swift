@@ -165,6 +165,7 @@ public final class Application: Sendable {
         self.definitions = Definitions(store: repository, decoder: self.engine.decoder, clock: clock)
         self.scheduler = Scheduler(
             jobs: self.jobs,
+            definitions: self.definitions,
             store: repository,
             cluster: repository.cluster,
             clock: clock,

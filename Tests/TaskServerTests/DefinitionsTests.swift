@@ -308,4 +308,77 @@ struct DefinitionsTests {
             #expect(fresh["definition"] == ["name": "flow", "version": 2])
         }
     }
+
+    /// A schedule's job may name a definition: each fire runs the latest version; a schedule that
+    /// could not start is refused at the door; a fire whose definition no longer starts (retired)
+    /// starts nothing and the schedule goes on.
+    @Test func aScheduleMayStartADefinitionAndEachFireTakesTheLatestVersion() async throws {
+        let clock = ManualClock(start: .now())
+        try await withServer(clock: clock) { server in
+            let schema: JSONValue = ["type": "object", "required": ["day"]]
+            _ = try await server.put(
+                "/v1/definitions/nightly",
+                json: ["graph": Self.valueGraph("v1 ${input.day}"), "inputSchema": schema]
+            )
+            let refused = try await server.post(
+                "/v1/schedules",
+                json: ["id": "bad", "cron": "* * * * *", "job": ["definition": "nightly", "input": [:]]]
+            )
+            expectProblem(
+                refused,
+                422,
+                "request.invalid",
+                errors: [["pointer": "/job/input/day", "message": "required"]]
+            )
+            let unknown = try await server.post(
+                "/v1/schedules",
+                json: ["id": "bad", "cron": "* * * * *", "job": ["definition": "nope"]]
+            )
+            #expect(
+                unknown.status == 422 && unknown.json["errors"]?.arrayValue?.first?["pointer"] == "/job/definition",
+                "\(unknown)"
+            )
+
+            let created = try await server.post(
+                "/v1/schedules",
+                json: [
+                    "id": "nightly", "cron": "* * * * *", "job": ["definition": "nightly", "input": ["day": "mon"]],
+                ]
+            )
+            #expect(created.status == 201, "\(created)")
+            ScheduleTests.advanceToNextMinute(clock)
+            let first = try await ScheduleTests.waitForJobs(server, "nightly", count: 1)
+            let firstID = try #require(first.first?["id"]?.stringValue)
+            let job = try await server.finished(firstID)
+            #expect(job["result"] == "v1 mon" && job["definition"] == ["name": "nightly", "version": 1], "\(job)")
+            #expect(job["labels"]?["schedule"] == "nightly")
+
+            _ = try await server.put(
+                "/v1/definitions/nightly",
+                json: ["graph": Self.valueGraph("v2 ${input.day}"), "inputSchema": schema]
+            )
+            let manual = try await server.post("/v1/schedules/nightly/trigger")
+            #expect(
+                manual.status == 201 && manual.json["definition"] == ["name": "nightly", "version": 2],
+                "\(manual)"
+            )
+
+            // Retired: the next fire starts nothing, and the one after is still looked at.
+            #expect(try await server.delete("/v1/definitions/nightly").status == 204)
+            ScheduleTests.advanceToNextMinute(clock)
+            var fired = JSONValue.null
+            for _ in 0..<(100 * TestTiming.slowdown) {
+                fired = try await server.get("/v1/schedules/nightly").json
+                if let last = fired["lastFireAt"]?.stringValue, let time = Timestamp(rfc3339: last),
+                    time.milliseconds >= clock.now().milliseconds - 2000
+                {
+                    break
+                }
+                clock.advance(by: .milliseconds(5))
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(try await ScheduleTests.jobs(server, "nightly").count == 2, "no job for the retired definition")
+            #expect(fired["lastJobId"] == manual.json["id"], "\(fired)")
+        }
+    }
 }

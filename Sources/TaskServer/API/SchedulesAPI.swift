@@ -50,8 +50,32 @@ struct SchedulesAPI: Sendable {
             id: nil,
             decoder: self.app.engine.decoder
         )
-        return self.app.scheduler.create(definition).map { change in
-            try Self.answer(change, id: definition.id, status: .created)
+        let scheduler = self.app.scheduler
+        // (Spelled out: JSONValue is ExpressibleByNilLiteral, so a bare `nil` here would be `.null`.)
+        let start: JSONValue? = definition.spec == nil ? .some(definition.labelledJob) : .none
+        return self.startsNow(start).flatMap {
+            scheduler.create(definition).map { change in
+                try Self.answer(change, id: definition.id, status: .created)
+            }
+        }
+    }
+
+    /// Completes when `job` — a start of a workflow definition, or nil — would start now: the
+    /// definition exists and takes its input. A fire resolves it again (a later version may
+    /// refuse it: that fire then starts nothing), but a schedule that cannot start is refused
+    /// at the door, its problems under `/job`.
+    private func startsNow(_ job: JSONValue?) -> Future<Void> {
+        guard let job else { return Future(value: ()) }
+        return self.app.definitions.jobDocument(job).continueWith(on: .immediate) { resolved in
+            guard case .failure(let error) = resolved.outcome! else { return }
+            guard let problem = error as? HTTPProblem, problem.status == .unprocessableEntity else { throw error }
+            let problems = problem.errors.map { ValidationProblem(pointer: "/job" + $0.pointer, message: $0.message) }
+            throw HTTPProblem(
+                .unprocessableEntity,
+                code: "request.invalid",
+                detail: "the schedule is invalid: \(problems.first.map { "\($0)" } ?? problem.detail)",
+                errors: problems
+            )
         }
     }
 
@@ -73,8 +97,13 @@ struct SchedulesAPI: Sendable {
 
     @Sendable func update(_ request: Request) throws -> Future<Response> {
         let id = request.parameter("id")
-        return try self.app.scheduler.update(id, patch: self.app.jsonBody(request)).map { change in
-            try Self.answer(change, id: id, status: .ok)
+        let patch = try self.app.jsonBody(request)
+        let job: JSONValue? = patch["job"].flatMap { Definitions.isStart($0) ? .some($0) : .none }
+        let scheduler = self.app.scheduler
+        return self.startsNow(job).flatMap {
+            try scheduler.update(id, patch: patch).map { change in
+                try Self.answer(change, id: id, status: .ok)
+            }
         }
     }
 

@@ -146,6 +146,23 @@ public final class Definitions: Sendable {
         }
     }
 
+    /// The job the start request `json` makes, decoded, with its document: what a schedule's
+    /// fire submits. Fails with the `422` of `jobDocument`, or one for a job that does not decode.
+    func job(_ json: JSONValue) -> Future<(JobSpec, [UInt8])> {
+        self.jobDocument(json).map { document in
+            do throws(ValidationError) {
+                return (try self.decoder.decodeJob(document), document.jsonBytes)
+            } catch {
+                throw HTTPProblem(
+                    .unprocessableEntity,
+                    code: "graph.invalid",
+                    detail: "the job is invalid: \(error.problems.first.map { "\($0)" } ?? "")",
+                    errors: error.problems
+                )
+            }
+        }
+    }
+
     /// Version `ref` parsed, from the cache or from `stored`.
     private func definition(_ ref: DefinitionRef, _ stored: StoredDefinition) -> WorkflowDefinition {
         if let cached = self.parsed.withLock({ $0[ref] }) { return cached }

@@ -40,10 +40,14 @@ struct ScheduleDefinition: Sendable, Equatable {
     var catchUp: CatchUp
     var paused: Bool
     var schedule: CronSchedule
-    /// The job as each fire submits it: `job` with the label `schedule` = `id` (decoded once).
-    var spec: JobSpec
-    /// The document of that job (what a restart rebuilds a run from).
+    /// The job as each fire submits it: `job` with the label `schedule` = `id` (decoded once);
+    /// nil when `job` names a definition, which each fire resolves anew (`Definitions`).
+    var spec: JobSpec?
+    /// The document of that job (what a restart rebuilds a run from), or the start request of
+    /// the definition it names.
     var document: [UInt8]
+    /// The labelled job: the start request of a definition (`spec` nil).
+    var labelledJob: JSONValue
 
     static func == (lhs: Self, rhs: Self) -> Bool { lhs.json == rhs.json }
 
@@ -87,6 +91,7 @@ struct ScheduleDefinition: Sendable, Equatable {
         var job: JSONValue = .null
         var spec: JobSpec?
         var document: [UInt8] = []
+        var labelledJob: JSONValue = .null
         switch reader.object["job"] {
         case nil:
             reader.report("job", "is required: the job each fire submits")
@@ -101,6 +106,18 @@ struct ScheduleDefinition: Sendable, Equatable {
             labels["schedule"] = .string(id)
             object["labels"] = .object(labels)
             let labelled = JSONValue.object(object)
+            labelledJob = labelled
+            if Definitions.isStart(labelled) {
+                // Resolved by each fire (the latest version then, or the pinned one); the API
+                // checks that it starts now (`SchedulesAPI`).
+                if case .string(let name)? = object["definition"], DefinitionRef.isValidName(name) {
+                    if object["graph"] != nil { reader.report("job", "give graph or definition, not both") }
+                } else {
+                    reader.report("job", "definition must be the name of a definition")
+                }
+                document = labelled.jsonBytes
+                break
+            }
             do throws(ValidationError) {
                 spec = try decoder.decodeJob(labelled)
                 document = labelled.jsonBytes
@@ -123,8 +140,9 @@ struct ScheduleDefinition: Sendable, Equatable {
         self.catchUp = catchUp
         self.paused = paused
         self.schedule = CronSchedule(expression!, timeZone: zone)
-        self.spec = spec!
+        self.spec = spec
         self.document = document
+        self.labelledJob = labelledJob
     }
 
     /// Ids that name a route under `/v1/schedules/` (`preview`): a schedule under one could be

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOCore
+import NIOHTTP1
 import Synchronization
 import TaskCore
 import TaskGraph
@@ -126,14 +127,24 @@ public final class Scheduler: Sendable {
     }
 
     let jobs: JobService
+    /// Resolves the jobs that name a workflow definition, at each fire.
+    let definitions: Definitions
     let store: any ScheduleStore
     let clock: any ServerClock
     let logger: Logger
     let cluster: (any Cluster)?
     private let state: Mutex<State>
 
-    init(jobs: JobService, store: any ScheduleStore, cluster: (any Cluster)?, clock: any ServerClock, logger: Logger) {
+    init(
+        jobs: JobService,
+        definitions: Definitions,
+        store: any ScheduleStore,
+        cluster: (any Cluster)?,
+        clock: any ServerClock,
+        logger: Logger
+    ) {
         self.jobs = jobs
+        self.definitions = definitions
         self.store = store
         self.cluster = cluster
         self.clock = clock
@@ -690,27 +701,48 @@ public final class Scheduler: Sendable {
     /// Submits the job of a fire at `time`; its id (the earlier job's, if this fire started one).
     private func submit(_ entry: Entry, at time: Timestamp) -> Future<String?> {
         let key = Self.fireKey(entry.definition.id, time)
-        return self.submitJob(of: entry, idempotency: key).map { submitted in
-            switch submitted {
-            case .created(let run): return run.id
-            case .existing(let job): return job.id
-            case .mismatch:
-                // Another body under this fire's key: not this schedule's job (a fire key stored by
-                // an older version, whose keys a client could send). The fire starts nothing.
+        return self.submitJob(of: entry, idempotency: key).continueWithTask(on: .immediate) { done in
+            // A definition that no longer starts with this job (retired, or its new version's
+            // schema refuses the input) will not start on the next try either: the fire starts
+            // nothing, as the overlap rule's skip, and says why.
+            if case .failure(let problem as HTTPProblem)? = done.outcome, problem.status == .unprocessableEntity {
                 self.logger.warning(
-                    "a fire's job key is taken by another job; the fire starts nothing",
-                    metadata: ["schedule": "\(entry.definition.id)", "fireAt": "\(time.rfc3339)"]
+                    "a fire's definition does not start; the fire starts nothing",
+                    metadata: [
+                        "schedule": "\(entry.definition.id)", "fireAt": "\(time.rfc3339)",
+                        "problem": "\(problem.detail)",
+                    ]
                 )
-                return nil
+                return Future(value: nil)
+            }
+            return done.map { submitted -> String? in
+                switch submitted {
+                case .created(let run): return run.id
+                case .existing(let job): return job.id
+                case .mismatch:
+                    // Another body under this fire's key: not this schedule's job (a fire key stored by
+                    // an older version, whose keys a client could send). The fire starts nothing.
+                    self.logger.warning(
+                        "a fire's job key is taken by another job; the fire starts nothing",
+                        metadata: ["schedule": "\(entry.definition.id)", "fireAt": "\(time.rfc3339)"]
+                    )
+                    return nil
+                }
             }
         }
     }
 
-    /// Submits the job of `entry`'s definition (labelled with the schedule).
+    /// Submits the job of `entry`'s definition (labelled with the schedule). A job that names a
+    /// workflow definition is resolved now: the fire runs the latest version (or the pinned one).
     private func submitJob(of entry: Entry, idempotency: IdempotencyKey?) -> Future<JobService.Submitted> {
+        guard let spec = entry.definition.spec else {
+            return self.definitions.job(entry.definition.labelledJob).flatMap { spec, document in
+                self.jobs.submit(spec, document: ByteBuffer(bytes: document), idempotency: idempotency)
+            }
+        }
         var buffer = ByteBuffer()
         buffer.writeBytes(entry.definition.document)
-        return self.jobs.submit(entry.definition.spec, document: buffer, idempotency: idempotency)
+        return self.jobs.submit(spec, document: buffer, idempotency: idempotency)
     }
 }
 
