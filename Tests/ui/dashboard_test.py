@@ -401,6 +401,32 @@ def check_cancel(page, api):
     return "confirmed, job and node cancelled; redriven, running again, cancelled again"
 
 
+def check_redrive_all(page, api):
+    """Issue #45: "redrive all failed" for a label filter, after a confirmation with the count."""
+    run = uuid.uuid4().hex[:8]
+    ids = []
+    for _ in range(3):
+        job = api.submit({"labels": {"outage": run}, "graph": {"type": "task", "id": "gate", "action": "await"}})
+        api.wait_node_state(job["id"], "gate", "running")
+        api.call("POST", f"/v1/jobs/{job['id']}/tasks/gate/complete",
+                 {"error": {"code": "ledger.unavailable", "message": "503"}})
+        ids.append(job["id"])
+    for job_id in ids:
+        if api.wait_terminal(job_id)["state"] != "failed":
+            raise CheckFailed(f"job {job_id} did not fail")
+    page.open(f"#/?state=failed&label=outage:{run}")
+    page.wait_css('[data-testid="redrive-all-failed"]', 5).click()
+    page.wait("the confirmation to show the count", lambda: page.js(
+        "const c = document.querySelector('[data-testid=redrive-all-count]'); return c && c.getAttribute('data-count');") == "3", 10)
+    page.confirm()
+    for job_id in ids:
+        api.wait_node_state(job_id, "gate", "running")
+        if api.job(job_id)["state"] != "running":
+            raise CheckFailed(f"job {job_id} was not redriven")
+        api.raw("POST", f"/v1/jobs/{job_id}/cancel")
+    return "the confirmation counted 3 failed jobs of the label; all 3 run again"
+
+
 def check_delayed(page, api):
     soon = api.submit({"name": "delayed-soon", "delayMs": 3000, "graph": {"type": "task", "id": "t", "action": "value", "params": {"value": 1}}})
     page.open(f"#/jobs/{soon['id']}")
@@ -836,6 +862,7 @@ def main():
             ("the graph shows a node turn from running to succeeded live", check_live_graph),
             ("nodes that appear while the job runs (dynamic, map) are drawn live", check_new_nodes),
             ("the cancel button cancels a running job, and redrive runs it again", check_cancel),
+            ("redrive all failed of a filter, after a confirmation with the count", check_redrive_all),
             ("a delayed job shows pending and when it runs, then runs live; cancel ends it", check_delayed),
             ("the await form completes a task and the job succeeds", check_await),
             (f"a job named {XSS_NAME} renders as text", check_xss),

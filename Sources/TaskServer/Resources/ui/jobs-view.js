@@ -3,7 +3,7 @@
 // applies to the loaded jobs only.
 
 import { api, isAbort, problemText } from './api.js';
-import { toast } from './dialogs.js';
+import { confirmAction, toast } from './dialogs.js';
 import { badge, compactJSON, duration, fmtTime, h, labelChips, progressBar } from './dom.js';
 import { SSEStream } from './sse.js';
 import { JOB_STATES, settledCount, stateRank } from './states.js';
@@ -75,6 +75,42 @@ function filterForm(filters, ctx, onNameInput) {
   return form;
 }
 
+// How many failed jobs with these labels the server lists, counted a page of 1,000 at a time up
+// to `bound` (then `more` is true): what the confirmation of "redrive all failed" shows.
+async function countFailed(labels, bound, signal) {
+  let count = 0;
+  let cursor = null;
+  do {
+    const q = [['state', 'failed'], ['limit', 1000]];
+    for (const l of labels) q.push(['label', l]);
+    if (cursor) q.push(['cursor', cursor]);
+    const page = await api('/v1/jobs', { query: q, signal });
+    count += page.items.length;
+    cursor = page.nextCursor;
+  } while (cursor && count < bound);
+  return { count, more: Boolean(cursor) };
+}
+
+// POST /v1/jobs/redrive?state=failed&label=… page after page (each job judged alone by the
+// server); → {redriven, left}.
+async function redriveFailed(labels, signal) {
+  let redriven = 0;
+  let left = 0;
+  let cursor = null;
+  do {
+    const q = [['state', 'failed'], ['limit', 1000]];
+    for (const l of labels) q.push(['label', l]);
+    if (cursor) q.push(['cursor', cursor]);
+    const page = await api('/v1/jobs/redrive', { method: 'POST', query: q, signal });
+    for (const item of page.items) {
+      if (item.status === 202) redriven += 1;
+      else left += 1;
+    }
+    cursor = page.nextCursor;
+  } while (cursor);
+  return { redriven, left };
+}
+
 // A row of the jobs table.
 function jobRow(job) {
   const p = job.progress || { total: 0 };
@@ -118,11 +154,41 @@ export async function jobsView(root, query, ctx) {
       if (!isAbort(e) && !ctx.closed) toast(problemText(e), 'error');
     });
   });
+  // "Redrive all failed": every failed job the label filter lists, after a confirmation that
+  // shows how many the server counts (POST /v1/jobs/redrive, a page at a time).
+  const redriveAll = h('button', { type: 'button', class: 'small', testid: 'redrive-all-failed', title: 'Run every failed job of this filter again from where it stopped' }, 'Redrive all failed…');
+  redriveAll.addEventListener('click', async () => {
+    redriveAll.disabled = true;
+    try {
+      const { count, more } = await countFailed(filters.labels, 10000, ctx.signal);
+      if (count === 0) {
+        toast('No failed job matches this filter.');
+        return;
+      }
+      const shown = more ? `${count.toLocaleString()}+` : count.toLocaleString();
+      const scope = filters.labels.length ? ` with the labels ${filters.labels.join(', ')}` : '';
+      const ok = await confirmAction({
+        title: 'Redrive all failed jobs',
+        message: [h('span', { testid: 'redrive-all-count', 'data-count': more ? '' : String(count) }, `${shown} failed ${count === 1 ? 'job' : 'jobs'}${scope}`),
+          ' will run again from where each stopped; what had succeeded does not run again.'],
+        ok: `Redrive ${shown}`,
+        danger: false,
+      });
+      if (!ok) return;
+      const { redriven, left } = await redriveFailed(filters.labels, ctx.signal);
+      toast(`${redriven.toLocaleString()} redriven${left ? `, ${left.toLocaleString()} left alone (no longer failed)` : ''}.`);
+      await loadFirstPage();
+    } catch (e) {
+      if (!isAbort(e) && !ctx.closed) toast(problemText(e), 'error');
+    } finally {
+      redriveAll.disabled = false;
+    }
+  });
   const table = h('table', { class: 'jobs' },
     h('thead', null, h('tr', null, ['Name', 'State', 'Progress', 'Labels', 'Created', 'Duration'].map((t) => h('th', null, t)))),
     tbody);
   root.appendChild(h('section', { class: 'card' },
-    h('div', { class: 'title-row' }, h('h1', null, 'Jobs'), live, newJobs),
+    h('div', { class: 'title-row' }, h('h1', null, 'Jobs'), live, newJobs, redriveAll),
     form, counts, h('div', { class: 'table-wrap' }, table), empty, more));
 
   if (badLabel) {
