@@ -98,6 +98,24 @@ struct BulkCommandsTests {
         }
     }
 
+    /// A page larger than a chunk (`BulkJobsAPI.chunk`): every job answered, in the page's order.
+    @Test func aPageOfManyChunksAnswersEveryJobInOrder() async throws {
+        try await withServer { server in
+            let count = BulkJobsAPI.chunk * 2 + 50
+            let batch = try await server.post(
+                "/v1/jobs/batch",
+                json: ["jobs": .array(Array(repeating: Self.gated("many"), count: count))]
+            )
+            let submitted = try #require(batch.json["items"]?.arrayValue).compactMap { $0["job"]?["id"]?.stringValue }
+            #expect(submitted.count == count, "\(batch)")
+            let response = try await server.post("/v1/jobs/cancel?label=outage:many&limit=1000")
+            let items = try #require(response.json["items"]?.arrayValue)
+            #expect(items.compactMap { $0["id"]?.stringValue } == submitted.reversed(), "newest first, each once")
+            #expect(items.allSatisfy { $0["status"] == 202 || $0["status"] == 200 }, "\(response)")
+            for id in submitted.prefix(3) { #expect(try await server.finished(id)["state"] == "cancelled") }
+        }
+    }
+
     @Test func badFiltersAndBodiesAre400AndActOnNothing() async throws {
         try await withServer { server in
             let id = try await server.submitID(Self.gated("x"))

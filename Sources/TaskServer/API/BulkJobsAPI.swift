@@ -39,8 +39,34 @@ struct BulkJobsAPI: Sendable {
         }
     }
 
-    /// Lists a page with the request's filters, applies `command` to each job of it at once (a
-    /// durable store commits them together), and answers `{"items": [{"id", "status",
+    /// How many commands of a page are in flight at once. All 1,000 at once made one huge commit
+    /// that other traffic's writes queued behind (10,000 failed jobs redriven on SQLite: 0.8 s,
+    /// other POSTs' p99 1.4 → 17–31 ms); chunks let them in between.
+    static let chunk = 100
+
+    /// Applies `command` to `ids`, `chunk` at a time (each chunk's commands at once, committed
+    /// together), the next chunk once the last one is answered.
+    private static func inChunks(
+        _ ids: ArraySlice<String>,
+        _ command: @escaping @Sendable (String) -> Future<Result<HTTPResponseStatus, HTTPProblem>>,
+        done: [Result<HTTPResponseStatus, HTTPProblem>]
+    ) -> Future<[Result<HTTPResponseStatus, HTTPProblem>]> {
+        if ids.isEmpty { return Future(value: done) }
+        let outcomes = ids.prefix(Self.chunk).map { id in
+            command(id).continueWith(on: .immediate) { finished -> Result<HTTPResponseStatus, HTTPProblem> in
+                switch finished.outcome! {
+                case .success(let result): return result
+                case .failure(let error as any HTTPResponseError): return .failure(error.problem)
+                case .failure, .cancelled: return .failure(StoreError.writeFailed.problem)
+                }
+            }
+        }
+        let rest = ids.dropFirst(Self.chunk)
+        return Future.whenAll(outcomes).flatMap { results in Self.inChunks(rest, command, done: done + results) }
+    }
+
+    /// Lists a page with the request's filters, applies `command` to each job of it (`chunk` at
+    /// a time, committed together), and answers `{"items": [{"id", "status",
     /// "problem"?}], "nextCursor"}` in the page's order.
     private func each(
         _ request: Request,
@@ -57,16 +83,7 @@ struct BulkJobsAPI: Sendable {
         let query = try JobsAPI.query(request, limit: limit)
         return self.app.jobs.list(query).flatMap { page -> Future<Response> in
             let ids = page.items.map(\.id)
-            let outcomes = ids.map { id in
-                command(id).continueWith(on: .immediate) { done -> Result<HTTPResponseStatus, HTTPProblem> in
-                    switch done.outcome! {
-                    case .success(let result): return result
-                    case .failure(let error as any HTTPResponseError): return .failure(error.problem)
-                    case .failure, .cancelled: return .failure(StoreError.writeFailed.problem)
-                    }
-                }
-            }
-            return Future.whenAll(outcomes).map { results -> Response in
+            return Self.inChunks(ids[...], command, done: []).map { results -> Response in
                 var json = JSONWriter(capacity: 64 + 96 * ids.count)
                 json.beginObject()
                 json.key("items")
