@@ -101,6 +101,8 @@ public final class Application: Sendable {
         self.repository = repository
         var actions = actions
         if actions["http"] == nil { actions.register(HTTPAction(client: self.outbound)) }
+        let children = ChildJobs()
+        actions.register(children.action)
         let externalPools = ExternalPools(pools: configuration.externalExecutors, clock: clock)
         self.externalPools = externalPools
         // Leases are durable where jobs are; in memory they die with the process anyway.
@@ -163,6 +165,7 @@ public final class Application: Sendable {
             relay: repository.cluster.map { PoolRelay(pools: externalPools, cluster: $0) }
         )
         self.definitions = Definitions(store: repository, decoder: self.engine.decoder, clock: clock)
+        children.attach(jobs: self.jobs, definitions: self.definitions)
         self.scheduler = Scheduler(
             jobs: self.jobs,
             definitions: self.definitions,
@@ -413,8 +416,15 @@ public final class Application: Sendable {
 
     /// A job decoded and validated, or a 422 with every problem.
     func decodeJob(_ json: JSONValue) throws(HTTPProblem) -> JobSpec {
-        do {
-            return try self.engine.decoder.decodeJob(json)
+        do throws(ValidationError) {
+            let spec = try self.engine.decoder.decodeJob(json)
+            // The labels that make a job a child (issue #45) are the server's to set.
+            for label in [JobSnapshot.parentLabel, JobSnapshot.parentTaskLabel] where spec.labels[label] != nil {
+                throw ValidationError([
+                    ValidationProblem(pointer: "/labels/\(label)", message: "is set by the server on child jobs")
+                ])
+            }
+            return spec
         } catch {
             throw HTTPProblem(
                 .unprocessableEntity,

@@ -666,7 +666,10 @@ struct JobDecoderTests {
         DecoderProblemCase(
             "an unknown type",
             job(["type": "taks", "action": "value"]),
-            [#"/graph/type: unknown type "taks"; expected one of task, series, parallel, continuation, map, dynamic"#]
+            [
+                #"/graph/type: unknown type "taks"; "#
+                    + "expected one of task, series, parallel, continuation, map, dynamic, job"
+            ]
         ),
         DecoderProblemCase(
             "a misspelt field",
@@ -945,7 +948,7 @@ struct JobDecoderTests {
         ]
         #expect(
             problems(job(graph)) == [
-                #"/graph/steps/1/type: unknown type "loop"; expected one of task, series, parallel, continuation, map, dynamic"#,
+                #"/graph/steps/1/type: unknown type "loop"; expected one of task, series, parallel, continuation, map, dynamic, job"#,
                 #"/graph/steps/1/id: duplicate id "a" (first used at /graph/steps/0)"#,
             ]
         )

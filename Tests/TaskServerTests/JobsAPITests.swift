@@ -307,7 +307,7 @@ struct JobsAPITests {
         [{"pointer": "/colour", "message": "unknown field \"colour\""},
          {"pointer": "/graph/steps/0/executor", "message": "unknown executor \"gpu\"; configured: default, immediate"},
          {"pointer": "/graph/steps/1/params/ms", "message": "must be an integer from 0 to 86400000"},
-         {"pointer": "/graph/steps/2/type", "message": "unknown type \"paralel\"; expected one of task, series, parallel, continuation, map, dynamic"}]
+         {"pointer": "/graph/steps/2/type", "message": "unknown type \"paralel\"; expected one of task, series, parallel, continuation, map, dynamic, job"}]
         """#
 
     static func sortedByPointer(_ errors: [JSONValue]) -> [JSONValue] {

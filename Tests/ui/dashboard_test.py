@@ -427,6 +427,37 @@ def check_redrive_all(page, api):
     return "the confirmation counted 3 failed jobs of the label; all 3 run again"
 
 
+def check_child_jobs(page, api):
+    """Issue #45: a parent's page links to its children, a child's page to its parent."""
+    name = "ui-child-" + uuid.uuid4().hex[:8]
+    api.call("PUT", f"/v1/definitions/{name}", {"graph": {"type": "task", "id": "gate", "action": "await"}})
+    parent = api.submit({"graph": {"type": "job", "id": "kid", "definition": name}})
+    child = None
+    deadline = time.monotonic() + 10
+    while child is None and time.monotonic() < deadline:
+        items = api.call("GET", f"/v1/jobs?parent={parent['id']}")["items"]
+        child = items[0] if items else None
+        time.sleep(0.05)
+    if child is None:
+        raise CheckFailed("the child job never appeared")
+    api.wait_node_state(child["id"], "gate", "running")
+    page.open(f"#/jobs/{child['id']}")
+    link = page.wait_css('[data-testid="job-parent"] a', 10)
+    if link.text != parent["id"]:
+        raise CheckFailed(f"the child's page names {link.text!r} as its parent, not {parent['id']}")
+    link.click()
+    page.wait_graph(parent["id"])
+    page.wait("kid to be drawn running, as a leaf", lambda: page.node_state("kid") == "running", 10)
+    page.wait_css('[data-testid="job-children"]', 10).click()
+    page.wait("the jobs list to show the child", lambda: page.js(
+        "return [...document.querySelectorAll('a')].some((a) => a.getAttribute('href') === '#/jobs/' + arguments[0]);",
+        child["id"]), 10)
+    api.call("POST", f"/v1/jobs/{child['id']}/tasks/gate/complete", {"result": "done"})
+    if api.wait_terminal(parent["id"])["state"] != "succeeded":
+        raise CheckFailed("the parent did not succeed when its child did")
+    return "child → parent link, parent → children list, the job node drawn as a leaf"
+
+
 def check_delayed(page, api):
     soon = api.submit({"name": "delayed-soon", "delayMs": 3000, "graph": {"type": "task", "id": "t", "action": "value", "params": {"value": 1}}})
     page.open(f"#/jobs/{soon['id']}")
@@ -863,6 +894,7 @@ def main():
             ("nodes that appear while the job runs (dynamic, map) are drawn live", check_new_nodes),
             ("the cancel button cancels a running job, and redrive runs it again", check_cancel),
             ("redrive all failed of a filter, after a confirmation with the count", check_redrive_all),
+            ("a child job's page links to its parent, the parent's to its children", check_child_jobs),
             ("a delayed job shows pending and when it runs, then runs live; cancel ends it", check_delayed),
             ("the await form completes a task and the job succeeds", check_await),
             (f"a job named {XSS_NAME} renders as text", check_xss),

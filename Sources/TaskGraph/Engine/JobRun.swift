@@ -198,6 +198,11 @@ public final class JobRun: Sendable {
     /// Whether a cancellation of the whole job has been requested.
     public var isCancelRequested: Bool { self.state.withLock { $0.cancelRequested } }
 
+    /// When the job was last redriven: its latest `job.redriven` event, committed or not.
+    public var lastRedrivenAt: Timestamp? {
+        self.state.withLock { state in state.events.last { $0.type == .jobRedriven }?.time }
+    }
+
     /// The events with `seq > after`, at most `limit` of them — only those committed, with a
     /// durable store (see `State.durableSeq`).
     public func events(after: Int, limit: Int = .max) -> [JobEvent] {
@@ -445,7 +450,7 @@ public final class JobRun: Sendable {
         if case .task(let task) = node.kind {
             record = NodeRecord(
                 id: id,
-                type: "task",
+                type: node.typeName,
                 action: task.action,
                 executor: task.executor,
                 parent: parentIndex.map { state.records[$0].id }

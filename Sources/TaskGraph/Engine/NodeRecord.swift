@@ -115,7 +115,8 @@ public struct NodeRecord: Sendable, Equatable {
     }
 
     /// `true` for leaf (`task`) nodes, the ones `progress` counts.
-    public var isTask: Bool { self.type == "task" }
+    /// A leaf: a `task`, or a `job` node (a task that runs a child job).
+    public var isTask: Bool { self.type == "task" || self.type == "job" }
 
     /// The node as its JSON object (SPEC §3.3).
     public var json: JSONValue {
@@ -238,6 +239,12 @@ public struct JobSnapshot: Sendable, Equatable {
     /// The definition version it was started from (issue #45).
     public var definition: DefinitionRef?
 
+    /// The labels the server sets on a child job (issue #45): its parent's id (what
+    /// `GET /v1/jobs?parent=` lists by) and the parent's node that started it. Shown as
+    /// `parentJobId` and `parentTaskId`.
+    public static let parentLabel = "parent"
+    public static let parentTaskLabel = "parentTask"
+
     public init(
         id: String,
         name: String? = nil,
@@ -317,6 +324,12 @@ public struct JobSnapshot: Sendable, Equatable {
             json.key("version")
             json.int(definition.version)
             json.endObject()
+        }
+        if let parent = self.labels[Self.parentLabel], let task = self.labels[Self.parentTaskLabel] {
+            json.key("parentJobId")
+            json.string(parent)
+            json.key("parentTaskId")
+            json.string(task)
         }
         // Only when set: most jobs keep the default, and their representation stays as it was.
         if self.priority != JobSpec.defaultPriority {

@@ -34,7 +34,7 @@ public struct Node: Sendable, Equatable {
     /// The `type` name as written in JSON.
     public var typeName: String {
         switch self.kind {
-        case .task: return "task"
+        case .task(let spec): return spec.action == TaskSpec.childJobAction ? "job" : "task"
         case .series: return "series"
         case .parallel: return "parallel"
         case .continuation: return "continuation"
@@ -75,6 +75,10 @@ public struct Node: Sendable, Equatable {
 
 /// A `task` node: one action run on an executor.
 public struct TaskSpec: Sendable, Equatable {
+    /// The action of a `job` node (issue #45): a task that starts a child job and ends as it ends.
+    /// A `task` node may not name it.
+    public static let childJobAction = "job"
+
     public var action: String
     /// The `params` object (templated when the task starts); empty when absent.
     public var params: JSONTemplate

@@ -1,10 +1,11 @@
 /// The node types of SPEC §1.1, with the fields each accepts.
 enum NodeType: CaseIterable {
-    case task, series, parallel, continuation, map, dynamic
+    case task, series, parallel, continuation, map, dynamic, job
 
     init?(_ name: String) {
         switch name {
         case "task": self = .task
+        case "job": self = .job
         case "series": self = .series
         case "parallel": self = .parallel
         case "continuation": self = .continuation
@@ -14,7 +15,7 @@ enum NodeType: CaseIterable {
         }
     }
 
-    static let expected = "task, series, parallel, continuation, map, dynamic"
+    static let expected = "task, series, parallel, continuation, map, dynamic, job"
 
     /// The type-specific fields, in the order they are listed in SPEC §1.1.
     var fields: [String] {
@@ -29,6 +30,7 @@ enum NodeType: CaseIterable {
         case .continuation: return ["antecedent", "on", "then"]
         case .map: return ["items", "template", "mode", "maxConcurrency"]
         case .dynamic: return ["source"]
+        case .job: return ["definition", "version", "retry", "timeoutMs", "concurrency"]
         }
     }
 
@@ -49,6 +51,9 @@ enum NodeType: CaseIterable {
             return common | NodeField.items.bit | NodeField.template.bit | NodeField.mode.bit
                 | NodeField.maxConcurrency.bit
         case .dynamic: return common | NodeField.source.bit
+        case .job:
+            return common | NodeField.definition.bit | NodeField.version.bit | NodeField.retry.bit
+                | NodeField.timeoutMs.bit | NodeField.concurrency.bit
         }
     }
 }
@@ -56,7 +61,8 @@ enum NodeType: CaseIterable {
 /// Every field any node type has.
 enum NodeField: UInt32 {
     case type, id, input, action, params, executor, retry, timeoutMs, steps, branches, mode, maxConcurrency,
-        failFast, antecedent, on, then, items, template, source, heartbeatTimeoutMs, scheduleTimeoutMs, concurrency
+        failFast, antecedent, on, then, items, template, source, heartbeatTimeoutMs, scheduleTimeoutMs, concurrency,
+        definition, version
 
     var bit: UInt32 { 1 << self.rawValue }
 
@@ -80,8 +86,9 @@ enum NodeField: UInt32 {
                     : key == "template"
                         ? .template
                         : key == "failFast" ? .failFast : nil
+        case 7: field = key == "version" ? .version : nil
         case 9: field = key == "timeoutMs" ? .timeoutMs : nil
-        case 10: field = key == "antecedent" ? .antecedent : nil
+        case 10: field = key == "antecedent" ? .antecedent : key == "definition" ? .definition : nil
         case 11: field = key == "concurrency" ? .concurrency : nil
         case 14: field = key == "maxConcurrency" ? .maxConcurrency : nil
         case 17: field = key == "scheduleTimeoutMs" ? .scheduleTimeoutMs : nil
@@ -266,6 +273,8 @@ extension DecodeState {
         switch type {
         case .task:
             kind = self.decodeTask(fields, at: pointer)
+        case .job:
+            kind = self.decodeJob(fields, at: pointer)
         case .series:
             let steps = self.decodeChildren(fields[.steps], "steps", pointer: pointer, path: path, depth: depth)
             kind = steps.map { .series($0) }
@@ -443,6 +452,8 @@ extension DecodeState {
             } else if !JobDecoder.isWorkerActionName(name) {
                 self.report(pointer, "action", "must be 1 to 100 characters of A-Z a-z 0-9 _ . : -")
             }
+        case .string(let name)? where name == TaskSpec.childJobAction:
+            self.report(pointer, "action", "starts a child job: write {\"type\": \"job\", \"definition\": …}")
         case .string(let name)?:
             actionName = name
             let actions = self.decoder.actions
@@ -458,7 +469,8 @@ extension DecodeState {
                 self.report(
                     pointer,
                     "action",
-                    "unknown action \(TemplateExpression.quoted(name)); known: " + actions.names.joined(separator: ", ")
+                    "unknown action \(TemplateExpression.quoted(name)); known: "
+                        + actions.names.filter { $0 != TaskSpec.childJobAction }.joined(separator: ", ")
                         + (external.isEmpty
                             ? ""
                             : "; worker actions run on an external executor (" + external.joined(separator: ", ") + ")")
@@ -527,6 +539,62 @@ extension DecodeState {
                 timeoutMs: timeoutMs,
                 heartbeatTimeoutMs: heartbeatTimeoutMs,
                 scheduleTimeoutMs: scheduleTimeoutMs,
+                concurrency: concurrency
+            )
+        )
+    }
+
+    /// A `job` node's fields (issue #45): the definition (and version) the child job starts; its
+    /// `input` is the node's. It runs as a task of the `job` action, which the server provides,
+    /// on no executor (it holds no slot while the child runs), with the task's retry, timeout and
+    /// concurrency key.
+    mutating func decodeJob(_ fields: NodeFields, at pointer: String) -> Node.Kind? {
+        var params = JSONObject()
+        switch fields[.definition] {
+        case nil:
+            self.report(pointer, "definition", "required")
+        case .string(let name)? where DefinitionRef.isValidName(name):
+            params["definition"] = .string(name)
+        default:
+            self.report(
+                pointer,
+                "definition",
+                "must be the name of a definition: 1 to 100 of A-Z a-z 0-9 _ . -, starting with a letter or digit"
+            )
+        }
+        if let value = fields[.version] {
+            if let version = self.integer(value, pointer, "version", min: 1, max: JobDecoder.maxSafeInteger) {
+                params["version"] = .int(version)
+            }
+        }
+        if self.decoder.actions.lookup(TaskSpec.childJobAction) == nil {
+            self.report(pointer, "type", "child jobs are not available here")
+        }
+        var retry: RetrySpec?
+        if let value = fields[.retry] { retry = self.decodeRetry(value, at: pointer + "/retry", rules: .task) }
+        var timeoutMs: Int?
+        if let value = fields[.timeoutMs] {
+            timeoutMs = self.integer(
+                value,
+                pointer,
+                "timeoutMs",
+                min: 1,
+                max: JobDecoder.maxTaskTimeoutMs,
+                note: " (24 hours)"
+            )
+        }
+        var concurrency: ConcurrencySpec?
+        if let value = fields[.concurrency] {
+            concurrency = self.decodeConcurrency(value, at: pointer + "/concurrency")
+        }
+        guard params["definition"] != nil, let template = try? JSONTemplate(.object(params)) else { return nil }
+        return .task(
+            TaskSpec(
+                action: TaskSpec.childJobAction,
+                params: template,
+                executor: "immediate",
+                retry: retry,
+                timeoutMs: timeoutMs,
                 concurrency: concurrency
             )
         )

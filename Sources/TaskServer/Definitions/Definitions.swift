@@ -48,11 +48,111 @@ public final class Definitions: Sendable {
     func put(_ name: String, _ json: JSONValue) throws(HTTPProblem) -> Future<DefinitionPut> {
         try Self.checkName(name)
         let definition = try WorkflowDefinition(json, decoder: self.decoder)
-        return self.store.putDefinition(name, body: definition.body, at: self.clock.now()).map { put in
+        let starts = Self.childStarts(definition.body["graph"] ?? .null, at: "/graph")
+        let checked = starts.isEmpty ? Future(value: ()) : self.refuseCycles(of: name, starts)
+        return checked.flatMap { self.store.putDefinition(name, body: definition.body, at: self.clock.now()) }.map {
+            put in
             switch put {
             case .created(let stored), .unchanged(let stored): self.remember(name, stored)
             }
             return put
+        }
+    }
+
+    // MARK: - Cycles of child jobs
+
+    /// A `job` node of a definition's graph: where it is, and the definition it starts.
+    struct ChildStart {
+        var pointer: String
+        var name: String
+        var version: Int?
+    }
+
+    /// The `job` nodes of `graph` (a graph as JSON, valid), in document order.
+    static func childStarts(_ graph: JSONValue, at pointer: String) -> [ChildStart] {
+        var starts: [ChildStart] = []
+        func walk(_ value: JSONValue, _ pointer: String) {
+            switch value {
+            case .object(let object):
+                if object["type"] == "job", let name = object["definition"]?.stringValue {
+                    starts.append(ChildStart(pointer: pointer, name: name, version: object["version"]?.intValue))
+                }
+                for member in object.members where member.key != "input" && member.key != "params" {
+                    walk(member.value, pointer + "/" + member.key)
+                }
+            case .array(let items):
+                for (index, item) in items.enumerated() { walk(item, pointer + "/\(index)") }
+            default:
+                break
+            }
+        }
+        walk(graph, pointer)
+        return starts
+    }
+
+    /// How many stored versions a cycle check reads at most: past it the check gives up, and
+    /// the depth bound of child jobs (`ChildJobs.maxDepth`) still stops a runaway chain.
+    static let maxCycleReads = 200
+
+    /// Fails with a `422 definition.invalid` when a `job` node of the definition being put as
+    /// `name` starts, through the definitions it names (their latest versions, or the pinned
+    /// ones), a job of `name` again: a chain of children that would never end.
+    private func refuseCycles(of name: String, _ starts: [ChildStart]) -> Future<Void> {
+        let initial = Future(value: (reads: 0, problems: [ValidationProblem]()))
+        let done = starts.reduce(initial) { previous, start in
+            previous.flatMap { sofar in
+                self.cycle(closing: name, [(start.name, start.version, [start.name])], visited: [], reads: sofar.reads)
+                    .map { found in
+                        var problems = sofar.problems
+                        if let path = found.path {
+                            let chain = path.joined(separator: ", which starts ")
+                            problems.append(
+                                ValidationProblem(
+                                    pointer: start.pointer + "/definition",
+                                    message: "starts \(chain): a cycle"
+                                )
+                            )
+                        }
+                        return (found.reads, problems)
+                    }
+            }
+        }
+        return done.map { result in
+            let problems = result.problems
+            guard problems.isEmpty else {
+                throw HTTPProblem(
+                    .unprocessableEntity,
+                    code: "definition.invalid",
+                    detail: "the definition starts itself through child jobs: \(problems[0])",
+                    errors: problems
+                )
+            }
+        }
+    }
+
+    /// Walks the definitions `stack` names, depth first, until one of them is `name`: the path
+    /// to it, or nil; and the reads made so far.
+    private func cycle(
+        closing name: String,
+        _ stack: [(name: String, version: Int?, path: [String])],
+        visited: Set<String>,
+        reads: Int
+    ) -> Future<(path: [String]?, reads: Int)> {
+        var stack = stack
+        guard let next = stack.popLast(), reads < Self.maxCycleReads else { return Future(value: (nil, reads)) }
+        if next.name == name { return Future(value: (next.path, reads)) }
+        let key = "\(next.name)@\(next.version ?? 0)"
+        if visited.contains(key) { return self.cycle(closing: name, stack, visited: visited, reads: reads) }
+        let read = next.version.map { self.store.storedDefinition(next.name, version: $0) } ?? self.latest(next.name)
+        let rest = stack
+        return read.flatMap { stored in
+            var stack = rest
+            if let stored, stored.retiredAt == nil || next.version != nil {
+                for start in Self.childStarts(stored.body["graph"] ?? .null, at: "").reversed() {
+                    stack.append((start.name, start.version, next.path + [start.name]))
+                }
+            }
+            return self.cycle(closing: name, stack, visited: visited.union([key]), reads: reads + 1)
         }
     }
 

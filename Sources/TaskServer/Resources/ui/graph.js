@@ -23,7 +23,7 @@
 // outputs (pinned by their tests); the page uses style.css's --<state> variables.
 
 import { clip, formatOffset } from './dom.js';
-import { NODE_STATES, settledCount, stateRank, TERMINAL_NODE_STATES, zeroCounts } from './states.js';
+import { isLeaf, NODE_STATES, settledCount, stateRank, TERMINAL_NODE_STATES, zeroCounts } from './states.js';
 
 export const COLLAPSE_MAP_OVER = 20;
 export const COLLAPSE_PARALLEL_OVER = 1000;
@@ -130,7 +130,7 @@ export class JobModel {
     if (kind === 'started') {
       state = 'running';
       if (!node.startedAt) node.startedAt = ev.time;
-      if (node.type === 'task' && !node.attempts) node.attempts = 1;
+      if (isLeaf(node) && !node.attempts) node.attempts = 1;
       if (!settled && ev.data && ev.data.workerId) node.workerId = ev.data.workerId;
     } else if (kind === 'retrying') {
       state = 'running';
@@ -169,7 +169,7 @@ export class JobModel {
   progress() {
     const p = { total: 0, ...zeroCounts() };
     for (const node of this.nodes.values()) {
-      if (node.type !== 'task') continue;
+      if (!isLeaf(node)) continue;
       p.total += 1;
       p[node.state] = (p[node.state] || 0) + 1;
     }
@@ -206,7 +206,7 @@ export function layoutGraph(model, expanded) {
   function measure(id, compact) {
     const node = model.nodes.get(id);
     const kids = model.kids(id);
-    if (node.type === 'task') {
+    if (isLeaf(node)) {
       const s = compact ? { w: L.compactW, h: L.compactH } : { w: L.leafW, h: L.leafH };
       size.set(id, s);
       return s;
@@ -263,7 +263,7 @@ export function layoutGraph(model, expanded) {
   function place(id, x, y) {
     const node = model.nodes.get(id);
     const s = size.get(id);
-    if (node.type === 'task') {
+    if (isLeaf(node)) {
       boxes.push({ kind: 'leaf', id, x, y, w: s.w, h: s.h });
       return;
     }
@@ -534,7 +534,7 @@ export class GraphView {
     const g = this.groups.get(id);
     if (!g) return false;
     if (g.getAttribute('data-state') !== node.state) g.setAttribute('data-state', node.state);
-    if (node.type === 'task') {
+    if (isLeaf(node)) {
       const l2 = g.querySelector('.l2');
       const text = clip(leafSubtitle(node), charsFor(Number(g.getAttribute('data-w')) || L.leafW, 6.3));
       if (l2 && l2.textContent !== text) l2.textContent = text;
@@ -614,7 +614,7 @@ export function timelineRows(model, collapsed) {
       }
       continue;
     }
-    if (node.type === 'task') {
+    if (isLeaf(node)) {
       total += 1;
       if (rows.length < TL.maxRows) {
         rows.push({

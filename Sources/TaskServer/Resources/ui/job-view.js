@@ -132,6 +132,8 @@ class JobPage {
     ]);
     if (ctx.closed) return;
     this.job = job;
+    // A job with job nodes starts child jobs: the head links to their list.
+    this.startsChildren = tasks.items.some((n) => n.type === 'job');
     this.model.setNodes(tasks.items);
     this.ended = TERMINAL_JOB_STATES.has(job.state);
     this.terminalAtLoad = this.ended;
@@ -224,7 +226,12 @@ class JobPage {
       h('dt', null, 'Started'), h('dd', null, fmtTime(j.startedAt)),
       h('dt', null, 'Finished'), h('dd', null, fmtTime(j.finishedAt)),
       h('dt', null, 'Duration'), h('dd', { testid: 'job-duration' }, duration(j.startedAt, j.finishedAt)),
-      h('dt', null, 'Labels'), h('dd', null, labelChips(j.labels)));
+      h('dt', null, 'Labels'), h('dd', null, labelChips(j.labels)),
+      ...(j.parentJobId ? [h('dt', null, 'Parent'), h('dd', { testid: 'job-parent' },
+        h('a', { href: '#/jobs/' + encodeURIComponent(j.parentJobId), class: 'mono' }, j.parentJobId),
+        ' (node ', j.parentTaskId || '', ')')] : []),
+      ...(this.startsChildren ? [h('dt', null, 'Children'), h('dd', null,
+        h('a', { href: '#/?label=' + encodeURIComponent('parent:' + j.id), testid: 'job-children' }, 'child jobs'))] : []));
     this.renderWaiting();
     this.renderProgress();
     const terminal = TERMINAL_JOB_STATES.has(j.state);

@@ -7,7 +7,7 @@ import { api, ApiError, isAbort, problemText, taskPath } from './api.js';
 import { confirmAction, toast } from './dialogs.js';
 import { badge, compactJSON, duration, fmtTime, h, jsonText, progressBar } from './dom.js';
 import { COLLAPSE_MAP_OVER, COLLAPSE_PARALLEL_OVER, countsLine, EXPANDABLE_UP_TO } from './graph.js';
-import { NODE_STATES, stateRank, TERMINAL_NODE_STATES, waitWords } from './states.js';
+import { isLeaf, NODE_STATES, stateRank, TERMINAL_NODE_STATES, waitWords } from './states.js';
 
 export class NodeDetails {
   // page: the JobPage (model, graph, layout, expanded, jobId, ctx, scheduleFrame(), nodeLink(id));
@@ -88,7 +88,7 @@ export class NodeDetails {
     const terminal = TERMINAL_NODE_STATES.has(node.state);
     const rows = [
       ['Type', node.type], ['Action', node.action], ['Executor', node.executor],
-      ['Attempts', node.type === 'task' ? String(node.attempts ?? 0) : undefined],
+      ['Attempts', isLeaf(node) ? String(node.attempts ?? 0) : undefined],
       ['Started', node.startedAt ? fmtTime(node.startedAt) : '—'], ['Finished', node.finishedAt ? fmtTime(node.finishedAt) : '—'],
       ['Duration', node.startedAt ? duration(node.startedAt, node.finishedAt) : '—'],
       ['Worker', node.workerId],
@@ -96,6 +96,12 @@ export class NodeDetails {
     const dl = h('dl', { class: 'meta' });
     for (const [k, v] of rows) if (v !== undefined && v !== null) dl.append(h('dt', null, k), h('dd', { class: k === 'Worker' ? 'mono' : '' }, v));
     if (node.parent) dl.append(h('dt', null, 'Parent'), h('dd', null, page.nodeLink(node.parent)));
+    if (node.type === 'job') {
+      // The child jobs this node started (one per attempt), by the labels the server gives them.
+      const filter = 'parent:' + page.jobId + ',parentTask:' + node.id;
+      dl.append(h('dt', null, 'Child jobs'), h('dd', null,
+        h('a', { href: '#/?label=' + encodeURIComponent(filter), testid: 'details-children' }, 'the children of this node')));
+    }
     const parts = [
       h('div', { class: 'details-head' }, h('h2', { class: 'mono', testid: 'details-title' }, node.id), badge(node.state, 'details-state')),
       dl,
@@ -112,7 +118,7 @@ export class NodeDetails {
         h('strong', null, node.error.code), ': ', node.error.message || '',
         node.error.details !== undefined ? h('pre', null, jsonText(node.error.details, 20000)) : null));
     }
-    if (node.type === 'task') parts.push(h('p', { class: 'muted small' }, 'A task\'s input is not recorded; it is its parent\'s input or the previous step\'s result (see the job input and the results above it).'));
+    if (isLeaf(node)) parts.push(h('p', { class: 'muted small' }, 'A task\'s input is not recorded; it is its parent\'s input or the previous step\'s result (see the job input and the results above it).'));
     const kids = page.model.kids(node.id);
     if (kids.length) {
       if ((node.type === 'map' || node.type === 'parallel') && page.layout) {

@@ -13,6 +13,11 @@ export const TERMINAL_NODE_STATES = new Set(['succeeded', 'failed', 'cancelled',
 const STATE_RANK = { pending: 0, running: 1, succeeded: 2, failed: 2, cancelled: 2, skipped: 2 };
 
 // The rank of a state (an unknown one ranks as pending).
+// A leaf of the graph: a task, or a job node (a task that runs a child job).
+export function isLeaf(node) {
+  return node.type === 'task' || node.type === 'job';
+}
+
 export function stateRank(state) {
   return STATE_RANK[state] ?? 0;
 }
