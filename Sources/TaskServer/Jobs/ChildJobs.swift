@@ -91,21 +91,32 @@ final class ChildJobs: Sendable {
 
     // MARK: - Finding or starting the child
 
-    /// The child this attempt is to wait for, if it has one already: its own (started before a
-    /// restart or a takeover), an earlier attempt's that a redrive reopened and this attempt
-    /// waited for before, or — on the first attempt after the parent's redrive — the failed or
-    /// cancelled child of the attempt before, redriven now. Nil: a new child starts.
+    /// The child this attempt is to wait for, if it has one already; nil: a new child starts.
+    ///
+    /// - Its own: started before a restart or a takeover (the attempt resumed keeps its number).
+    /// - Resumed after a restart, the attempt counts anew (`attempt` + 1): the child of the attempt
+    ///   that was in flight is this one's, whatever its state — its end may not have been recorded.
+    /// - The latest earlier child that is still running (a redrive reopened it), or succeeded (the
+    ///   node's end was lost with a crash: nothing retries after a child that succeeded).
+    /// - A failed or cancelled one: on the first attempt after the parent's redrive it is redriven
+    ///   now; one that this redrive reopened already and that ended again is this attempt's; any
+    ///   other is the failure a retry follows — a new child starts.
     private func existingChild(_ context: ActionContext, parent: JobRun?, jobs: JobService) -> Future<(any JobView)?> {
         let own = JobID.child(of: context.jobID, task: context.taskID, attempt: context.attempt)
+        let inFlight = JobID.child(of: context.jobID, task: context.taskID, attempt: context.attempt - 1)
         return jobs.job(own).flatMap { view -> Future<(any JobView)?> in
             if let view { return Future(value: view) }
             return self.latestEarlier(context, before: context.attempt - 1, jobs: jobs).flatMap { earlier in
                 guard let earlier else { return Future(value: nil) }
+                if context.resumedFrom != nil, earlier.id == inFlight { return Future(value: earlier) }
                 let snapshot = earlier.snapshot
-                if !snapshot.state.isTerminal { return Future(value: earlier) }
-                guard snapshot.state != .succeeded, let finished = snapshot.finishedAt,
-                    let redriven = parent?.lastRedrivenAt, finished.milliseconds <= redriven.milliseconds
-                else { return Future(value: nil) }
+                if !snapshot.state.isTerminal || snapshot.state == .succeeded { return Future(value: earlier) }
+                guard let redriven = parent?.lastRedrivenAt?.milliseconds else { return Future(value: nil) }
+                let reopened = earlier.events(after: 0, limit: .max).last { $0.type == .jobRedriven }
+                if let reopened, reopened.time.milliseconds >= redriven { return Future(value: earlier) }
+                guard let finished = snapshot.finishedAt, finished.milliseconds <= redriven else {
+                    return Future(value: nil)
+                }
                 return jobs.redrive(earlier.id).flatMap { outcome -> Future<(any JobView)?> in
                     switch outcome {
                     case .redriven: return jobs.job(earlier.id)
