@@ -195,7 +195,9 @@ struct DelayedStartTests {
             configuration.delayedStarts.horizon = .milliseconds(TestTiming.ms(500))
             configuration.delayedStarts.interval = .milliseconds(100)
         }
-        let id = try await server.submitID(Self.job(["delayMs": .int(TestTiming.ms(1_500))]))
+        // Due 2.5 s past the horizon: asleep when read, even on a loaded machine (at 1.5 s, a
+        // stall of a second between the submission and the read made it live once).
+        let id = try await server.submitID(Self.job(["delayMs": .int(TestTiming.ms(3_000))]))
         #expect(server.app.jobs.liveRun(id) == nil)
         let raw = try await server.raw { connection in
             try connection.send(StreamsTests.request("/v1/jobs/\(id)/events?stream=true"))
