@@ -14,6 +14,8 @@ the `default` pool as it is accepted, as in the other POST benchmarks).
            item is committed when the answer comes). The body is encoded once, before the clock
            starts: the loop measures the request and its answer (read and parsed with json.loads,
            as the client must to check each item's status).
+  phase B' the same with `?answer=ids` (each item `{"status", "id"}`: no job representations to
+           encode and parse).
 
 Printed, one figure a line (`name value unit`): jobs per second in each phase and their ratio, the
 request time percentiles of each phase, the CPU the client and the server used per wall second in
@@ -123,8 +125,9 @@ def single_loop(conn, body, seconds):
     return timed_loop(conn, "/v1/jobs", body, 201, lambda job: 1, seconds)
 
 
-def batch_loop(conn, body, size, seconds):
-    """Phase B: `size` jobs per POST /v1/jobs/batch (200, every item 201)."""
+def batch_loop(conn, body, size, seconds, path="/v1/jobs/batch"):
+    """Phase B: `size` jobs per POST /v1/jobs/batch (200, every item 201); `path` with ?answer=ids:
+    phase B', the same answered with ids only."""
     def count(answer):
         items = answer["items"]
         if len(items) != size:
@@ -133,7 +136,7 @@ def batch_loop(conn, body, size, seconds):
             if item["status"] != 201:
                 sys.exit(f"POST /v1/jobs/batch: an item answered {item}")
         return size
-    return timed_loop(conn, "/v1/jobs/batch", body, 200, count, seconds)
+    return timed_loop(conn, path, body, 200, count, seconds)
 
 
 def phase(name, loop, conn, server_pid):
@@ -256,6 +259,10 @@ def main():
         single = phase("single", lambda: single_loop(conn, single_body, args.seconds), conn, server.proc.pid)
         batch = phase("batch", lambda: batch_loop(conn, batch_body, args.batch, args.seconds), conn, server.proc.pid)
         print(f"ratio {batch / single:.2f} batch/single", flush=True)
+        lean_path = "/v1/jobs/batch?answer=ids"
+        lean = phase("batch ids", lambda: batch_loop(conn, batch_body, args.batch, args.seconds, lean_path),
+                     conn, server.proc.pid)
+        print(f"ratio {lean / batch:.2f} batch ids/batch", flush=True)
         conn.close()
         if args.pgqueuer:
             pg = os.path.join(data, "pg")
@@ -264,7 +271,7 @@ def main():
                                  check=True, capture_output=True, text=True).stdout.strip()
             try:
                 theirs = pgqueuer_phase(url, json.dumps(job).encode(), args.batch, args.seconds)
-                print(f"ratio {batch / theirs:.2f} batch/pgqueuer", flush=True)
+                print(f"ratio {batch / theirs:.2f} batch/pgqueuer, {lean / theirs:.2f} batch ids/pgqueuer", flush=True)
             finally:
                 subprocess.run(["bash", os.path.join(ROOT, "scripts", "postgres.sh"), "stop", pg],
                                capture_output=True)

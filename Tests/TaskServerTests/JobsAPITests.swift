@@ -900,4 +900,26 @@ struct JobsAPITests {
             #expect(problem?["detail"] == "the job is invalid: the batch item must be an object", "\(bad)")
         }
     }
+
+    /// `?answer=ids`: each created or repeated job answered with its id only; problems as ever.
+    @Test(arguments: [StoreKind.memory, .sqlite])
+    func aBatchAnsweredWithIdsOnly(_ store: StoreKind) async throws {
+        try await withServer(on: store) { server in
+            var keyed = try #require(Jobs.value(2).objectValue)
+            keyed["idempotencyKey"] = "lean-1"
+            let batch: JSONValue = ["jobs": [Jobs.value(1), .object(keyed), ["graph": ["type": "nope"]]]]
+            let answer = try await server.post("/v1/jobs/batch?answer=ids", json: batch)
+            #expect(answer.status == 200, "\(answer)")
+            let items = try #require(answer.json["items"]?.arrayValue)
+            #expect(items.map { $0["status"] } == [201, 201, 422], "\(answer)")
+            #expect(items[0].objectValue?.keys.sorted() == ["id", "status"], "\(answer)")
+            #expect(items[2]["problem"]?["code"] == "graph.invalid")
+            let first = try #require(items[0]["id"]?.stringValue)
+            #expect(try await server.finished(first)["result"] == 1)
+            let again = try await server.post("/v1/jobs/batch?answer=ids", json: ["jobs": [.object(keyed)]])
+            #expect(again.json["items"] == [["status": 200, "id": items[1]["id"]!]], "\(again)")
+            let wrong = try await server.post("/v1/jobs/batch?answer=all", json: batch)
+            #expect(wrong.status == 400 && wrong.json["code"] == "query.invalid", "\(wrong)")
+        }
+    }
 }
