@@ -10,7 +10,9 @@ One server (`--store`: memory, or a SQLite file with --sync full). Sequential ro
   child    {"type": "job", "definition": "leaf"} where leaf is that task  (a parent and its child)
 printed as p50 / p99 in ms, alternated round by round. Then, three times each, the time until a job
 mapping over 1,000 items ends: inline (1,000 value tasks in one job) and children (1,000 child jobs
-of `leaf`), with children per second.
+of `leaf`), with children per second, the server's resident memory after each run, and the store's
+transactions per item (`taskserver_store_commit_duration_seconds_count` from /metrics; on SQLite
+each is one fsync'd commit, which group commit shares among the items).
 """
 import argparse
 import http.client
@@ -40,8 +42,24 @@ def main():
         conn.request(method, path, body=json.dumps(body) if body is not None else None,
                      headers={"content-type": "application/json"})
         response = conn.getresponse()
-        payload = json.loads(response.read() or b"null")
+        raw = response.read()
+        payload = json.loads(raw or b"null") if path != "/metrics" else raw.decode()
         return response.status, payload
+
+    def commits():
+        _, text = call("GET", "/metrics")
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == "taskserver_store_commit_duration_seconds_count":
+                return float(parts[1])
+        return 0.0
+
+    def rss_mib():
+        with open(f"/proc/{server.proc.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return 0.0
 
     leaf = {"type": "task", "id": "v", "action": "value", "params": {"value": "${input}"}}
     status, body = call("PUT", "/v1/definitions/leaf", {"graph": leaf})
@@ -75,16 +93,24 @@ def main():
     }
     print("1,000-item fan-out, time until the job ended (3 runs each, alternated):")
     results = {name: [] for name in fans}
+    writes = {name: [] for name in fans}
+    memory = {name: [] for name in fans}
     for _ in range(3):
         for name, job in fans.items():
+            before = commits()
             started = time.perf_counter()
             status, body = call("POST", "/v1/jobs?waitMs=60000", job)
             took = time.perf_counter() - started
             assert status == 201 and body["state"] == "succeeded" and body["result"] == items, str(body)[:300]
+            time.sleep(0.2)  # the last commits of the children's ends
             results[name].append(took)
+            writes[name].append((commits() - before) / 1000)
+            memory[name].append(rss_mib())
     for name, values in results.items():
         per = 1000 / statistics.median(values)
-        print(f"  {name:8} {', '.join(f'{v * 1000:.0f}' for v in values)} ms  ({per:,.0f} items/s at the median)")
+        print(f"  {name:8} {', '.join(f'{v * 1000:.0f}' for v in values)} ms  ({per:,.0f} items/s at the median); "
+              f"store transactions per item {statistics.median(writes[name]):.3f}; "
+              f"server RSS after {', '.join(f'{m:.0f}' for m in memory[name])} MiB")
     server.stop()
 
 

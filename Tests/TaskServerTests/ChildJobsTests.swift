@@ -69,12 +69,39 @@ struct ChildJobsTests {
             #expect(failed["error"]?["code"] == "greet.down", "\(failed)")
             #expect(failed["error"]?["details"]?["jobId"] == .string(broken), "\(failed)")
 
-            // Unknown definitions fail the node without a retry; clients cannot forge a parent.
-            let unknown = try await server.submit(
-                ["graph": ["type": "job", "definition": "nope", "retry": ["maxAttempts": 3, "delayMs": 1]]],
-                waitMs: 10000
+            // A job node naming a definition that does not start is refused at the door; one
+            // retired after its parent was accepted fails the node when it runs, without a retry.
+            expectProblem(
+                try await server.post("/v1/jobs", json: ["graph": Self.jobNode("nope")]),
+                422,
+                "graph.invalid",
+                errors: [
+                    ["pointer": "/graph/definition", "message": "no definition named \"nope\" (or it is retired)"]
+                ]
             )
+            let batch = try await server.post(
+                "/v1/jobs/batch",
+                json: [
+                    "jobs": [["graph": Self.jobNode("greet", input: ["name": "x"])], ["graph": Self.jobNode("nope")]]
+                ]
+            )
+            #expect(batch.json["items"]?.arrayValue?.map { $0["status"] } == [201, 422], "\(batch)")
+            _ = try await server.put("/v1/definitions/gone", json: ["graph": Self.value(1)])
+            let waiting = try await server.submitID([
+                "graph": [
+                    "type": "series",
+                    "steps": [
+                        ["type": "task", "id": "gate", "action": "await"],
+                        ["type": "job", "id": "kid", "definition": "gone", "retry": ["maxAttempts": 3, "delayMs": 1]],
+                    ],
+                ]
+            ])
+            #expect(try await server.delete("/v1/definitions/gone").status == 204)
+            try await server.waitUntilStarted(waiting, task: "gate")
+            _ = try await server.post("/v1/jobs/\(waiting)/tasks/gate/complete", json: ["result": 1])
+            let unknown = try await server.finished(waiting)
             #expect(unknown["state"] == "failed" && unknown["error"]?["code"] == "definition.unknown", "\(unknown)")
+            #expect(try await server.get("/v1/jobs/\(waiting)/tasks/kid").json["attempts"] == 1)
             expectProblem(
                 try await server.post("/v1/jobs", json: ["graph": Self.value(1), "labels": ["parent": "x"]]),
                 422,
@@ -201,24 +228,59 @@ struct ChildJobsTests {
         }
     }
 
-    /// A chain of definitions deeper than the bound fails at the level past it; a cycle of
+    /// A chain of definitions deeper than the bound is refused when it is stored or started, and
+    /// fails at the level past it when a definition changed since makes it deeper; a cycle of
     /// definitions is refused when it would close.
     @Test func depthIsBoundedAndACycleIsRefused() async throws {
         try await withServer { server in
-            let levels = ChildJobs.maxDepth + 1
-            _ = try await server.put("/v1/definitions/level\(levels)", json: ["graph": Self.value("bottom")])
-            for level in stride(from: levels - 1, through: 0, by: -1) {
+            let bottom = ChildJobs.maxDepth + 2
+            _ = try await server.put("/v1/definitions/level\(bottom)", json: ["graph": Self.value("deeper")])
+            _ = try await server.put("/v1/definitions/level\(bottom - 1)", json: ["graph": Self.value("bottom")])
+            for level in stride(from: bottom - 2, through: 2, by: -1) {
                 let put = try await server.put(
                     "/v1/definitions/level\(level)",
                     json: ["graph": Self.jobNode("level\(level + 1)")]
                 )
                 #expect(put.status == 201, "\(put)")
             }
-            let deep = try await server.submit(["definition": "level1"], waitMs: 20000)
+            // The top waits at a gate first, so that a run can be in flight while the chain changes.
+            let top: JSONValue = [
+                "type": "series",
+                "steps": [["type": "task", "id": "gate", "action": "await"], Self.jobNode("level2")],
+            ]
+            #expect(try await server.put("/v1/definitions/level1", json: ["graph": top]).status == 201)
+            let deepID = try await server.submitID(["definition": "level1"])
+            try await server.waitUntilStarted(deepID, task: "gate")
+            _ = try await server.post("/v1/jobs/\(deepID)/tasks/gate/complete", json: ["result": 1])
+            let deep = try await server.finished(deepID)
             #expect(deep["state"] == "succeeded" && deep["result"] == "bottom", "\(deep)")
-            let tooDeep = try await server.submit(["definition": "level0"], waitMs: 20000)
+            let levels = "starts \(ChildJobs.maxDepth + 1) levels of child jobs; at most \(ChildJobs.maxDepth)"
+            expectProblem(
+                try await server.put("/v1/definitions/level0", json: ["graph": Self.jobNode("level1")]),
+                422,
+                "definition.invalid",
+                errors: [["pointer": "/graph/definition", "message": .string(levels)]]
+            )
+            expectProblem(
+                try await server.post("/v1/jobs", json: ["graph": Self.jobNode("level1")]),
+                422,
+                "graph.invalid",
+                errors: [["pointer": "/graph/definition", "message": .string(levels)]]
+            )
+            // A run in flight while the bottom changes to start one more level: it fails where the
+            // chain passes the bound.
+            let inFlight = try await server.submitID(["definition": "level1"])
+            try await server.waitUntilStarted(inFlight, task: "gate")
+            let changed = try await server.put(
+                "/v1/definitions/level\(bottom - 1)",
+                json: ["graph": Self.jobNode("level\(bottom)")]
+            )
+            #expect(changed.status == 201, "\(changed)")
+            _ = try await server.post("/v1/jobs/\(inFlight)/tasks/gate/complete", json: ["result": 1])
+            let tooDeep = try await server.finished(inFlight)
             #expect(tooDeep["state"] == "failed" && tooDeep["error"]?["code"] == "job.tooDeep", "\(tooDeep)")
 
+            _ = try await server.put("/v1/definitions/b", json: ["graph": Self.value(1)])
             _ = try await server.put("/v1/definitions/a", json: ["graph": Self.jobNode("b")])
             expectProblem(
                 try await server.put("/v1/definitions/b", json: ["graph": Self.jobNode("a")]),

@@ -55,6 +55,13 @@ public struct Node: Sendable, Equatable {
         }
     }
 
+    /// Whether this subtree has a `job` node (issue #45): its definitions are checked at
+    /// submission. (A dynamic node's graph is known only when it runs.)
+    public var startsChildJobs: Bool {
+        if case .task(let spec) = self.kind { return spec.action == TaskSpec.childJobAction }
+        return self.children.contains { $0.startsChildJobs }
+    }
+
     /// `true` for a leaf (`task`) node.
     public var isTask: Bool {
         if case .task = self.kind { return true }

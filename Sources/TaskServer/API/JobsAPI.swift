@@ -57,22 +57,40 @@ struct JobsAPI: Sendable {
         waitMs: Int?
     ) throws -> Future<Response> {
         let spec = try self.app.decodeJob(document)
-        let app = self.app
-        return self.app.jobs.submit(spec, document: bytes, idempotency: idempotency).flatMap {
-            submitted -> Future<Response> in
-            switch submitted {
-            case .mismatch:
-                throw HTTPProblem(
-                    .unprocessableEntity,
-                    code: "idempotency.mismatch",
-                    detail: "Idempotency-Key \"\(idempotency?.key ?? "")\" was used before with a different body"
-                )
-            case .existing(let existing):
-                return app.respond(with: existing, status: .ok, waitMs: waitMs, location: true)
-            case .created(let run):
-                app.metrics.jobSubmitted()
-                return app.respond(with: run, status: .created, waitMs: waitMs, location: true)
-            }
+        if spec.graph.startsChildJobs {
+            let app = self.app
+            // The definitions its job nodes start must exist (and start no endless chain).
+            let graph = document["graph"] ?? .null
+            return app.definitions.checkChildStarts(graph, at: "/graph", closing: nil, code: "graph.invalid").flatMap {
+                app.jobs.submit(spec, document: bytes, idempotency: idempotency)
+            }.flatMap { submitted in try self.answer(submitted, idempotency, waitMs: waitMs) }
+        }
+        return self.app.jobs.submit(spec, document: bytes, idempotency: idempotency).flatMap { submitted in
+            try self.answer(submitted, idempotency, waitMs: waitMs)
+        }
+    }
+
+    /// The answer to a submission: `201` created, `200` an idempotent repeat, `422` a key used
+    /// with another body.
+    private func answer(
+        _ submitted: JobService.Submitted,
+        _ idempotency: IdempotencyKey?,
+        waitMs: Int?
+    ) throws
+        -> Future<Response>
+    {
+        switch submitted {
+        case .mismatch:
+            throw HTTPProblem(
+                .unprocessableEntity,
+                code: "idempotency.mismatch",
+                detail: "Idempotency-Key \"\(idempotency?.key ?? "")\" was used before with a different body"
+            )
+        case .existing(let existing):
+            return self.app.respond(with: existing, status: .ok, waitMs: waitMs, location: true)
+        case .created(let run):
+            self.app.metrics.jobSubmitted()
+            return self.app.respond(with: run, status: .created, waitMs: waitMs, location: true)
         }
     }
 
@@ -267,9 +285,19 @@ struct JobsAPI: Sendable {
             return Future(value: .problem(error))
         }
         let itemKey = key
-        return self.app.jobs.submit(spec, document: ByteBuffer(bytes: bytes), idempotency: idempotency).continueWith(
-            on: .immediate
-        ) { submitted -> BatchItem in
+        let app = self.app
+        let checked =
+            spec.graph.startsChildJobs
+            ? app.definitions.checkChildStarts(
+                document["graph"] ?? .null,
+                at: "/graph",
+                closing: nil,
+                code: "graph.invalid"
+            )
+            : Future(value: ())
+        return checked.flatMap {
+            app.jobs.submit(spec, document: ByteBuffer(bytes: bytes), idempotency: idempotency)
+        }.continueWith(on: .immediate) { submitted -> BatchItem in
             switch submitted.outcome! {
             case .success(.created(let run)): return lean ? .id(status: 201, run.id) : .job(status: 201, run.snapshot)
             case .success(.existing(let view)):

@@ -48,8 +48,12 @@ public final class Definitions: Sendable {
     func put(_ name: String, _ json: JSONValue) throws(HTTPProblem) -> Future<DefinitionPut> {
         try Self.checkName(name)
         let definition = try WorkflowDefinition(json, decoder: self.decoder)
-        let starts = Self.childStarts(definition.body["graph"] ?? .null, at: "/graph")
-        let checked = starts.isEmpty ? Future(value: ()) : self.refuseCycles(of: name, starts)
+        let checked = self.checkChildStarts(
+            definition.body["graph"] ?? .null,
+            at: "/graph",
+            closing: name,
+            code: "definition.invalid"
+        )
         return checked.flatMap { self.store.putDefinition(name, body: definition.body, at: self.clock.now()) }.map {
             put in
             switch put {
@@ -90,31 +94,45 @@ public final class Definitions: Sendable {
         return starts
     }
 
-    /// How many stored versions a cycle check reads at most: past it the check gives up, and
-    /// the depth bound of child jobs (`ChildJobs.maxDepth`) still stops a runaway chain.
-    static let maxCycleReads = 200
+    /// How many stored versions a check of child starts reads at most: past it the check gives
+    /// up, and the depth bound of child jobs (`ChildJobs.maxDepth`) still stops a runaway chain.
+    static let maxCheckReads = 200
 
-    /// Fails with a `422 definition.invalid` when a `job` node of the definition being put as
-    /// `name` starts, through the definitions it names (their latest versions, or the pinned
-    /// ones), a job of `name` again: a chain of children that would never end.
-    private func refuseCycles(of name: String, _ starts: [ChildStart]) -> Future<Void> {
+    /// Checks the `job` nodes of `graph` (JSON, at `pointer`) before it is stored or started:
+    /// each names a definition that starts (a version that exists; unpinned, a name not retired);
+    /// none starts `closing` (the definition being put) again through the definitions below it
+    /// (their latest versions, or the pinned ones) — a chain of children that would never end;
+    /// and no chain of children below goes deeper than `ChildJobs.maxDepth`. Fails with a `422`
+    /// of `code` and a pointer per problem. (A definition changed later can still make a chain
+    /// fail when it runs: the node then fails with `definition.unknown` or `job.tooDeep`.)
+    func checkChildStarts(_ graph: JSONValue, at pointer: String, closing name: String?, code: String) -> Future<Void> {
+        let starts = Self.childStarts(graph, at: pointer)
+        guard !starts.isEmpty else { return Future(value: ()) }
         let initial = Future(value: (reads: 0, problems: [ValidationProblem]()))
         let done = starts.reduce(initial) { previous, start in
             previous.flatMap { sofar in
-                self.cycle(closing: name, [(start.name, start.version, [start.name])], visited: [], reads: sofar.reads)
-                    .map { found in
-                        var problems = sofar.problems
-                        if let path = found.path {
-                            let chain = path.joined(separator: ", which starts ")
-                            problems.append(
-                                ValidationProblem(
-                                    pointer: start.pointer + "/definition",
-                                    message: "starts \(chain): a cycle"
-                                )
+                self.walk(closing: name, [(start.name, start.version, [start.name])], Walk(reads: sofar.reads)).map {
+                    walk in
+                    var problems = sofar.problems
+                    let at = start.pointer + "/definition"
+                    if walk.missing {
+                        let message =
+                            start.version.map { "definition \"\(start.name)\" has no version \($0)" }
+                            ?? "no definition named \"\(start.name)\" (or it is retired)"
+                        problems.append(ValidationProblem(pointer: at, message: message))
+                    } else if let path = walk.cycle {
+                        let chain = path.joined(separator: ", which starts ")
+                        problems.append(ValidationProblem(pointer: at, message: "starts \(chain): a cycle"))
+                    } else if walk.deepest > ChildJobs.maxDepth {
+                        problems.append(
+                            ValidationProblem(
+                                pointer: at,
+                                message: "starts \(walk.deepest) levels of child jobs; at most \(ChildJobs.maxDepth)"
                             )
-                        }
-                        return (found.reads, problems)
+                        )
                     }
+                    return (walk.reads, problems)
+                }
             }
         }
         return done.map { result in
@@ -122,37 +140,62 @@ public final class Definitions: Sendable {
             guard problems.isEmpty else {
                 throw HTTPProblem(
                     .unprocessableEntity,
-                    code: "definition.invalid",
-                    detail: "the definition starts itself through child jobs: \(problems[0])",
+                    code: code,
+                    detail: problems.count == 1
+                        ? "a job node does not start: \(problems[0])"
+                        : "job nodes do not start (\(problems.count) problems)",
                     errors: problems
                 )
             }
         }
     }
 
-    /// Walks the definitions `stack` names, depth first, until one of them is `name`: the path
-    /// to it, or nil; and the reads made so far.
-    private func cycle(
-        closing name: String,
+    /// What a walk of the definitions below a `job` node found.
+    struct Walk {
+        var reads: Int
+        /// The node's own definition does not start.
+        var missing = false
+        /// The chain that starts the definition being put again.
+        var cycle: [String]?
+        /// The most levels of child jobs below the node.
+        var deepest = 0
+    }
+
+    /// Walks the definitions `stack` names, depth first (each version once): until one of them
+    /// is `closing` (a cycle), or the node's own definition is missing, or nothing is left.
+    private func walk(
+        closing name: String?,
         _ stack: [(name: String, version: Int?, path: [String])],
-        visited: Set<String>,
-        reads: Int
-    ) -> Future<(path: [String]?, reads: Int)> {
+        _ walk: Walk,
+        visited: Set<String> = []
+    ) -> Future<Walk> {
         var stack = stack
-        guard let next = stack.popLast(), reads < Self.maxCycleReads else { return Future(value: (nil, reads)) }
-        if next.name == name { return Future(value: (next.path, reads)) }
+        var walk = walk
+        guard let next = stack.popLast(), walk.reads < Self.maxCheckReads else { return Future(value: walk) }
+        if next.name == name {
+            walk.cycle = next.path
+            return Future(value: walk)
+        }
         let key = "\(next.name)@\(next.version ?? 0)"
-        if visited.contains(key) { return self.cycle(closing: name, stack, visited: visited, reads: reads) }
+        if visited.contains(key) { return self.walk(closing: name, stack, walk, visited: visited) }
         let read = next.version.map { self.store.storedDefinition(next.name, version: $0) } ?? self.latest(next.name)
         let rest = stack
+        let sofar = walk
         return read.flatMap { stored in
             var stack = rest
-            if let stored, stored.retiredAt == nil || next.version != nil {
-                for start in Self.childStarts(stored.body["graph"] ?? .null, at: "").reversed() {
-                    stack.append((start.name, start.version, next.path + [start.name]))
-                }
+            var walk = sofar
+            walk.reads += 1
+            guard let stored, stored.retiredAt == nil || next.version != nil else {
+                // Below the node's own definition, a missing one fails only its own node, when
+                // it runs; the node's own is this check's to refuse.
+                if next.path.count == 1 { walk.missing = true }
+                return self.walk(closing: name, next.path.count == 1 ? [] : stack, walk, visited: visited.union([key]))
             }
-            return self.cycle(closing: name, stack, visited: visited.union([key]), reads: reads + 1)
+            walk.deepest = max(walk.deepest, next.path.count)
+            for start in Self.childStarts(stored.body["graph"] ?? .null, at: "").reversed() {
+                stack.append((start.name, start.version, next.path + [start.name]))
+            }
+            return self.walk(closing: name, stack, walk, visited: visited.union([key]))
         }
     }
 
