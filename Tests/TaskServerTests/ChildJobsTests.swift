@@ -27,6 +27,16 @@ struct ChildJobsTests {
         return (page.json["items"]?.arrayValue ?? []).reversed()
     }
 
+    /// The first child of job `id`, waited for (up to 4 s): a child is listed once its insert commits.
+    static func firstChild(_ server: TestServer, of id: String) async throws -> String {
+        for _ in 0..<200 {
+            if let child = try await Self.children(server, of: id).first?["id"]?.stringValue { return child }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("job \(id) has no child after 4 s")
+        throw CancellationError()
+    }
+
     @Test(arguments: StoreKind.allCases)
     func aJobNodeRunsAChildAndEndsAsItEnds(_ store: StoreKind) async throws {
         try await withServer(on: store) { server in
@@ -154,12 +164,7 @@ struct ChildJobsTests {
             _ = try await server.put("/v1/definitions/hold", json: ["graph": hold])
             let id = try await server.submitID(["graph": Self.jobNode("hold")])
             try await server.waitUntilStarted(id, task: "kid")
-            var childID: String?
-            for _ in 0..<200 where childID == nil {
-                childID = try await Self.children(server, of: id).first?["id"]?.stringValue
-                if childID == nil { try await Task.sleep(for: .milliseconds(20)) }
-            }
-            let child = try #require(childID)
+            let child = try await Self.firstChild(server, of: id)
             try await server.waitUntilStarted(child, task: "hold")
             #expect(try await server.post("/v1/jobs/\(id)/cancel").status == 202)
             #expect(try await server.finished(id)["state"] == "cancelled")
@@ -209,12 +214,7 @@ struct ChildJobsTests {
                 json: ["graph": ["type": "task", "id": "gate", "action": "await"]]
             )
             let id = try await server.submitID(["graph": Self.jobNode("gate")])
-            var child: String?
-            for _ in 0..<200 where child == nil {
-                child = try await Self.children(server, of: id).first?["id"]?.stringValue
-                if child == nil { try await Task.sleep(for: .milliseconds(20)) }
-            }
-            let started = try #require(child)
+            let started = try await Self.firstChild(server, of: id)
             try await server.waitUntilStarted(started, task: "gate")
             return (id, started)
         }

@@ -499,17 +499,7 @@ extension DecodeState {
         var retry: RetrySpec?
         if let value = fields[.retry] { retry = self.decodeRetry(value, at: pointer + "/retry", rules: .task) }
 
-        var timeoutMs: Int?
-        if let value = fields[.timeoutMs] {
-            timeoutMs = self.integer(
-                value,
-                pointer,
-                "timeoutMs",
-                min: 1,
-                max: JobDecoder.maxTaskTimeoutMs,
-                note: " (24 hours)"
-            )
-        }
+        let timeoutMs = self.decodeTimeout(fields, at: pointer)
         var heartbeatTimeoutMs: Int?
         var scheduleTimeoutMs: Int?
         for (field, range) in [
@@ -544,6 +534,12 @@ extension DecodeState {
         )
     }
 
+    /// A task's (or job node's) `timeoutMs`: 1 ms to 24 hours.
+    mutating func decodeTimeout(_ fields: NodeFields, at pointer: String) -> Int? {
+        guard let value = fields[.timeoutMs] else { return nil }
+        return self.integer(value, pointer, "timeoutMs", min: 1, max: JobDecoder.maxTaskTimeoutMs, note: " (24 hours)")
+    }
+
     /// A `job` node's fields (issue #45): the definition (and version) the child job starts; its
     /// `input` is the node's. It runs as a task of the `job` action, which the server provides,
     /// on no executor (it holds no slot while the child runs), with the task's retry, timeout and
@@ -572,17 +568,7 @@ extension DecodeState {
         }
         var retry: RetrySpec?
         if let value = fields[.retry] { retry = self.decodeRetry(value, at: pointer + "/retry", rules: .task) }
-        var timeoutMs: Int?
-        if let value = fields[.timeoutMs] {
-            timeoutMs = self.integer(
-                value,
-                pointer,
-                "timeoutMs",
-                min: 1,
-                max: JobDecoder.maxTaskTimeoutMs,
-                note: " (24 hours)"
-            )
-        }
+        let timeoutMs = self.decodeTimeout(fields, at: pointer)
         var concurrency: ConcurrencySpec?
         if let value = fields[.concurrency] {
             concurrency = self.decodeConcurrency(value, at: pointer + "/concurrency")
