@@ -35,6 +35,10 @@ let package = Package(
         // their only other dependency, comes with NIO already).
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        // Tracing: swift-distributed-tracing's API (no dependencies; ~11 s of a clean debug build).
+        // The OTLP exporter is our own, on libcurl: swift-otel measured +179 s per clean debug build
+        // here (issue #46; README "Traces").
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
     ],
     targets: [
         .target(name: "TaskCore"),
@@ -67,6 +71,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             // The API contract, served at /openapi.yaml and /openapi.json, is compiled into the
             // binary from the repository's own files (Resources/ links to them): openapi.json is

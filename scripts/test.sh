@@ -14,7 +14,7 @@
 #      200-child fan-out of child jobs, scripts/child-jobs-kill-test.py); the SQLite store
 #      on a tmpfs filled with dd, then freed (scripts/disk-full-test.py: answers within the bound,
 #      /readyz 503, nothing acknowledged lost); workers killed mid-task; the reference worker
-#      through a TLS terminator;
+#      through a TLS terminator; one job's traces received as OTLP (scripts/tracing-test.py);
 #   5. the PostgreSQL store from outside, on a real PostgreSQL 15 that this script starts itself
 #      (scripts/postgres.sh; the Swift suites of step 1 and 2 use it too): start-up errors, the
 #      database restarted under load, then the examples, webhooks, contract, crash, worker-kill
@@ -205,6 +205,9 @@ stage "crash test (SIGKILL and restart); a 200-child fan-out killed twice"
 "$py" scripts/crash-test.py "$bin"
 "$py" scripts/child-jobs-kill-test.py "$bin"
 
+stage "traces: one job's span tree received as OTLP and decoded (opentelemetry-proto)"
+"$py" scripts/tracing-test.py "$bin"
+
 stage "disk full: the SQLite store on a small tmpfs filled with dd, then freed"
 "$py" scripts/disk-full-test.py "$bin"
 
@@ -253,6 +256,7 @@ bash scripts/check-ui.sh "$bin" --skip-big
 stage "cluster: three servers on one PostgreSQL, nodes killed, frozen and restarted, PostgreSQL restarted"
 CLUSTER_TEST_DB_RESTART=1 TEST_STORE_DIR="$pgdir" "$py" scripts/cluster-test.py "$bin"
 "$py" scripts/child-jobs-kill-test.py "$bin" --servers 3
+"$py" scripts/tracing-test.py "$bin"
 unset TEST_STORE_URL
 
 stage "PostgreSQL failover: the primary SIGKILLed under load, its synchronous standby promoted (1 server, 3 servers)"

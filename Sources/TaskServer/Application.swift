@@ -43,6 +43,8 @@ public final class Application: Sendable {
     /// The dashboard's files (`/ui/`).
     let dashboard: DashboardFiles
     let metrics: Metrics
+    /// Traces (issue #46), when `configuration.tracing` asks for them.
+    let tracing: ServerTracing?
     /// The registry behind `/metrics` (the executable bootstraps swift-metrics on it).
     public var metricsRegistry: PrometheusCollectorRegistry { self.metrics.registry }
     /// Requests in flight and the draining flag, shared with the HTTP server: readiness (`/readyz`)
@@ -79,6 +81,12 @@ public final class Application: Sendable {
         )
         let metrics = Metrics()
         self.metrics = metrics
+        let tracing = configuration.tracing.map { tracing in
+            var tracingLogger = logger
+            tracingLogger[metadataKey: "activity"] = "tracing"
+            return ServerTracing(configuration: tracing, logger: tracingLogger, counters: metrics.spanCounters)
+        }
+        self.tracing = tracing
         let repository: any JobRepository
         if let database = configuration.database {
             var options = PostgresJobRepository.Options()
@@ -100,7 +108,7 @@ public final class Application: Sendable {
         }
         self.repository = repository
         var actions = actions
-        if actions["http"] == nil { actions.register(HTTPAction(client: self.outbound)) }
+        if actions["http"] == nil { actions.register(HTTPAction(client: self.outbound, tracing: tracing)) }
         let children = ChildJobs()
         actions.register(children.action)
         let externalPools = ExternalPools(pools: configuration.externalExecutors, clock: clock)
@@ -124,8 +132,11 @@ public final class Application: Sendable {
         // With a durable repository, event readers (long-polls, streams) see an event once it is
         // committed: a crash never takes back an event a client has seen.
         engineConfiguration.eventsAwaitDurability = repository.isDurable
+        let jobSpans = tracing.map { JobSpans(tracing: $0) }
+        engineConfiguration.attemptTracer = jobSpans
         self.engine = Engine(configuration: engineConfiguration)
         self.engine.addObserver(metrics)
+        if let jobSpans { self.engine.addObserver(jobSpans) }
         // A cluster's servers divide each pool's `rate=` among the live ones (1/N each), re-divided
         // at every heartbeat: the sum stays the configured rate (SPEC §8, §9).
         let limited = self.engine.pools.values.filter { $0.rate != nil }
@@ -148,6 +159,7 @@ public final class Application: Sendable {
             ),
             logger: backgroundLogger,
             clock: clock,
+            tracing: tracing,
             onAttempt: { metrics.webhookAttempt($0) }
         )
         self.jobs = JobService(
@@ -158,6 +170,7 @@ public final class Application: Sendable {
             eventFeed: eventFeed,
             clock: clock,
             delayedStarts: configuration.delayedStarts,
+            tracing: tracing,
             logger: logger
         )
         self.workerLeases = WorkerLeases(
@@ -237,7 +250,8 @@ public final class Application: Sendable {
             router: self.router,
             limits: limits,
             logger: self.logger,
-            activity: self.activity
+            activity: self.activity,
+            tracing: self.tracing
         ) { request, response, duration in
             metrics.httpResponse(
                 route: request?.route ?? "unmatched",
@@ -287,6 +301,8 @@ public final class Application: Sendable {
         self.jobs.stop()
         self.dispatcher.shutdown()
         self.outbound.shutdown()
+        // The spans of what ended before the stop reach the collector, if it answers in time.
+        await self.tracing?.shutdown()
         // Everything journalled so far reaches the file before the process exits.
         _ = try? await self.repository.close().value
         self.engine.shutdown()

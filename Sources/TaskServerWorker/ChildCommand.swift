@@ -38,15 +38,20 @@ struct ChildCommand {
     ///
     /// - Parameters:
     ///   - input: Written to the child's standard input, which is then closed.
+    ///   - environment: Set in the child's environment, over the worker's own.
     ///   - shouldStop: Asked about ten times a second while the child runs; once it answers true,
     ///     the child's process group gets SIGTERM, and SIGKILL `killAfter` later.
     /// - Throws: When the command cannot be started.
     /// - Note: Blocks SIGPIPE in the calling thread (a child that exits without reading its input
     ///   must not kill the worker); run it on a thread of its own that starts nothing else.
-    func run(input: Data, shouldStop: () -> Bool) throws -> Outcome {
+    func run(input: Data, environment: [String: String] = [:], shouldStop: () -> Bool) throws -> Outcome {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: self.executable)
         process.arguments = self.arguments
+        if !environment.isEmpty {
+            // The worker's own environment, with the task's (its trace context) over it.
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         let stdin = Pipe()
         let stdout = Pipe()
         let stderr = Pipe()

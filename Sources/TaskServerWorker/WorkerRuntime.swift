@@ -290,7 +290,7 @@ package final class WorkerRuntime: Sendable {
         )
         let completion: CompletionItem
         do {
-            let outcome = try command.run(input: task.stdin) {
+            let outcome = try command.run(input: task.stdin, environment: task.traceEnvironment) {
                 self.state.withLock { $0.shouldStop(number, now: Date()) }
             }
             completion = CompletionItem(task: task, outcome: outcome, settings: self.settings)

@@ -13,8 +13,14 @@ struct LeasedTask: Sendable {
     /// What COMMAND reads: `{"action", "params", "input", "jobId", "taskId", "attempt"}`, params
     /// and input as the server sent them.
     var stdin: Data
+    /// The command's `TRACEPARENT` and `TRACESTATE` (issue #46), when the job is traced.
+    var traceEnvironment: [String: String] = [:]
 
     init(_ item: ClaimItem) {
+        if let traceparent = item.traceparent {
+            self.traceEnvironment["TRACEPARENT"] = traceparent
+            if let tracestate = item.tracestate { self.traceEnvironment["TRACESTATE"] = tracestate }
+        }
         let stdin: JSONValue = [
             "action": .string(item.action), "params": item.params, "input": item.input,
             "jobId": .string(item.jobId), "taskId": .string(item.taskId), "attempt": .int(item.attempt),

@@ -9,7 +9,8 @@ import TaskGraph
 /// ```json
 /// {"leaseId": "lease_…", "jobId": "…", "taskId": "thumb", "action": "resize",
 ///  "params": {"width": 320}, "input": {…}, "attempt": 1, "heartbeatTimeoutMs": 30000,
-///  "deadline": "2025-01-01T00:10:00.000Z"}
+///  "deadline": "2025-01-01T00:10:00.000Z",
+///  "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
 /// ```
 public struct ClaimItem: Sendable, Equatable {
     /// The lease: an unguessable capability for this attempt, sent back with heartbeats and the
@@ -29,6 +30,11 @@ public struct ClaimItem: Sendable, Equatable {
     public var heartbeatTimeoutMs: Int
     /// When the attempt times out (RFC 3339, from the task's `timeoutMs`); nil when it has no limit.
     public var deadline: String?
+    /// The W3C `traceparent` of the attempt's lease span, when the job is traced (issue #46): a
+    /// worker's own spans descend from it (`taskserver worker` passes it to its command as
+    /// `TRACEPARENT`, with `TRACESTATE`, the convention OpenTelemetry SDKs read).
+    public var traceparent: String?
+    public var tracestate: String?
 
     /// A claim item with every field given.
     public init(
@@ -40,8 +46,12 @@ public struct ClaimItem: Sendable, Equatable {
         input: JSONValue,
         attempt: Int,
         heartbeatTimeoutMs: Int,
-        deadline: String?
+        deadline: String?,
+        traceparent: String? = nil,
+        tracestate: String? = nil
     ) {
+        self.traceparent = traceparent
+        self.tracestate = tracestate
         self.leaseId = leaseId
         self.jobId = jobId
         self.taskId = taskId
@@ -70,7 +80,9 @@ public struct ClaimItem: Sendable, Equatable {
             input: json["input"] ?? .null,
             attempt: attempt,
             heartbeatTimeoutMs: heartbeatTimeoutMs,
-            deadline: json["deadline"]?.stringValue
+            deadline: json["deadline"]?.stringValue,
+            traceparent: json["traceparent"]?.stringValue,
+            tracestate: json["tracestate"]?.stringValue
         )
     }
 
@@ -86,6 +98,8 @@ public struct ClaimItem: Sendable, Equatable {
         object["attempt"] = .int(self.attempt)
         object["heartbeatTimeoutMs"] = .int(self.heartbeatTimeoutMs)
         if let deadline = self.deadline { object["deadline"] = .string(deadline) }
+        if let traceparent = self.traceparent { object["traceparent"] = .string(traceparent) }
+        if let tracestate = self.tracestate { object["tracestate"] = .string(tracestate) }
         return .object(object)
     }
 }

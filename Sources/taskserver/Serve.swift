@@ -119,6 +119,15 @@ struct Serve: AsyncParsableCommand {
 
     @Option(
         help:
+            "Export traces as OTLP/HTTP (protobuf) to this collector base URL, e.g. http://localhost:4318 (spans go to <URL>/v1/traces); off by default (env OTEL_EXPORTER_OTLP_ENDPOINT; see the README's Traces section for the other OTEL_* variables)."
+    )
+    var otlpEndpoint: String?
+
+    @Flag(help: "Put tasks' results on their attempt spans, at most 4 KiB each (env TASKSERVER_TRACE_PAYLOADS=1).")
+    var tracePayloads = false
+
+    @Option(
+        help:
             "On SIGTERM/SIGINT, how long requests in flight may take before connections are closed and the process exits, e.g. 25s, 500ms (env TASKSERVER_SHUTDOWN_GRACE; default 25s)."
     )
     var shutdownGrace: String?
@@ -291,6 +300,12 @@ struct Serve: AsyncParsableCommand {
             }
             configuration.shutdownGrace = duration
         }
+        configuration.tracing = try TracingConfiguration.resolve(
+            endpoint: self.otlpEndpoint,
+            includePayloads: try self.tracePayloads
+                || Self.flag(environment["TASKSERVER_TRACE_PAYLOADS"], "TASKSERVER_TRACE_PAYLOADS"),
+            environment: environment
+        )
         return configuration
     }
 

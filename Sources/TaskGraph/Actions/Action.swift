@@ -44,6 +44,9 @@ public struct ActionContext: Sendable {
     /// record index (not a closure, which would cost an allocation per task). Nil outside the
     /// engine, where nothing can complete the task.
     let completionTarget: (run: JobRun, index: Int)?
+    /// The attempt's trace (issue #46), when the job is traced: an action that calls out sends its
+    /// `traceparent` on.
+    public var trace: (any AttemptTrace)?
 
     public init(
         input: JSONValue,
@@ -78,7 +81,8 @@ public struct ActionContext: Sendable {
         attempt: Int,
         pool: WorkerPool?,
         resumedFrom: Timestamp?,
-        completionTarget: (run: JobRun, index: Int)?
+        completionTarget: (run: JobRun, index: Int)?,
+        trace: (any AttemptTrace)? = nil
     ) {
         self.input = input
         self.params = params
@@ -89,6 +93,7 @@ public struct ActionContext: Sendable {
         self.pool = pool
         self.resumedFrom = resumedFrom
         self.completionTarget = completionTarget
+        self.trace = trace
     }
 
     /// `milliseconds` less the time already waited before a restart (see `resumedFrom`).

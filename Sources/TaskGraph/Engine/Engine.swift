@@ -26,6 +26,8 @@ public struct EngineConfiguration: Sendable {
     public var eventsAwaitDurability = false
     /// Concurrency keys shared with other engines (a cluster's servers); nil: the engine's own.
     public var sharedKeys: (any SharedConcurrencyKeys)?
+    /// Follows task attempts for tracing (issue #46); nil: attempts are not traced.
+    public var attemptTracer: (any AttemptTracer)?
 
     public init(
         executors: [String: Int] = ["default": 8],
@@ -68,6 +70,8 @@ public final class Engine: Sendable {
     public let concurrency = ConcurrencyLimiter()
     /// Concurrency keys held with other engines (a cluster's servers), in place of `concurrency`.
     public let sharedKeys: (any SharedConcurrencyKeys)?
+    /// See `EngineConfiguration.attemptTracer`.
+    public let attemptTracer: (any AttemptTracer)?
     /// How many times an attempt (or a job) had to wait, per reason, since the engine started.
     private let concurrencyWaits = Atomic<Int>(0)
     private let rateWaits = Atomic<Int>(0)
@@ -91,6 +95,7 @@ public final class Engine: Sendable {
         self.externalList = configuration.externalExecutors
         self.eventsAwaitDurability = configuration.eventsAwaitDurability
         self.sharedKeys = configuration.sharedKeys
+        self.attemptTracer = configuration.attemptTracer
         self.hasExternalExecutors = !configuration.externalExecutors.isEmpty
         var pools: [String: WorkerPool] = [:]
         for (name, size) in sizes {

@@ -565,6 +565,13 @@ extension JobRun {
                 return Future(error: TaskError.from(error))
             }
         }
+        let trace = self.engine.attemptTracer?.attemptBegan(
+            self,
+            taskID: id,
+            attempt: attempt,
+            executor: spec.executor,
+            action: spec.action
+        )
         let plan = AttemptPlan(
             action: action,
             spec: spec,
@@ -575,8 +582,18 @@ extension JobRun {
             attempt: attempt,
             pool: pool,
             resumedFrom: resumedFrom,
-            context: context
+            context: context,
+            trace: trace
         )
+        guard let trace else { return self.keyedAttempt(plan) }
+        let result = self.keyedAttempt(plan)
+        result.whenComplete { outcome in trace.ended(outcome) }
+        return result
+    }
+
+    /// Starts an attempt, after a wait for its concurrency key if it has one.
+    private func keyedAttempt(_ plan: AttemptPlan) -> Future<JSONValue> {
+        let (spec, index, input, context) = (plan.spec, plan.index, plan.input, plan.context)
         guard let concurrency = spec.concurrency else { return self.startAttempt(plan) }
         // A concurrency key (SPEC §8): the attempt waits for a place under its key before it asks
         // for a slot, so a waiting attempt holds neither; the place is given back when the attempt
@@ -587,6 +604,7 @@ extension JobRun {
         } catch {
             return Future(error: error)
         }
+        plan.trace?.heldKey(key)
         // A free key (the usual case, one server): no promise, no future, no continuation.
         if self.engine.sharedKeys == nil,
             let permit = self.engine.concurrency.tryAcquire(key: key, max: concurrency.max)
@@ -597,6 +615,8 @@ extension JobRun {
         if case .success(let permit) = acquired.outcome { return self.startHolding(permit, plan) }
         self.markWaiting(index, for: .concurrency)
         self.engine.noteWait(.concurrency)
+        plan.trace?.waitBegan(.concurrency)
+        if let trace = plan.trace { acquired.whenComplete { _ in trace.waitEnded(.concurrency) } }
         return acquired.continueOnSuccessWithTask(on: .immediate) { permit in
             self.markWaiting(index, for: nil)
             return self.startHolding(permit, plan)
@@ -696,7 +716,8 @@ extension JobRun {
                 input: input,
                 params: params,
                 attempt: attempt,
-                context: context
+                context: context,
+                trace: plan.trace
             )
         }
         // A task timeout cancels the attempt through its own token and turns the cancellation into
@@ -717,7 +738,8 @@ extension JobRun {
             attempt: attempt,
             pool: pool,
             resumedFrom: resumedFrom,
-            completionTarget: (self, index)
+            completionTarget: (self, index),
+            trace: plan.trace
         )
         let result: Future<JSONValue>
         if action.holdsWorkerSlot, let pool {
@@ -735,6 +757,8 @@ extension JobRun {
                 let reason: WaitReason = pool.waitReason == .rate ? .rate : .slot
                 self.markWaiting(index, for: reason)
                 self.engine.noteWait(reason)
+                plan.trace?.waitBegan(reason)
+                if let trace = plan.trace { acquired.whenComplete { _ in trace.waitEnded(reason) } }
                 result = acquired.continueOnSuccessWithTask(on: .immediate) { slot in
                     self.markWaiting(index, for: nil)
                     timer?.arm(spec.timeoutMs, cancelling: attemptSourceRef)
@@ -767,7 +791,8 @@ extension JobRun {
         input: JSONValue,
         params: JSONValue,
         attempt: Int,
-        context: ExecutionContext
+        context: ExecutionContext,
+        trace: (any AttemptTrace)?
     ) -> Future<JSONValue> {
         guard let external = self.engine.externalExecutor(named: spec.executor) else {
             return Future(error: TaskError(code: "internal", message: "unknown executor \(spec.executor)"))
@@ -789,7 +814,8 @@ extension JobRun {
                 cancellationToken: context.token,
                 promise: promise,
                 run: self,
-                index: index
+                index: index,
+                trace: trace
             )
         )
         return promise.future
@@ -1200,6 +1226,7 @@ struct AttemptPlan: Sendable {
     let pool: WorkerPool?
     let resumedFrom: Timestamp?
     let context: ExecutionContext
+    let trace: (any AttemptTrace)?
 }
 
 /// A task attempt's `timeoutMs` timer: armed when the action starts, cancelled when it ends

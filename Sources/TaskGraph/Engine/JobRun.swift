@@ -149,6 +149,9 @@ public final class JobRun: Sendable {
     // MARK: - Reading
 
     /// The job's state now.
+    /// The job's trace id, if the server traces it (issue #46).
+    public var traceId: String? { JobSnapshot.traceId(self.spec.labels) }
+
     public var snapshot: JobSnapshot {
         self.state.withLock { state in self.snapshot(state) }
     }

@@ -244,6 +244,19 @@ public struct JobSnapshot: Sendable, Equatable {
     /// `parentJobId` and `parentTaskId`.
     public static let parentLabel = "parent"
     public static let parentTaskLabel = "parentTask"
+    /// The label where the server keeps a traced job's W3C context (issue #46): its span's
+    /// `traceparent`, its parent span and its `tracestate` (see the server's `JobTraceLabel`).
+    /// Not a label name a client can use (`@`); written as `traceId`, never among `labels`.
+    public static let traceLabel = "@trace"
+
+    /// The job's trace id (32 hex digits), if it is traced.
+    public var traceId: String? { Self.traceId(self.labels) }
+
+    /// The trace id kept in `labels` (`traceLabel`), if any.
+    public static func traceId(_ labels: [String: String]) -> String? {
+        guard let value = labels[Self.traceLabel], value.utf8.count >= 35 else { return nil }
+        return String(value.utf8.dropFirst(3).prefix(32))
+    }
 
     public init(
         id: String,
@@ -311,11 +324,15 @@ public struct JobSnapshot: Sendable, Equatable {
         }
         json.key("labels")
         json.beginObject()
-        for (key, value) in self.labels.sorted(by: { $0.key < $1.key }) {
+        for (key, value) in self.labels.sorted(by: { $0.key < $1.key }) where key.utf8.first != UInt8(ascii: "@") {
             json.escapedKey(key)
             json.string(value)
         }
         json.endObject()
+        if let traceId {
+            json.key("traceId")
+            json.string(traceId)
+        }
         if let definition {
             json.key("definition")
             json.beginObject()

@@ -46,6 +46,8 @@ public struct WorkerTask: Sendable {
     let promise: Promise<JSONValue>
     let run: JobRun
     let index: Int
+    /// The attempt's trace (issue #46), when its job is traced: claims carry its `traceparent`.
+    public let trace: (any AttemptTrace)?
 
     /// Records that `workerId` claimed the attempt: the node turns `running` on its first claim
     /// (with its `task.started` event). Returns `false` when the attempt had already ended.
@@ -53,7 +55,9 @@ public struct WorkerTask: Sendable {
     public func markClaimed(by workerId: String) -> Bool {
         // A run given up to another server (SPEC §9) hands nothing out: its job runs elsewhere.
         if self.run.isAbandoned { return false }
-        return self.run.markClaimed(self.index, workerId: workerId)
+        let claimed = self.run.markClaimed(self.index, workerId: workerId)
+        if claimed { self.trace?.claimed(by: workerId) }
+        return claimed
     }
 
     /// The run this attempt belongs to, as an identity: attempts that share it share one wait for

@@ -43,10 +43,22 @@ struct JobsAPI: Sendable {
         if Definitions.isStart(json) {
             // A definition's name: its version's graph and defaults make the job's document.
             return self.app.definitions.jobDocument(json).flatMap { document in
-                try self.submit(document, bytes: ByteBuffer(bytes: document.jsonBytes), idempotency, waitMs: waitMs)
+                try self.submit(
+                    document,
+                    bytes: ByteBuffer(bytes: document.jsonBytes),
+                    idempotency,
+                    waitMs: waitMs,
+                    trace: request.trace
+                )
             }
         }
-        return try self.submit(json, bytes: request.body ?? ByteBuffer(), idempotency, waitMs: waitMs)
+        return try self.submit(
+            json,
+            bytes: request.body ?? ByteBuffer(),
+            idempotency,
+            waitMs: waitMs,
+            trace: request.trace
+        )
     }
 
     /// Submits the job `document` (its bytes as stored: what a restart decodes again).
@@ -54,7 +66,8 @@ struct JobsAPI: Sendable {
         _ document: JSONValue,
         bytes: ByteBuffer,
         _ idempotency: IdempotencyKey?,
-        waitMs: Int?
+        waitMs: Int?,
+        trace: SpanContext?
     ) throws -> Future<Response> {
         let spec = try self.app.decodeJob(document)
         if spec.graph.startsChildJobs {
@@ -62,10 +75,11 @@ struct JobsAPI: Sendable {
             // The definitions its job nodes start must exist (and start no endless chain).
             let graph = document["graph"] ?? .null
             return app.definitions.checkChildStarts(graph, at: "/graph", closing: nil, code: "graph.invalid").flatMap {
-                app.jobs.submit(spec, document: bytes, idempotency: idempotency)
+                app.jobs.submit(spec, document: bytes, idempotency: idempotency, trace: trace)
             }.flatMap { submitted in try self.answer(submitted, idempotency, waitMs: waitMs) }
         }
-        return self.app.jobs.submit(spec, document: bytes, idempotency: idempotency).flatMap { submitted in
+        return self.app.jobs.submit(spec, document: bytes, idempotency: idempotency, trace: trace).flatMap {
+            submitted in
             try self.answer(submitted, idempotency, waitMs: waitMs)
         }
     }
@@ -154,7 +168,7 @@ struct JobsAPI: Sendable {
         let lean = try Self.leanAnswer(request)
         var items: [Future<BatchItem>] = []
         items.reserveCapacity(jobs.count)
-        for job in jobs { items.append(self.submitItem(job, lean: lean)) }
+        for job in jobs { items.append(self.submitItem(job, lean: lean, trace: request.trace)) }
         let app = self.app
         return Future.whenAll(items).map { items in
             var body: [UInt8] = []
@@ -212,7 +226,7 @@ struct JobsAPI: Sendable {
 
     /// One job of a batch: its `idempotencyKey` (in place of the header) taken out, the rest
     /// decoded and submitted as by `POST /v1/jobs`.
-    private func submitItem(_ job: JSONValue, lean: Bool) -> Future<BatchItem> {
+    private func submitItem(_ job: JSONValue, lean: Bool, trace: SpanContext?) -> Future<BatchItem> {
         guard case .object(var object) = job else {
             return Future(
                 value: .problem(
@@ -260,14 +274,15 @@ struct JobsAPI: Sendable {
                         bytes: job.jsonBytes,
                         idempotency: idempotency,
                         key: itemKey,
-                        lean: lean
+                        lean: lean,
+                        trace: trace
                     )
                 case .failure(let error as any HTTPResponseError): return Future(value: .problem(error.problem))
                 case .failure, .cancelled: return Future(value: .problem(StoreError.readFailed.problem))
                 }
             }
         }
-        return self.submitItem(document, bytes: bytes, idempotency: idempotency, key: key, lean: lean)
+        return self.submitItem(document, bytes: bytes, idempotency: idempotency, key: key, lean: lean, trace: trace)
     }
 
     /// A batch item's job `document` (`bytes`: as stored) decoded and submitted.
@@ -276,7 +291,8 @@ struct JobsAPI: Sendable {
         bytes: [UInt8],
         idempotency: IdempotencyKey?,
         key: String?,
-        lean: Bool
+        lean: Bool,
+        trace: SpanContext?
     ) -> Future<BatchItem> {
         let spec: JobSpec
         do {
@@ -296,7 +312,7 @@ struct JobsAPI: Sendable {
             )
             : Future(value: ())
         return checked.flatMap {
-            app.jobs.submit(spec, document: ByteBuffer(bytes: bytes), idempotency: idempotency)
+            app.jobs.submit(spec, document: ByteBuffer(bytes: bytes), idempotency: idempotency, trace: trace)
         }.continueWith(on: .immediate) { submitted -> BatchItem in
             switch submitted.outcome! {
             case .success(.created(let run)): return lean ? .id(status: 201, run.id) : .job(status: 201, run.snapshot)

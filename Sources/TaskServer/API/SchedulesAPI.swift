@@ -122,7 +122,7 @@ struct SchedulesAPI: Sendable {
             throw HTTPProblem(.serviceUnavailable, code: "server.draining", detail: "the server is shutting down")
         }
         let app = self.app
-        return self.app.scheduler.trigger(id).flatMap { submitted -> Future<Response> in
+        return self.app.scheduler.trigger(id, trace: request.trace).flatMap { submitted -> Future<Response> in
             guard case .created(let run)? = submitted else { throw Self.notFound(id) }
             app.metrics.jobSubmitted()
             return app.respond(with: run, status: .created, waitMs: nil, location: true)

@@ -61,6 +61,8 @@ public struct ServerConfiguration: Sendable {
     public var webhooks = Webhooks()
     /// Outbound requests (`http` tasks and webhooks): address policy and client limits.
     public var outbound = Outbound()
+    /// Traces (issue #46): nil, the default, exports none.
+    public var tracing: TracingConfiguration?
     /// How long a stopping server lets requests in flight (long-polls included) finish before it
     /// closes their connections, flushes the store and exits (`--shutdown-grace`, default 25 s:
     /// under the 30 s that Kubernetes and `stop_grace_period` in Docker/compose.yaml allow).

@@ -99,7 +99,9 @@ public final class ExternalPools: Sendable {
                 input: task.input,
                 attempt: task.attempt,
                 heartbeatTimeoutMs: task.heartbeatTimeoutMs,
-                deadline: deadline?.rfc3339
+                deadline: deadline?.rfc3339,
+                traceparent: (task.trace as? TracedAttempt)?.workerTraceparent ?? task.trace?.traceparent,
+                tracestate: task.trace?.tracestate
             ).json
         }
     }

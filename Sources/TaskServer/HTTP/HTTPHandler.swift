@@ -34,6 +34,8 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let limits: HTTPLimits
     private let logger: Logger
     private let requestIDs: RequestIDGenerator
+    /// Request spans (issue #46), when tracing is on.
+    private let tracing: ServerTracing?
     private let activity: ServerActivity
     private let onResponse: @Sendable (Request?, Response, _ durationNanoseconds: UInt64) -> Void
     /// What the connection is doing and when it times out; this handler carries out its actions.
@@ -51,8 +53,10 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         logger: Logger,
         requestIDs: RequestIDGenerator,
         activity: ServerActivity,
+        tracing: ServerTracing? = nil,
         onResponse: @escaping @Sendable (Request?, Response, UInt64) -> Void
     ) {
+        self.tracing = tracing
         self.activity = activity
         self.router = router
         self.limits = limits
@@ -197,6 +201,14 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .handler(let handler, let parameters, let template):
             request.parameters = parameters
             request.route = template
+            if let tracing = self.tracing {
+                request.span = tracing.requestSpan(
+                    method: head.method,
+                    route: template,
+                    headers: head.headers,
+                    requestID: requestID
+                )
+            }
             do {
                 future = try handler(request)
             } catch let error as any HTTPResponseError {
@@ -210,6 +222,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         if self.logger.logLevel <= .debug {
             var logger = self.logger
             logger[metadataKey: "http.request.id"] = .string(requestID)
+            if let trace = request.trace { logger[metadataKey: "trace.id"] = .string(trace.traceID.hex) }
             // A secret path (a lease id, SPEC §6) is logged as its route.
             let shown = Self.redactingQueryValues(
                 self.router.shownPath(head.uri, segments: segments, template: request.route)
@@ -284,10 +297,12 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             )
         else {
             response.onUndelivered?()
+            if let span = request?.span { self.tracing?.endRequestSpan(span, status: Int(response.status.code)) }
             return
         }
         let duration = monotonicNanoseconds() &- self.requestStart
         self.write(context: context, response, keepAlive: keepAlive, head: head, requestID: requestID)
+        if let span = request?.span { self.tracing?.endRequestSpan(span, status: Int(response.status.code)) }
         self.onResponse(request, response, duration)
         if self.logger.logLevel <= .debug {
             // Headers (Authorization among them) and bodies are never logged.

@@ -26,6 +26,8 @@ public final class HTTPServer: Sendable {
     private let requestIDs = RequestIDGenerator()
     private let activity: ServerActivity
     private let onResponse: @Sendable (Request?, Response, UInt64) -> Void
+    /// Request spans (issue #46), when tracing is on.
+    private let tracing: ServerTracing?
 
     /// - Parameters:
     ///   - group: the event loops to run on (default: one per core).
@@ -40,8 +42,10 @@ public final class HTTPServer: Sendable {
         logger: Logger,
         group: MultiThreadedEventLoopGroup? = nil,
         activity: ServerActivity = ServerActivity(),
+        tracing: ServerTracing? = nil,
         onResponse: @escaping @Sendable (Request?, Response, UInt64) -> Void = { _, _, _ in }
     ) {
+        self.tracing = tracing
         self.host = host
         self.requestedPort = port
         self.router = router
@@ -65,6 +69,7 @@ public final class HTTPServer: Sendable {
         let logger = self.logger
         let requestIDs = self.requestIDs
         let onResponse = self.onResponse
+        let tracing = self.tracing
         let activity = self.activity
         let server = self
         let acceptErrors = AcceptErrors(logger: logger)
@@ -112,6 +117,7 @@ public final class HTTPServer: Sendable {
                             logger: logger,
                             requestIDs: requestIDs,
                             activity: activity,
+                            tracing: tracing,
                             onResponse: onResponse
                         )
                     )

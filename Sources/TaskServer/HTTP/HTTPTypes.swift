@@ -31,6 +31,10 @@ public struct Request: Sendable {
     /// run on whichever thread completed what it waited for (the store's completion thread is one,
     /// serving every commit's waiters in turn).
     public var executor: any Executor = .immediate
+    /// The request's span (issue #46), when tracing is on and the request is traced.
+    var span: OTLPSpan?
+    /// The request span's context: what a job it submits descends from.
+    public var trace: SpanContext? { self.span?.own }
 
     /// The named path parameter (always present on a matched route).
     public func parameter(_ name: String) -> String { self.parameters[name] ?? "" }

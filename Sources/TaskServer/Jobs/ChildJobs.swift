@@ -176,15 +176,25 @@ final class ChildJobs: Sendable {
         return definitions.job(.object(request)).continueWithTask(on: .immediate) { resolved -> Future<any JobView> in
             switch resolved.outcome! {
             case .success(let (spec, document)):
-                return jobs.submit(spec, document: ByteBuffer(bytes: document), idempotency: idempotency, id: id)
-                    .map { submitted -> any JobView in
-                        switch submitted {
-                        case .created(let run): return run
-                        case .existing(let view): return view
-                        case .mismatch:
-                            throw TaskError(code: "job.startFailed", message: "the child's id is taken by another job")
-                        }
+                // The child's span descends from the attempt that starts it (issue #46).
+                let trace = context.trace.flatMap {
+                    SpanContext(traceparent: $0.traceparent, tracestate: $0.tracestate)
+                }
+                return jobs.submit(
+                    spec,
+                    document: ByteBuffer(bytes: document),
+                    idempotency: idempotency,
+                    id: id,
+                    trace: trace
+                )
+                .map { submitted -> any JobView in
+                    switch submitted {
+                    case .created(let run): return run
+                    case .existing(let view): return view
+                    case .mismatch:
+                        throw TaskError(code: "job.startFailed", message: "the child's id is taken by another job")
                     }
+                }
             case .failure(let problem as HTTPProblem):
                 // The definition does not start with this input (unknown, retired, the schema
                 // refuses it): a retry would not either.

@@ -40,7 +40,7 @@ extension JobService {
             }
             let run: JobRun
             do {
-                let spec = try stored.spec ?? self.engine.decoder.decodeJob(stored.document ?? .null)
+                let spec = try Self.resumedSpec(stored, self.engine)
                 run = self.engine.makeRun(
                     id: stored.id,
                     spec: spec,
@@ -82,7 +82,7 @@ extension JobService {
             var resumed: [JobRun] = []
             for job in stored {
                 do {
-                    let spec = try job.spec ?? self.engine.decoder.decodeJob(job.document ?? .null)
+                    let spec = try Self.resumedSpec(job, self.engine)
                     let run = self.engine.makeRun(
                         id: job.id,
                         spec: spec,
@@ -125,7 +125,7 @@ extension JobService {
     /// built; the latter is logged and the job left as it is).
     func adopt(_ stored: StoredJob) -> JobRun? {
         do {
-            let spec = try stored.spec ?? self.engine.decoder.decodeJob(stored.document ?? .null)
+            let spec = try Self.resumedSpec(stored, self.engine)
             let run = self.engine.makeRun(
                 id: stored.id,
                 spec: spec,
@@ -141,5 +141,15 @@ extension JobService {
             )
             return nil
         }
+    }
+
+    /// The spec a stored job resumes with: kept, or decoded from its document again, with the
+    /// labels only the server sets (a traced job's context, issue #46) taken from its row — the
+    /// document is the client's, and has none of them.
+    static func resumedSpec(_ stored: StoredJob, _ engine: Engine) throws -> JobSpec {
+        if let spec = stored.spec { return spec }
+        var spec = try engine.decoder.decodeJob(stored.document ?? .null)
+        if let trace = stored.labels[JobSnapshot.traceLabel] { spec.labels[JobSnapshot.traceLabel] = trace }
+        return spec
     }
 }

@@ -45,6 +45,8 @@ public final class JobService: Sendable {
     /// Relayed commands being applied here, so that a notification and a heartbeat's look for
     /// lost ones do not apply one twice.
     let applying = Mutex<Set<Int64>>([])
+    /// Traces (issue #46): each new job gets its context (`JobTraceLabel`) here.
+    let tracing: ServerTracing?
 
     /// What a recovery does around resuming the jobs it claimed (set once the server started: a
     /// takeover's): `before`, given their ids, the external pools take up the jobs' stored leases,
@@ -72,6 +74,7 @@ public final class JobService: Sendable {
         eventFeed: (any EventFeed)? = nil,
         clock: any ServerClock = SystemClock(),
         delayedStarts: DelayedStarts.Options = DelayedStarts.Options(),
+        tracing: ServerTracing? = nil,
         logger: Logger
     ) {
         precondition(
@@ -83,6 +86,7 @@ public final class JobService: Sendable {
         self.logger = logger
         self.durable = repository.isDurable
         self.clock = clock
+        self.tracing = tracing
         self.delayed = DelayedStarts(repository: repository, clock: clock, options: delayedStarts)
         self.journal = JobJournal(
             repository: repository,
@@ -117,12 +121,18 @@ public final class JobService: Sendable {
     }
 
     /// Records a new job and starts it once its record is durable. (`id`: tests name their jobs.)
+    ///
+    /// `trace`: the span the job descends from — the request that submitted it, the attempt that
+    /// started it (a child job) — when tracing is on; without one the job begins a trace.
     public func submit(
         _ spec: JobSpec,
         document: ByteBuffer,
         idempotency: IdempotencyKey?,
-        id: String? = nil
+        id: String? = nil,
+        trace: SpanContext? = nil
     ) -> Future<Submitted> {
+        var spec = spec
+        if let tracing = self.tracing { spec.labels[JobSnapshot.traceLabel] = tracing.jobLabel(parent: trace) }
         let run = self.engine.makeRun(id: id ?? JobID.make(), spec: spec)
         let runAt = spec.runAt(createdAt: run.createdAt)
         var record = NewJobRecord(

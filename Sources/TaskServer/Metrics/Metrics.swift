@@ -20,6 +20,9 @@ final class Metrics: JobObserver {
     private let jobsSubmitted: Counter
     private let jobsFinished: [JobState: Counter]
     private let jobsRedriven: Counter
+    /// Spans sent to the OTLP collector, and spans dropped (queue full, export failed) (issue #46).
+    private let spansExported: Counter
+    private let spansDropped: Counter
     private let storeCommits: DurationHistogram
     private let jobsHeld: Gauge
     private let connectionsOpen: Gauge
@@ -121,6 +124,16 @@ final class Metrics: JobObserver {
         self.jobsRedriven = registry.makeCounter(
             descriptor: Self.name("jobs_redriven", unit: "total", "Failed or cancelled jobs run again (redrive).")
         )
+        self.spansExported = registry.makeCounter(
+            descriptor: Self.name("spans_exported", unit: "total", "Trace spans the OTLP collector accepted.")
+        )
+        self.spansDropped = registry.makeCounter(
+            descriptor: Self.name(
+                "spans_dropped",
+                unit: "total",
+                "Trace spans dropped: the export queue was full, or the collector failed or refused an export."
+            )
+        )
         self.storeCommits = registry.makeDurationHistogram(
             descriptor: Self.name(
                 "store_commit_duration",
@@ -179,6 +192,15 @@ final class Metrics: JobObserver {
     }
 
     // MARK: - Recording
+
+    /// The exporter's counters, for `ServerTracing`.
+    var spanCounters: SpanExporter.Counters {
+        let (exported, dropped) = (self.spansExported, self.spansDropped)
+        return SpanExporter.Counters(
+            onExported: { exported.increment(by: Int64($0)) },
+            onDropped: { dropped.increment(by: Int64($0)) }
+        )
+    }
 
     func jobSubmitted(count: Int = 1) {
         if count > 0 { self.jobsSubmitted.increment(by: Int64(count)) }

@@ -34,10 +34,19 @@ public struct HTTPAction: Action {
     static let bodyExcerptBytes = 1024
 
     let client: CurlClient
+    /// Client spans and `traceparent` (issue #46), when tracing is on.
+    let tracing: ServerTracing?
 
     /// An `http` action whose requests go through `client`.
     public init(client: CurlClient) {
         self.client = client
+        self.tracing = nil
+    }
+
+    /// An `http` action whose requests go through `client`, traced by `tracing`.
+    init(client: CurlClient, tracing: ServerTracing?) {
+        self.client = client
+        self.tracing = tracing
     }
 
     public var name: String { "http" }
@@ -148,8 +157,17 @@ public struct HTTPAction: Action {
         }
         let method = request.method
         let url = request.url
-        return self.client.send(request, cancellationToken: context.cancellationToken).continueWithTask(on: .immediate)
-        { finished in
+        let sent: Future<OutboundResponse>
+        if let attempt = context.trace as? TracedAttempt, let tracing = self.tracing {
+            // The call is a span under the attempt's, and its receiver's spans descend from it.
+            var traced = request
+            let span = tracing.startClientSpan(&traced, under: attempt.span.context)
+            sent = self.client.send(traced, cancellationToken: context.cancellationToken)
+            sent.whenComplete { tracing.endClientSpan(span, $0) }
+        } else {
+            sent = self.client.send(request, cancellationToken: context.cancellationToken)
+        }
+        return sent.continueWithTask(on: .immediate) { finished in
             switch finished.outcome! {
             case .cancelled:
                 return .cancelled()

@@ -570,16 +570,18 @@ public final class Scheduler: Sendable {
     }
 
     /// Starts a run of schedule `id` now (a manual run: no overlap rule, paused or not).
-    func trigger(_ id: String) -> Future<JobService.Submitted?> {
-        guard self.mayBeElsewhere(id) else { return self.triggerHeld(id) }
-        return self.reread(id).flatMap { self.triggerHeld(id) }
+    /// `trace`: the span of the request that triggers it (issue #46).
+    func trigger(_ id: String, trace: SpanContext? = nil) -> Future<JobService.Submitted?> {
+        guard self.mayBeElsewhere(id) else { return self.triggerHeld(id, trace: trace) }
+        return self.reread(id).flatMap { self.triggerHeld(id, trace: trace) }
     }
 
     /// The run is recorded as the schedule's last before the trigger answers: the next fire's
     /// overlap rule sees it on whichever server fires (`handle` reads it back in a cluster).
-    private func triggerHeld(_ id: String) -> Future<JobService.Submitted?> {
+    private func triggerHeld(_ id: String, trace: SpanContext?) -> Future<JobService.Submitted?> {
         guard let entry = self.state.withLock({ $0.entries[id] }) else { return Future(value: nil) }
-        return self.submitJob(of: entry, idempotency: nil).flatMap { submitted -> Future<JobService.Submitted?> in
+        return self.submitJob(of: entry, idempotency: nil, trace: trace).flatMap {
+            submitted -> Future<JobService.Submitted?> in
             guard case .created(let run) = submitted else { return Future(value: submitted) }
             self.state.withLock { $0.entries[id]?.lastJobID = run.id }
             return self.store.recordFire(id, at: nil, jobID: run.id).continueWith(on: .immediate) { recorded in
@@ -734,15 +736,20 @@ public final class Scheduler: Sendable {
 
     /// Submits the job of `entry`'s definition (labelled with the schedule). A job that names a
     /// workflow definition is resolved now: the fire runs the latest version (or the pinned one).
-    private func submitJob(of entry: Entry, idempotency: IdempotencyKey?) -> Future<JobService.Submitted> {
+    /// A fire's job begins a trace of its own; a trigger's descends from the request (`trace`).
+    private func submitJob(
+        of entry: Entry,
+        idempotency: IdempotencyKey?,
+        trace: SpanContext? = nil
+    ) -> Future<JobService.Submitted> {
         guard let spec = entry.definition.spec else {
             return self.definitions.job(entry.definition.labelledJob).flatMap { spec, document in
-                self.jobs.submit(spec, document: ByteBuffer(bytes: document), idempotency: idempotency)
+                self.jobs.submit(spec, document: ByteBuffer(bytes: document), idempotency: idempotency, trace: trace)
             }
         }
         var buffer = ByteBuffer()
         buffer.writeBytes(entry.definition.document)
-        return self.jobs.submit(spec, document: buffer, idempotency: idempotency)
+        return self.jobs.submit(spec, document: buffer, idempotency: idempotency, trace: trace)
     }
 }
 

@@ -302,7 +302,8 @@ extension SQLiteJobRepository: GroupCommitting {
         ).run()
         if !job.labels.isEmpty {
             let statement = try db.prepared("INSERT INTO labels (key, value, position) VALUES (?, ?, ?)")
-            for (key, value) in job.labels {
+            // Labels only the server sets (`@trace`) are kept with the job, not indexed for filters.
+            for (key, value) in job.labels where key.utf8.first != UInt8(ascii: "@") {
                 try statement.bind(.text(key), .text(value), .int(new.position)).run()
                 statement.reset()
             }

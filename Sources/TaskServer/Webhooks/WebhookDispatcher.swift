@@ -4,6 +4,7 @@ import NIOCore
 import Synchronization
 import TaskCore
 import TaskGraph
+import Tracing
 
 /// Claims due deliveries from the outbox, sends them, retries them, and reports every attempt.
 ///
@@ -100,6 +101,8 @@ public final class WebhookDispatcher: Sendable {
     private let shutdownSource = CancellationTokenSource()
     /// Where completions and queue pumping run (not the client's thread, not the caller's).
     private let worker = WorkerPool(name: "webhooks", size: 2)
+    /// Delivery spans (issue #46), when tracing is on.
+    private let tracing: ServerTracing?
 
     /// - Parameters:
     ///   - serverSecret: the key of deliveries whose secret is `.serverDefault`.
@@ -112,8 +115,10 @@ public final class WebhookDispatcher: Sendable {
         configuration: Configuration = Configuration(),
         logger: Logger,
         clock: any ServerClock = SystemClock(),
+        tracing: ServerTracing? = nil,
         onAttempt: @escaping @Sendable (AttemptResult) -> Void = { _ in }
     ) {
+        self.tracing = tracing
         var configuration = configuration
         configuration.maxConcurrent = max(1, configuration.maxConcurrent)
         configuration.maxConcurrentPerEndpoint = max(1, configuration.maxConcurrentPerEndpoint)
@@ -339,7 +344,7 @@ public final class WebhookDispatcher: Sendable {
         let key = Self.endpointKey(delivery.url)
         let startedAt = self.clock.now()
         let start = monotonicNanoseconds()
-        let request = OutboundRequest(
+        var request = OutboundRequest(
             method: "POST",
             url: delivery.url,
             headers: self.headers(for: delivery, timestamp: startedAt.milliseconds / 1000),
@@ -348,13 +353,44 @@ public final class WebhookDispatcher: Sendable {
             followRedirects: false,
             maxResponseBytes: 1 << 20
         )
+        let span = self.tracing.flatMap { tracing in self.startSpan(tracing, for: delivery, &request) }
+        let tracing = self.tracing
         self.client.send(request, cancellationToken: self.shutdownSource.token).whenComplete { outcome in
+            if let span { tracing?.endClientSpan(span, outcome) }
             let durationMs = Int((monotonicNanoseconds() - start) / 1_000_000)
             self.worker.execute {
                 self.finish(delivery, outcome, startedAt: startedAt, durationMs: durationMs)
                 self.release(endpointKey: key)
             }
         }
+    }
+
+    /// A span for this attempt under the job's (whose context the planner put in the delivery's
+    /// headers), and its `traceparent` in place of the job's.
+    private func startSpan(
+        _ tracing: ServerTracing,
+        for delivery: Delivery,
+        _ request: inout OutboundRequest
+    )
+        -> OTLPSpan?
+    {
+        guard let traceparent = delivery.headers["traceparent"],
+            let job = SpanContext(traceparent: traceparent, tracestate: delivery.headers["tracestate"])
+        else { return nil }
+        request.headers.removeAll { $0.name == "traceparent" || $0.name == "tracestate" }
+        let span = tracing.startClientSpan(
+            &request,
+            under: .descending(from: job),
+            name: "webhook " + delivery.eventType.rawValue
+        )
+        if span.isRecording {
+            var attributes = span.attributes
+            attributes.set("taskserver.job.id", value: .string(delivery.jobID))
+            attributes.set("taskserver.webhook.event", value: .string(delivery.eventType.rawValue))
+            attributes.set("taskserver.webhook.attempt", value: .int64(Int64(delivery.attempts.count + 1)))
+            span.attributes = attributes
+        }
+        return span
     }
 
     private func finish(

@@ -37,6 +37,9 @@ public struct WebhookPlanner: Sendable {
         var deliveries: [Delivery] = []
         var jobJSON: [UInt8]?
         let now = Timestamp.now()
+        // A traced job's deliveries carry its context (issue #46): the dispatcher sends each attempt
+        // from a span of its own under the job's. Kept with the delivery, never listed.
+        let trace = run.spec.labels[JobSnapshot.traceLabel].flatMap(JobTraceLabel.init)
         for event in events {
             let type = event.type.rawValue
             guard endpoints.contains(where: { $0.spec.wants(type) }) else { continue }
@@ -74,7 +77,7 @@ public struct WebhookPlanner: Sendable {
                         seq: event.seq,
                         eventType: event.type,
                         url: endpoint.spec.url,
-                        headers: endpoint.spec.headers,
+                        headers: Self.headers(endpoint.spec.headers, trace: trace),
                         secret: endpoint.secret,
                         body: body,
                         nextAttemptAt: now,
@@ -85,5 +88,14 @@ public struct WebhookPlanner: Sendable {
             }
         }
         return deliveries
+    }
+
+    /// A webhook's own headers, with the job's `traceparent` and `tracestate` unless it sets its own.
+    static func headers(_ own: [String: String], trace: JobTraceLabel?) -> [String: String] {
+        guard let trace, !own.keys.contains(where: { $0.lowercasedASCII == "traceparent" }) else { return own }
+        var headers = own
+        headers["traceparent"] = trace.own.traceparent
+        if let state = trace.own.traceState { headers["tracestate"] = state }
+        return headers
     }
 }

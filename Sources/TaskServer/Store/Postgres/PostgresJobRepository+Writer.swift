@@ -333,7 +333,8 @@ extension PostgresJobRepository: GroupCommitting {
     func insertStatement(_ inserts: [CommitPlan.NewJob], token: Int64) -> PostgresConnection.Statement {
         var labels: (ids: [String?], keys: [String?], values: [String?]) = ([], [], [])
         for insert in inserts {
-            for (key, value) in insert.job.labels {
+            // Labels only the server sets (`@trace`) are kept with the job, not indexed for filters.
+            for (key, value) in insert.job.labels where key.utf8.first != UInt8(ascii: "@") {
                 labels.ids.append(insert.job.id)
                 labels.keys.append(key)
                 labels.values.append(value)

@@ -1,0 +1,227 @@
+import Logging
+import NIOHTTP1
+import TaskCore
+import TaskGraph
+import Tracing
+
+/// The server's traces (issue #46): one owner for the tracer, its exporter and the rules of what
+/// is traced, handed to the HTTP layer (request spans), the job service (a job's context), the
+/// engine (attempt spans, `AttemptTracer`) and the outbound calls (`http` tasks, webhooks).
+///
+/// The span tree of one job:
+///
+/// ```
+/// POST /v1/jobs                      server    (the caller's span its parent, if it sent one)
+/// └─ job <name or id>                internal  created → ended; `job.started` event, queue time
+///    ├─ task <id>                    internal  one per attempt; waits as events
+///    │  ├─ lease <pool>              consumer  a worker's claim → the attempt's end
+///    │  │  └─ (the worker's spans: TRACEPARENT in its command's environment)
+///    │  ├─ HTTP POST                 client    an `http` task's call (traceparent sent)
+///    │  └─ job <child>               internal  a child job (issue #45) and its subtree
+///    ├─ webhook job.succeeded        client    each delivery attempt (traceparent sent)
+///    └─ redrive                      internal  a redriven run, from `job.redriven` to its end
+/// ```
+///
+/// A job's context is kept with the job (`JobTraceLabel`), so a job resumed after a restart,
+/// redriven, or taken over by another server of a cluster keeps its trace; the server that ends
+/// the job exports its span. An attempt in flight when its server died is not exported.
+public final class ServerTracing: Sendable {
+    let configuration: TracingConfiguration
+    let exporter: SpanExporter
+    let tracer: OTLPTracer
+    let logger: Logger
+
+    init(configuration: TracingConfiguration, logger: Logger, counters: SpanExporter.Counters) {
+        self.configuration = configuration
+        self.logger = logger
+        self.exporter = SpanExporter(configuration: configuration, logger: logger, counters: counters)
+        self.tracer = OTLPTracer(exporter: self.exporter, sampler: configuration.sampler)
+    }
+
+    // MARK: - Requests
+
+    /// A span for a request that says it belongs to a trace (`traceparent`), or that changes
+    /// something (not `GET`/`HEAD`) and is not a worker's claim or lease call. Polls, streams,
+    /// health checks, the dashboard's reads and workers' claims and heartbeats start no trace of
+    /// their own: they would bury the jobs' traces.
+    func requestSpan(method: HTTPMethod, route: String?, headers: HTTPHeaders, requestID: String) -> OTLPSpan? {
+        let parentHeader = headers["traceparent"]
+        if parentHeader.isEmpty,
+            method == .GET || method == .HEAD || route?.hasPrefix("/v1/leases") == true
+                || route == "/v1/executors/{name}/claim"
+        {
+            return nil
+        }
+        // Two `traceparent` fields are no valid context (W3C §3.2): the request starts a trace.
+        let parent =
+            parentHeader.count == 1
+            ? SpanContext(
+                traceparent: parentHeader[0],
+                tracestate: headers["tracestate"].isEmpty ? nil : headers["tracestate"].joined(separator: ",")
+            ) : nil
+        let span = self.tracer.startSpan(
+            "\(method.rawValue) \(route ?? "unmatched")",
+            context: .descending(from: parent),
+            ofKind: .server,
+            at: SpanInstant.now()
+        )
+        if span.isRecording {
+            span.attributes = [
+                "http.request.method": .string(method.rawValue),
+                "http.route": .string(route ?? "unmatched"),
+                "url.scheme": "http",
+                "taskserver.request.id": .string(requestID),
+            ]
+        }
+        return span
+    }
+
+    /// Ends a request's span with its answer's status (5xx: an error, as the HTTP conventions say
+    /// for a server; 4xx is the client's).
+    func endRequestSpan(_ span: OTLPSpan, status: Int) {
+        if span.isRecording {
+            span.attributes.set("http.response.status_code", value: .int64(Int64(status)))
+            if status >= 500 {
+                span.attributes.set("error.type", value: .string(String(status)))
+                span.setStatus(SpanStatus(code: .error))
+            }
+        }
+        span.end(at: SpanInstant.now())
+    }
+
+    // MARK: - Outbound calls
+
+    /// A client span for an outbound request under `parent` (`http` tasks, webhook deliveries), and
+    /// `request` with its `traceparent` (and `tracestate`) — unless the request sets its own. The
+    /// URL's path and query are not recorded (a token may sit in either): its scheme, host and port are.
+    func startClientSpan(
+        _ request: inout OutboundRequest,
+        under parent: ServiceContext,
+        name: String? = nil
+    ) -> OTLPSpan {
+        let span = self.tracer.startSpan(
+            name ?? request.method,
+            context: parent,
+            ofKind: .client,
+            at: SpanInstant.now()
+        )
+        Self.propagate(span.own, into: &request)
+        if span.isRecording {
+            var attributes: SpanAttributes = ["http.request.method": .string(request.method)]
+            if let url = OutboundURL(request.url) {
+                attributes.set("url.scheme", value: .string(url.scheme))
+                let (host, port) = Self.hostAndPort(url)
+                attributes.set("server.address", value: .string(host))
+                attributes.set("server.port", value: .int64(Int64(port)))
+            }
+            span.attributes = attributes
+        }
+        return span
+    }
+
+    /// Ends an outbound request's span: its status (4xx and 5xx are errors for a client, as the
+    /// HTTP conventions say), or the kind of failure.
+    func endClientSpan(_ span: OTLPSpan, _ outcome: Outcome<OutboundResponse>) {
+        if span.isRecording {
+            switch outcome {
+            case .success(let response):
+                span.attributes.set("http.response.status_code", value: .int64(Int64(response.status)))
+                if response.status >= 400 {
+                    span.attributes.set("error.type", value: .string(String(response.status)))
+                    span.setStatus(SpanStatus(code: .error))
+                }
+            case .failure(let error):
+                let kind = (error as? OutboundError).map { "\($0.kind)" } ?? "\(type(of: error))"
+                span.attributes.set("error.type", value: .string(kind))
+                span.setStatus(SpanStatus(code: .error, message: kind))
+            case .cancelled:
+                span.attributes["error.type"] = "cancelled"
+            }
+        }
+        span.end(at: SpanInstant.now())
+    }
+
+    /// Adds `traceparent` and `tracestate` to `request` unless it has its own.
+    static func propagate(_ context: SpanContext, into request: inout OutboundRequest) {
+        if request.headers.contains(where: { $0.name.lowercasedASCII == "traceparent" }) { return }
+        request.headers.append(("traceparent", context.traceparent))
+        if let state = context.traceState { request.headers.append(("tracestate", state)) }
+    }
+
+    /// The host (without brackets) and port (the scheme's default when none is written).
+    static func hostAndPort(_ url: OutboundURL) -> (String, Int) {
+        let origin = url.origin
+        let authority = origin.dropFirst(url.scheme.count + 3)
+        guard let colon = authority.lastIndex(of: ":") else { return (String(authority), 80) }
+        var host = authority[..<colon]
+        if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
+        return (String(host), Int(authority[authority.index(after: colon)...]) ?? 80)
+    }
+
+    // MARK: - Jobs
+
+    /// The context a new job keeps (its `@trace` label): a span id of its own under `parent` (the
+    /// request that submitted it, the attempt that started it), or a new trace when there is none.
+    func jobLabel(parent: SpanContext?) -> String {
+        JobTraceLabel(own: self.tracer.newSpan(under: parent), parentSpanID: parent?.spanID ?? 0).value
+    }
+
+    /// Starts a span under a job's span (`job` a run whose spec has the label).
+    func startSpan(under label: JobTraceLabel, _ name: String, kind: SpanKind, at instant: SpanInstant) -> OTLPSpan {
+        self.tracer.startSpan(name, context: .descending(from: label.own), ofKind: kind, at: instant)
+    }
+
+    /// Exports what is queued (at most `timeout`) and stops.
+    func shutdown(timeout: Duration = .seconds(2)) async {
+        await self.exporter.shutdown(timeout: timeout)
+    }
+}
+
+/// A traced job's context as the server keeps it, in the job's `@trace` label (see
+/// `JobSnapshot.traceLabel`): `<traceparent of the job's span> <parent span id>[ <tracestate>]`,
+/// the parent `0000000000000000` when the job began its trace. Kept with the job's labels, it
+/// survives restarts, redrives and takeovers with the job, in every store, without a column.
+struct JobTraceLabel: Sendable {
+    /// The job span's own context (its trace, its span id, sampled, tracestate).
+    var own: SpanContext
+    /// The span the job's span descends from (0: none).
+    var parentSpanID: UInt64
+
+    init(own: SpanContext, parentSpanID: UInt64) {
+        self.own = own
+        self.parentSpanID = parentSpanID
+    }
+
+    init?(_ value: String) {
+        let parts = value.split(separator: " ", maxSplits: 2)
+        guard parts.count >= 2,
+            let own = SpanContext(traceparent: String(parts[0]), tracestate: parts.count == 3 ? String(parts[2]) : nil),
+            let parent = Hex.uint64(ArraySlice(parts[1].utf8))
+        else { return nil }
+        self.own = own
+        self.parentSpanID = parent
+    }
+
+    init?(_ run: JobRun) {
+        guard let value = run.spec.labels[JobSnapshot.traceLabel] else { return nil }
+        self.init(value)
+    }
+
+    var value: String {
+        var value = self.own.traceparent + " " + Hex.string(self.parentSpanID)
+        if let state = self.own.traceState { value += " " + state }
+        return value
+    }
+
+    /// The job span's parent, as a context (nil for a job that began its trace).
+    var parent: SpanContext? {
+        self.parentSpanID == 0
+            ? nil
+            : SpanContext(
+                traceID: self.own.traceID,
+                spanID: self.parentSpanID,
+                sampled: self.own.sampled,
+                traceState: self.own.traceState
+            )
+    }
+}
