@@ -7,7 +7,8 @@ Each Docker/compose*.yaml parses; every TASKSERVER_* variable it sets is one `ta
 --help` documents; no secret is written in it (passwords and keys come from the environment or a
 secret file); the PostgreSQL variant has a `postgres` service with a volume and a health check,
 TaskServer starts only once it is healthy, and its database URL carries no password; the cluster
-variant runs several replicas behind HAProxy, whose configuration `haproxy -c` accepts.
+variant runs several replicas behind HAProxy, whose configuration `haproxy -c` accepts; the tracing
+variant exports to an OpenTelemetry Collector whose pipeline sends the spans on to Jaeger.
 """
 import glob
 import re
@@ -68,5 +69,29 @@ for path in sorted(glob.glob("Docker/compose*.yaml")):
         # Debian's haproxy (2.6; the image runs 2.8) parses the file as the image will.
         parsed = subprocess.run(["haproxy", "-c", "-f", "Docker/haproxy.cfg"], capture_output=True, text=True)
         check(parsed.returncode == 0, f"Docker/haproxy.cfg is valid: {parsed.stdout.strip()}{parsed.stderr.strip()}")
+
+    if "otel-collector" in services:
+        # Traces (issue #46): TaskServer → the collector (OTLP/HTTP) → Jaeger (OTLP/gRPC).
+        endpoint = str(environment.get("OTEL_EXPORTER_OTLP_ENDPOINT", ""))
+        check(endpoint == "http://otel-collector:4318", f"{path}: TaskServer exports to the collector ({endpoint})")
+        documented = set(re.findall(r"OTEL_[A-Z_]+", open("Sources/TaskServer/Tracing/TracingConfiguration.swift").read()))
+        unknown = sorted(name for name in environment if name.startswith("OTEL_") and name not in documented)
+        check(not unknown, f"{path}: every OTEL_ variable is one TaskServer reads ({unknown})")
+        collector = services["otel-collector"]
+        mounted = [v.split(":")[0] for v in collector.get("volumes", [])]
+        check("./otel-collector.yaml" in mounted, f"{path}: the collector reads Docker/otel-collector.yaml")
+        with open("Docker/otel-collector.yaml") as f:
+            config = yaml.safe_load(f)
+        http = config["receivers"]["otlp"]["protocols"].get("http", {})
+        check(http.get("endpoint", "").endswith(":4318"), "Docker/otel-collector.yaml: OTLP/HTTP on 4318")
+        pipeline = config["service"]["pipelines"]["traces"]
+        check(all(name in config["exporters"] for name in pipeline["exporters"])
+              and all(name.split("/")[0] in config["receivers"] for name in pipeline["receivers"])
+              and all(name in config["processors"] for name in pipeline["processors"]),
+              "Docker/otel-collector.yaml: the traces pipeline names components it defines")
+        jaeger_endpoint = config["exporters"].get("otlp/jaeger", {}).get("endpoint", "")
+        check(jaeger_endpoint == "jaeger:4317" and "jaeger" in services, f"{path}: spans go on to Jaeger")
+        check(services["jaeger"].get("environment", {}).get("COLLECTOR_OTLP_ENABLED") == "true",
+              f"{path}: Jaeger receives OTLP")
 
 sys.exit(1 if failures else 0)

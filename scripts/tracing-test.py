@@ -5,7 +5,10 @@ the span tree of one job that does everything — a caller's traceparent, a conc
 worker lease (`taskserver worker`, its command reading TRACEPARENT), an `http` call retried once,
 a webhook delivery — then a redrive, and that no secret reached a span.
 
-    [TEST_STORE_URL=postgres://…] tracing-test.py BINARY [--store memory|sqlite]
+    [TEST_STORE_URL=postgres://…] tracing-test.py BINARY [--store memory|sqlite] [--screenshot PNG]
+
+With --screenshot, the job's trace is drawn from the received spans and photographed with headless
+Chromium (Tests/tracing/trace_picture.py; the README's docs/screenshots/trace.png).
 
 Exit status 0 when every check passes; the failing check and the spans otherwise.
 """
@@ -108,6 +111,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("binary")
     parser.add_argument("--store", default="sqlite", choices=["memory", "sqlite"])
+    parser.add_argument("--screenshot", default=None, help="draw the job's trace into this PNG")
     args = parser.parse_args()
     args.database = os.environ.get("TEST_STORE_URL") or None
 
@@ -254,6 +258,15 @@ def main():
         traced = [l for l in lines if l.get("job.id") == job_id]
         check(traced and all(l.get("trace.id") == CALLER_TRACE for l in traced),
               f"{len(traced)} log lines of the job, trace ids {sorted({l.get('trace.id') for l in traced})}")
+        if args.screenshot:
+            from trace_picture import screenshot
+            job_trace = [s for s in mine if s["name"] != "POST /v1/jobs" or s["spanId"] == job_span["parentSpanId"]]
+            family = {job_span["parentSpanId"]}
+            for span in sorted(job_trace, key=lambda s: s["start"]):
+                if span["parentSpanId"] in family or span["spanId"] in family:
+                    family.add(span["spanId"])
+            screenshot([s for s in job_trace if s["spanId"] in family], CALLER_TRACE, args.screenshot)
+            check(os.path.getsize(args.screenshot) > 10_000, f"the picture {args.screenshot} is empty")
         # Workers' claims and heartbeats start no traces of their own.
         roots = [s["name"] for s in spans if s["parentSpanId"] is None]
         check(all(name in ("POST /v1/jobs", "POST /v1/jobs/{id}/redrive") for name in roots), f"root spans {roots}")

@@ -50,15 +50,15 @@ struct JobSpans: JobObserver, AttemptTracer {
         } else {
             var context = ServiceContext.descending(from: label.parent)
             context[PresetSpanKey.self] = label.own
-            span = self.tracing.tracer.startSpan(
+            span = self.tracing.tracer.span(
                 (snapshot.name ?? snapshot.definition?.name).map { "job " + $0 } ?? "job",
-                context: context,
-                ofKind: .internal,
+                in: context,
+                kind: .internal,
                 at: SpanInstant(milliseconds: run.createdAt.milliseconds)
             )
             if let started = snapshot.startedAt {
                 let queued = max(0, started.milliseconds - run.createdAt.milliseconds)
-                span.attributes.set("taskserver.job.queue_ms", value: .int64(queued))
+                span.update { $0.set("taskserver.job.queue_ms", value: .int64(queued)) }
                 span.addEvent(
                     SpanEvent(
                         name: "job.started",
@@ -68,23 +68,23 @@ struct JobSpans: JobObserver, AttemptTracer {
                 )
             }
         }
-        var attributes = span.attributes
-        attributes.set("taskserver.job.id", value: .string(run.id))
-        if let name = snapshot.name { attributes.set("taskserver.job.name", value: .string(name)) }
-        attributes.set("taskserver.job.state", value: .string(snapshot.state.rawValue))
-        attributes.set("taskserver.job.priority", value: .int64(Int64(snapshot.priority)))
-        if let definition = snapshot.definition {
-            attributes.set("taskserver.job.definition", value: .string(definition.name))
-            attributes.set("taskserver.job.definition_version", value: .int64(Int64(definition.version)))
+        span.update { attributes in
+            attributes.set("taskserver.job.id", value: .string(run.id))
+            if let name = snapshot.name { attributes.set("taskserver.job.name", value: .string(name)) }
+            attributes.set("taskserver.job.state", value: .string(snapshot.state.rawValue))
+            attributes.set("taskserver.job.priority", value: .int64(Int64(snapshot.priority)))
+            if let definition = snapshot.definition {
+                attributes.set("taskserver.job.definition", value: .string(definition.name))
+                attributes.set("taskserver.job.definition_version", value: .int64(Int64(definition.version)))
+            }
+            if let parent = snapshot.labels[JobSnapshot.parentLabel] {
+                attributes.set("taskserver.job.parent_id", value: .string(parent))
+            }
+            if snapshot.state == .failed {
+                attributes.set("error.type", value: .string(snapshot.error?.code ?? "failed"))
+            }
         }
-        if let parent = snapshot.labels[JobSnapshot.parentLabel] {
-            attributes.set("taskserver.job.parent_id", value: .string(parent))
-        }
-        if snapshot.state == .failed {
-            attributes.set("error.type", value: .string(snapshot.error?.code ?? "failed"))
-            span.setStatus(SpanStatus(code: .error, message: snapshot.error?.code))
-        }
-        span.attributes = attributes
+        if snapshot.state == .failed { span.setStatus(SpanStatus(code: .error, message: snapshot.error?.code)) }
         span.end(at: SpanInstant(milliseconds: end.milliseconds))
     }
 
@@ -99,18 +99,16 @@ struct JobSpans: JobObserver, AttemptTracer {
     ) -> (any AttemptTrace)? {
         guard let label = JobTraceLabel(run) else { return nil }
         let span = self.tracing.startSpan(under: label, "task " + taskID, kind: .internal, at: SpanInstant.now())
-        if span.isRecording {
-            var attributes: SpanAttributes = [
-                "taskserver.job.id": .string(run.id),
-                "taskserver.task.id": .string(taskID),
-                "taskserver.task.attempt": .int64(Int64(attempt)),
-                "taskserver.task.action": .string(action),
-                "taskserver.executor": .string(executor),
-                "messaging.destination.name": .string(executor),
-                "taskserver.job.priority": .int64(Int64(run.spec.priority)),
-            ]
+        span.update { attributes in
+            attributes.reserveCapacity(10)
+            attributes.set("taskserver.job.id", value: .string(run.id))
+            attributes.set("taskserver.task.id", value: .string(taskID))
+            attributes.set("taskserver.task.attempt", value: .int64(Int64(attempt)))
+            attributes.set("taskserver.task.action", value: .string(action))
+            attributes.set("taskserver.executor", value: .string(executor))
+            attributes.set("messaging.destination.name", value: .string(executor))
+            attributes.set("taskserver.job.priority", value: .int64(Int64(run.spec.priority)))
             if let name = run.spec.name { attributes.set("taskserver.job.name", value: .string(name)) }
-            span.attributes = attributes
         }
         return TracedAttempt(tracing: self.tracing, span: span, executor: executor)
     }
@@ -121,12 +119,13 @@ final class TracedAttempt: AttemptTrace {
     let tracing: ServerTracing
     let span: OTLPSpan
     private let executor: String
-    /// The lease span's context, chosen before the claim: a claim item carries it to the worker.
-    let lease: SpanContext
     private let state = Mutex(State())
 
     private struct State {
         var waitStarted: [WaitReason: UInt64] = [:]
+        /// The lease span's context, chosen when it is first asked for (a claim item carries it to
+        /// the worker, before the lease span starts); nil until then (most attempts are no worker's).
+        var lease: SpanContext?
         var leaseSpan: OTLPSpan?
     }
 
@@ -134,7 +133,6 @@ final class TracedAttempt: AttemptTrace {
         self.tracing = tracing
         self.span = span
         self.executor = executor
-        self.lease = span.own.child(TraceIDs.spanID())
     }
 
     var traceparent: String { self.span.own.traceparent }
@@ -142,8 +140,18 @@ final class TracedAttempt: AttemptTrace {
     /// What a worker's claim carries: its lease span's context.
     var workerTraceparent: String { self.lease.traceparent }
 
+    /// The lease span's context (see `State.lease`).
+    var lease: SpanContext {
+        self.state.withLock { state in
+            if let lease = state.lease { return lease }
+            let lease = self.span.own.child(TraceIDs.spanID())
+            state.lease = lease
+            return lease
+        }
+    }
+
     func heldKey(_ key: String) {
-        if self.span.isRecording { self.span.attributes.set("taskserver.concurrency.key", value: .string(key)) }
+        self.span.update { $0.set("taskserver.concurrency.key", value: .string(key)) }
     }
 
     func waitBegan(_ reason: WaitReason) {
@@ -171,18 +179,13 @@ final class TracedAttempt: AttemptTrace {
         guard self.span.isRecording else { return }
         var context = self.span.context
         context[PresetSpanKey.self] = self.lease
-        let lease = self.tracing.tracer.startSpan(
-            "lease " + self.executor,
-            context: context,
-            ofKind: .consumer,
-            at: SpanInstant.now()
-        )
-        lease.attributes = [
-            "taskserver.worker.id": .string(workerId),
-            "taskserver.executor": .string(self.executor),
-            "messaging.destination.name": .string(self.executor),
-            "messaging.operation.type": "process",
-        ]
+        let lease = self.tracing.tracer.span("lease " + self.executor, in: context, kind: .consumer, at: .now())
+        lease.update { attributes in
+            attributes.set("taskserver.worker.id", value: .string(workerId))
+            attributes.set("taskserver.executor", value: .string(self.executor))
+            attributes.set("messaging.destination.name", value: .string(self.executor))
+            attributes.set("messaging.operation.type", value: "process")
+        }
         let previous = self.state.withLock { state in
             defer { state.leaseSpan = lease }
             return state.leaseSpan
@@ -200,23 +203,25 @@ final class TracedAttempt: AttemptTrace {
             self.span.end(at: now)
             return
         }
-        var attributes = self.span.attributes
-        switch outcome {
-        case .success(let result):
-            attributes["taskserver.task.outcome"] = "succeeded"
-            if self.tracing.configuration.includePayloads {
-                attributes.set("taskserver.task.result", value: .string(Self.cut(result.jsonString)))
+        let payloads = self.tracing.configuration.includePayloads
+        var failure: String?
+        if case .failure(let error) = outcome { failure = TaskError.from(error).code }
+        self.span.update { attributes in
+            switch outcome {
+            case .success(let result):
+                attributes.set("taskserver.task.outcome", value: "succeeded")
+                if payloads { attributes.set("taskserver.task.result", value: .string(Self.cut(result.jsonString))) }
+            case .failure:
+                attributes.set("taskserver.task.outcome", value: "failed")
+                attributes.set("error.type", value: .string(failure ?? "failed"))
+            case .cancelled:
+                attributes.set("taskserver.task.outcome", value: "cancelled")
             }
-        case .failure(let error):
-            let code = TaskError.from(error).code
-            attributes["taskserver.task.outcome"] = "failed"
-            attributes.set("error.type", value: .string(code))
-            self.span.setStatus(SpanStatus(code: .error, message: code))
-            lease?.setStatus(SpanStatus(code: .error, message: code))
-        case .cancelled:
-            attributes["taskserver.task.outcome"] = "cancelled"
         }
-        self.span.attributes = attributes
+        if let failure {
+            self.span.setStatus(SpanStatus(code: .error, message: failure))
+            lease?.setStatus(SpanStatus(code: .error, message: failure))
+        }
         lease?.end(at: now)
         self.span.end(at: now)
     }

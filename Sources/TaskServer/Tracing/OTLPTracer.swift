@@ -96,6 +96,12 @@ final class OTLPTracer: Tracer {
         )
     }
 
+    /// `startSpan` called directly (not through the protocol extension's generic defaults, which
+    /// look up generic metadata at run time on every call).
+    func span(_ name: String, in context: ServiceContext, kind: SpanKind, at instant: SpanInstant) -> OTLPSpan {
+        self.startSpan(name, context: context, ofKind: kind, at: instant, function: "", file: "", line: 0)
+    }
+
     func forceFlush() { _ = self.exporter.flush() }
 
     func extract<Carrier, Extract: Extractor>(
@@ -124,17 +130,32 @@ final class OTLPTracer: Tracer {
 }
 
 /// A span of `OTLPTracer`. Ends once; what is set after its end is ignored.
+///
+/// An unsampled span is its context and nothing else: no lock, no attributes, no events (most
+/// spans of a server that samples a few traces are such spans).
 final class OTLPSpan: Tracing.Span {
     let context: ServiceContext
     /// Its own W3C context (also `context.spanContext`).
     let own: SpanContext
-    let isRecording: Bool
-    private let kind: SpanKind
-    private let parentSpanID: UInt64
-    private let start: UInt64
-    /// Nil for an unsampled span: it records nothing.
-    private let exporter: SpanExporter?
-    private let state: Mutex<State>
+    private let name: String
+    /// What a sampled span records; nil for an unsampled one.
+    private let recorder: Recorder?
+
+    private final class Recorder: Sendable {
+        let kind: SpanKind
+        let parentSpanID: UInt64
+        let start: UInt64
+        let exporter: SpanExporter
+        let state: Mutex<State>
+
+        init(name: String, kind: SpanKind, parentSpanID: UInt64, start: UInt64, exporter: SpanExporter) {
+            self.kind = kind
+            self.parentSpanID = parentSpanID
+            self.start = start
+            self.exporter = exporter
+            self.state = Mutex(State(name: name))
+        }
+    }
 
     private struct State {
         var name: String
@@ -155,35 +176,35 @@ final class OTLPSpan: Tracing.Span {
     ) {
         self.context = context
         self.own = own
-        self.kind = kind
-        self.parentSpanID = parentSpanID
-        self.start = start
-        self.exporter = exporter
-        self.isRecording = exporter != nil
-        self.state = Mutex(State(name: name))
-    }
-
-    var operationName: String {
-        get { self.state.withLock { $0.name } }
-        set { self.state.withLock { $0.name = newValue } }
-    }
-
-    var attributes: SpanAttributes {
-        get { self.state.withLock { $0.attributes } }
-        set {
-            guard self.isRecording else { return }
-            self.state.withLock { if !$0.ended { $0.attributes = newValue } }
+        self.name = name
+        self.recorder = exporter.map {
+            Recorder(name: name, kind: kind, parentSpanID: parentSpanID, start: start, exporter: $0)
         }
     }
 
+    var isRecording: Bool { self.recorder != nil }
+
+    var operationName: String {
+        get { self.recorder?.state.withLock { $0.name } ?? self.name }
+        set { self.recorder?.state.withLock { $0.name = newValue } }
+    }
+
+    var attributes: SpanAttributes {
+        get { self.recorder?.state.withLock { $0.attributes } ?? SpanAttributes() }
+        set { self.recorder?.state.withLock { if !$0.ended { $0.attributes = newValue } } }
+    }
+
+    /// Sets several attributes under one lock.
+    func update(_ body: (inout SpanAttributes) -> Void) {
+        self.recorder?.state.withLock { state in if !state.ended { body(&state.attributes) } }
+    }
+
     func setStatus(_ status: SpanStatus) {
-        guard self.isRecording else { return }
-        self.state.withLock { if !$0.ended { $0.status = status } }
+        self.recorder?.state.withLock { if !$0.ended { $0.status = status } }
     }
 
     func addEvent(_ event: SpanEvent) {
-        guard self.isRecording else { return }
-        self.state.withLock { state in
+        self.recorder?.state.withLock { state in
             // Bounded: a span keeps its first 128 events (an attempt waits a few times at most).
             if !state.ended, state.events.count < 128 { state.events.append(event) }
         }
@@ -205,22 +226,23 @@ final class OTLPSpan: Tracing.Span {
     func addLink(_ link: SpanLink) {}
 
     func end<Instant: TracerInstant>(at instant: @autoclosure () -> Instant) {
-        let state: State? = self.state.withLock { state in
+        guard let recorder else { return }
+        let state: State? = recorder.state.withLock { state in
             if state.ended { return nil }
             state.ended = true
             return state
         }
-        guard let state, let exporter else { return }
-        exporter.add(
+        guard let state else { return }
+        recorder.exporter.add(
             FinishedSpan(
                 traceID: self.own.traceID,
                 spanID: self.own.spanID,
-                parentSpanID: self.parentSpanID,
+                parentSpanID: recorder.parentSpanID,
                 traceState: self.own.traceState,
                 name: state.name,
-                kind: self.kind,
-                start: self.start,
-                end: max(self.start, instant().nanosecondsSinceEpoch),
+                kind: recorder.kind,
+                start: recorder.start,
+                end: max(recorder.start, instant().nanosecondsSinceEpoch),
                 attributes: state.attributes,
                 events: state.events,
                 status: state.status

@@ -59,19 +59,18 @@ public final class ServerTracing: Sendable {
                 traceparent: parentHeader[0],
                 tracestate: headers["tracestate"].isEmpty ? nil : headers["tracestate"].joined(separator: ",")
             ) : nil
-        let span = self.tracer.startSpan(
-            "\(method.rawValue) \(route ?? "unmatched")",
-            context: .descending(from: parent),
-            ofKind: .server,
-            at: SpanInstant.now()
+        let span = self.tracer.span(
+            method.rawValue + " " + (route ?? "unmatched"),
+            in: .descending(from: parent),
+            kind: .server,
+            at: .now()
         )
-        if span.isRecording {
-            span.attributes = [
-                "http.request.method": .string(method.rawValue),
-                "http.route": .string(route ?? "unmatched"),
-                "url.scheme": "http",
-                "taskserver.request.id": .string(requestID),
-            ]
+        span.update { attributes in
+            attributes.reserveCapacity(6)
+            attributes.set("http.request.method", value: .string(method.rawValue))
+            attributes.set("http.route", value: .string(route ?? "unmatched"))
+            attributes.set("url.scheme", value: "http")
+            attributes.set("taskserver.request.id", value: .string(requestID))
         }
         return span
     }
@@ -79,13 +78,11 @@ public final class ServerTracing: Sendable {
     /// Ends a request's span with its answer's status (5xx: an error, as the HTTP conventions say
     /// for a server; 4xx is the client's).
     func endRequestSpan(_ span: OTLPSpan, status: Int) {
-        if span.isRecording {
-            span.attributes.set("http.response.status_code", value: .int64(Int64(status)))
-            if status >= 500 {
-                span.attributes.set("error.type", value: .string(String(status)))
-                span.setStatus(SpanStatus(code: .error))
-            }
+        span.update { attributes in
+            attributes.set("http.response.status_code", value: .int64(Int64(status)))
+            if status >= 500 { attributes.set("error.type", value: .string(String(status))) }
         }
+        if status >= 500 { span.setStatus(SpanStatus(code: .error)) }
         span.end(at: SpanInstant.now())
     }
 
@@ -99,22 +96,16 @@ public final class ServerTracing: Sendable {
         under parent: ServiceContext,
         name: String? = nil
     ) -> OTLPSpan {
-        let span = self.tracer.startSpan(
-            name ?? request.method,
-            context: parent,
-            ofKind: .client,
-            at: SpanInstant.now()
-        )
+        let span = self.tracer.span(name ?? request.method, in: parent, kind: .client, at: .now())
         Self.propagate(span.own, into: &request)
-        if span.isRecording {
-            var attributes: SpanAttributes = ["http.request.method": .string(request.method)]
+        span.update { attributes in
+            attributes.set("http.request.method", value: .string(request.method))
             if let url = OutboundURL(request.url) {
                 attributes.set("url.scheme", value: .string(url.scheme))
                 let (host, port) = Self.hostAndPort(url)
                 attributes.set("server.address", value: .string(host))
                 attributes.set("server.port", value: .int64(Int64(port)))
             }
-            span.attributes = attributes
         }
         return span
     }
@@ -122,22 +113,22 @@ public final class ServerTracing: Sendable {
     /// Ends an outbound request's span: its status (4xx and 5xx are errors for a client, as the
     /// HTTP conventions say), or the kind of failure.
     func endClientSpan(_ span: OTLPSpan, _ outcome: Outcome<OutboundResponse>) {
-        if span.isRecording {
-            switch outcome {
-            case .success(let response):
-                span.attributes.set("http.response.status_code", value: .int64(Int64(response.status)))
-                if response.status >= 400 {
-                    span.attributes.set("error.type", value: .string(String(response.status)))
-                    span.setStatus(SpanStatus(code: .error))
-                }
-            case .failure(let error):
-                let kind = (error as? OutboundError).map { "\($0.kind)" } ?? "\(type(of: error))"
-                span.attributes.set("error.type", value: .string(kind))
-                span.setStatus(SpanStatus(code: .error, message: kind))
-            case .cancelled:
-                span.attributes["error.type"] = "cancelled"
-            }
+        var failure: String?
+        switch outcome {
+        case .success(let response):
+            if response.status >= 400 { failure = String(response.status) }
+        case .failure(let error):
+            failure = (error as? OutboundError).map { "\($0.kind)" } ?? "\(type(of: error))"
+        case .cancelled:
+            failure = "cancelled"
         }
+        span.update { attributes in
+            if case .success(let response) = outcome {
+                attributes.set("http.response.status_code", value: .int64(Int64(response.status)))
+            }
+            if let failure { attributes.set("error.type", value: .string(failure)) }
+        }
+        if let failure, !outcome.isCancelled { span.setStatus(SpanStatus(code: .error, message: failure)) }
         span.end(at: SpanInstant.now())
     }
 
@@ -168,7 +159,7 @@ public final class ServerTracing: Sendable {
 
     /// Starts a span under a job's span (`job` a run whose spec has the label).
     func startSpan(under label: JobTraceLabel, _ name: String, kind: SpanKind, at instant: SpanInstant) -> OTLPSpan {
-        self.tracer.startSpan(name, context: .descending(from: label.own), ofKind: kind, at: instant)
+        self.tracer.span(name, in: .descending(from: label.own), kind: kind, at: instant)
     }
 
     /// Exports what is queued (at most `timeout`) and stops.
@@ -193,13 +184,21 @@ struct JobTraceLabel: Sendable {
     }
 
     init?(_ value: String) {
-        let parts = value.split(separator: " ", maxSplits: 2)
-        guard parts.count >= 2,
-            let own = SpanContext(traceparent: String(parts[0]), tracestate: parts.count == 3 ? String(parts[2]) : nil),
-            let parent = Hex.uint64(ArraySlice(parts[1].utf8))
+        var value = value
+        guard
+            let label = value.withUTF8({ bytes -> JobTraceLabel? in
+                // `<traceparent: 55> <parent: 16>[ <tracestate>]`
+                guard bytes.count >= 72, bytes[55] == UInt8(ascii: " "),
+                    var own = SpanContext.parse(bytes, length: 55),
+                    let parent = Hex.uint64(bytes, at: 56)
+                else { return nil }
+                if bytes.count > 73, bytes[72] == UInt8(ascii: " ") {
+                    own.traceState = String(decoding: UnsafeBufferPointer(rebasing: bytes[73...]), as: UTF8.self)
+                }
+                return JobTraceLabel(own: own, parentSpanID: parent)
+            })
         else { return nil }
-        self.own = own
-        self.parentSpanID = parent
+        self = label
     }
 
     init?(_ run: JobRun) {
@@ -208,9 +207,16 @@ struct JobTraceLabel: Sendable {
     }
 
     var value: String {
-        var value = self.own.traceparent + " " + Hex.string(self.parentSpanID)
-        if let state = self.own.traceState { value += " " + state }
-        return value
+        let state = self.own.traceState.map { Array($0.utf8) } ?? []
+        return String(unsafeUninitializedCapacity: 72 + (state.isEmpty ? 0 : 1 + state.count)) { buffer in
+            self.own.write(into: buffer)
+            buffer[55] = UInt8(ascii: " ")
+            Hex.write(self.parentSpanID, into: buffer, at: 56)
+            guard !state.isEmpty else { return 72 }
+            buffer[72] = UInt8(ascii: " ")
+            for (index, byte) in state.enumerated() { buffer[73 + index] = byte }
+            return 73 + state.count
+        }
     }
 
     /// The job span's parent, as a context (nil for a job that began its trace).

@@ -30,25 +30,50 @@ public struct SpanContext: Sendable, Hashable {
 
     /// The context of `traceparent` (and `tracestate`), or nil when `traceparent` is malformed.
     public init?(traceparent: String, tracestate: String? = nil) {
-        let bytes = Array(traceparent.utf8)
-        guard bytes.count >= 55, let version = Hex.byte(bytes[0], bytes[1]), version != 0xff else { return nil }
+        var traceparent = traceparent
+        guard let parsed = traceparent.withUTF8({ Self.parse($0, length: $0.count) }) else { return nil }
+        self = parsed
+        self.traceState = tracestate.flatMap(Self.validTraceState)
+    }
+
+    /// The `traceparent` whose `length` bytes start `bytes` (without allocating: a job's context is
+    /// read back from its label at every attempt).
+    static func parse(_ bytes: UnsafeBufferPointer<UInt8>, length: Int) -> SpanContext? {
+        guard length >= 55, bytes.count >= length, let version = Hex.byte(bytes[0], bytes[1]), version != 0xff else {
+            return nil
+        }
         // Version 00 is exactly 55 characters; a later version may add fields after a dash.
-        if version == 0 ? bytes.count != 55 : (bytes.count > 55 && bytes[55] != UInt8(ascii: "-")) { return nil }
+        if version == 0 ? length != 55 : (length > 55 && bytes[55] != UInt8(ascii: "-")) { return nil }
         let dash = UInt8(ascii: "-")
         guard bytes[2] == dash, bytes[35] == dash, bytes[52] == dash,
-            let high = Hex.uint64(bytes[3..<19]), let low = Hex.uint64(bytes[19..<35]),
-            let span = Hex.uint64(bytes[36..<52]), let flags = Hex.byte(bytes[53], bytes[54]),
+            let high = Hex.uint64(bytes, at: 3), let low = Hex.uint64(bytes, at: 19),
+            let span = Hex.uint64(bytes, at: 36), let flags = Hex.byte(bytes[53], bytes[54]),
             high != 0 || low != 0, span != 0
         else { return nil }
-        self.traceID = TraceID(high: high, low: low)
-        self.spanID = span
-        self.sampled = flags & 1 == 1
-        self.traceState = tracestate.flatMap(Self.validTraceState)
+        return SpanContext(traceID: TraceID(high: high, low: low), spanID: span, sampled: flags & 1 == 1)
     }
 
     /// `00-<trace id>-<span id>-<flags>`.
     public var traceparent: String {
-        "00-" + self.traceID.hex + "-" + Hex.string(self.spanID) + (self.sampled ? "-01" : "-00")
+        String(unsafeUninitializedCapacity: 55) { buffer in
+            self.write(into: buffer)
+            return 55
+        }
+    }
+
+    /// Writes `traceparent` into the first 55 bytes of `buffer`.
+    func write(into buffer: UnsafeMutableBufferPointer<UInt8>) {
+        let dash = UInt8(ascii: "-")
+        buffer[0] = UInt8(ascii: "0")
+        buffer[1] = UInt8(ascii: "0")
+        buffer[2] = dash
+        Hex.write(self.traceID.high, into: buffer, at: 3)
+        Hex.write(self.traceID.low, into: buffer, at: 19)
+        buffer[35] = dash
+        Hex.write(self.spanID, into: buffer, at: 36)
+        buffer[52] = dash
+        buffer[53] = UInt8(ascii: "0")
+        buffer[54] = self.sampled ? UInt8(ascii: "1") : UInt8(ascii: "0")
     }
 
     /// The same trace, a new span `spanID` under this one.
@@ -178,20 +203,31 @@ enum Hex {
     /// Sixteen hex digits as a word.
     static func uint64(_ bytes: ArraySlice<UInt8>) -> UInt64? {
         guard bytes.count == 16 else { return nil }
+        return bytes.withUnsafeBufferPointer { Self.uint64($0, at: 0) }
+    }
+
+    /// The sixteen hex digits at `offset` of `bytes` as a word.
+    static func uint64(_ bytes: UnsafeBufferPointer<UInt8>, at offset: Int) -> UInt64? {
+        guard offset + 16 <= bytes.count else { return nil }
         var word: UInt64 = 0
-        for byte in bytes {
-            guard let digit = Self.value(byte) else { return nil }
+        for index in offset..<(offset + 16) {
+            guard let digit = Self.value(bytes[index]) else { return nil }
             word = word << 4 | UInt64(digit)
         }
         return word
     }
 
+    /// Writes a word as sixteen hex digits at `offset` of `buffer`.
+    static func write(_ word: UInt64, into buffer: UnsafeMutableBufferPointer<UInt8>, at offset: Int) {
+        for index in 0..<16 {
+            buffer[offset + index] = Self.digits[Int((word >> UInt64(60 - 4 * index)) & 0xf)]
+        }
+    }
+
     /// A word as sixteen hex digits.
     static func string(_ word: UInt64) -> String {
         String(unsafeUninitializedCapacity: 16) { buffer in
-            for index in 0..<16 {
-                buffer[index] = Self.digits[Int((word >> UInt64(60 - 4 * index)) & 0xf)]
-            }
+            Self.write(word, into: buffer, at: 0)
             return 16
         }
     }

@@ -383,12 +383,10 @@ public final class WebhookDispatcher: Sendable {
             under: .descending(from: job),
             name: "webhook " + delivery.eventType.rawValue
         )
-        if span.isRecording {
-            var attributes = span.attributes
+        span.update { attributes in
             attributes.set("taskserver.job.id", value: .string(delivery.jobID))
             attributes.set("taskserver.webhook.event", value: .string(delivery.eventType.rawValue))
             attributes.set("taskserver.webhook.attempt", value: .int64(Int64(delivery.attempts.count + 1)))
-            span.attributes = attributes
         }
         return span
     }
