@@ -254,8 +254,8 @@ public struct JobSnapshot: Sendable, Equatable {
 
     /// The trace id kept in `labels` (`traceLabel`), if any.
     public static func traceId(_ labels: [String: String]) -> String? {
-        guard let value = labels[Self.traceLabel], value.utf8.count >= 35 else { return nil }
-        return String(value.utf8.dropFirst(3).prefix(32))
+        guard var value = labels[Self.traceLabel], value.utf8.count >= 35 else { return nil }
+        return value.withUTF8 { String(decoding: UnsafeBufferPointer(rebasing: $0[3..<35]), as: UTF8.self) }
     }
 
     public init(

@@ -56,20 +56,13 @@ final class OTLPTracer: Tracer {
         file fileID: String,
         line: UInt
     ) -> OTLPSpan {
-        var context = context()
+        let context = context()
         let parent = context.spanContext
-        let own: SpanContext
-        if let preset = context[PresetSpanKey.self] {
-            own = preset
-            context[PresetSpanKey.self] = nil
-        } else {
-            own = self.newSpan(under: parent)
-        }
-        context.spanContext = own
+        let own = context[PresetSpanKey.self] ?? self.newSpan(under: parent)
         return OTLPSpan(
             name: operationName,
             kind: kind,
-            context: context,
+            parentContext: context,
             own: own,
             parentSpanID: parent?.spanID ?? 0,
             start: instant().nanosecondsSinceEpoch,
@@ -134,7 +127,8 @@ final class OTLPTracer: Tracer {
 /// An unsampled span is its context and nothing else: no lock, no attributes, no events (most
 /// spans of a server that samples a few traces are such spans).
 final class OTLPSpan: Tracing.Span {
-    let context: ServiceContext
+    /// The context the span was started in (its parent's).
+    private let parentContext: ServiceContext
     /// Its own W3C context (also `context.spanContext`).
     let own: SpanContext
     private let name: String
@@ -168,13 +162,13 @@ final class OTLPSpan: Tracing.Span {
     init(
         name: String,
         kind: SpanKind,
-        context: ServiceContext,
+        parentContext: ServiceContext,
         own: SpanContext,
         parentSpanID: UInt64,
         start: UInt64,
         exporter: SpanExporter?
     ) {
-        self.context = context
+        self.parentContext = parentContext
         self.own = own
         self.name = name
         self.recorder = exporter.map {
@@ -183,6 +177,15 @@ final class OTLPSpan: Tracing.Span {
     }
 
     var isRecording: Bool { self.recorder != nil }
+
+    /// The span's context: its parent's, with the span's own W3C context in place of the parent's
+    /// (made when asked for: most spans are never asked, and a context is an allocation or two).
+    var context: ServiceContext {
+        var context = self.parentContext
+        context[PresetSpanKey.self] = nil
+        context.spanContext = self.own
+        return context
+    }
 
     var operationName: String {
         get { self.recorder?.state.withLock { $0.name } ?? self.name }

@@ -165,34 +165,58 @@ public struct TraceID: Sendable, Hashable {
     public var hex: String { Hex.string(self.high) + Hex.string(self.low) }
 }
 
-/// Random trace and span ids, from OpenSSL's CSPRNG (drawn 4 KiB at a time, as job ids are).
+/// Trace and span ids: SplitMix64 over an atomic counter, from a seed drawn from OpenSSL's CSPRNG
+/// at start-up.
+///
+/// Ids need to be unique and uniformly spread (the ratio sampler reads a trace id's low bits), not
+/// secret: OpenTelemetry's SDKs draw them from fast non-cryptographic generators too. A lock around
+/// a CSPRNG buffer (as job ids have) was contended by the event loops at three ids per job and
+/// cost measurable futex time; an atomic add does not block. SplitMix64 is a bijection of the
+/// counter, so a process never repeats an id until 2⁶⁴ of them.
 enum TraceIDs {
-    private static let random = Mutex(RandomBytes())
+    private static let seed: UInt64 = {
+        var random = RandomBytes()
+        return random.next().0
+    }()
+    private static let counter = Atomic<UInt64>(0)
 
-    /// A span id: 8 random bytes, never zero.
+    /// A span id: 8 bytes, never zero.
     static func spanID() -> UInt64 {
         while true {
-            let (word, _) = Self.random.withLock { $0.next() }
+            let step = Self.counter.wrappingAdd(1, ordering: .relaxed).newValue
+            let word = Self.mix(Self.seed &+ step &* 0x9E37_79B9_7F4A_7C15)
             if word != 0 { return word }
         }
     }
 
-    /// A trace id: 16 random bytes, never all zero.
+    /// A trace id: 16 bytes, never all zero.
     static func traceID() -> TraceID {
         TraceID(high: Self.spanID(), low: Self.spanID())
+    }
+
+    /// SplitMix64's finalizer.
+    private static func mix(_ value: UInt64) -> UInt64 {
+        var z = value
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }
 
 /// Lower-case hexadecimal, strictly (W3C Trace Context allows no upper case).
 enum Hex {
-    private static let digits = Array("0123456789abcdef".utf8)
-
+    @inline(__always)
     static func value(_ byte: UInt8) -> UInt8? {
         switch byte {
-        case 0x30...0x39: byte - 0x30
-        case 0x61...0x66: byte - 0x61 + 10
+        case 0x30...0x39: byte &- 0x30
+        case 0x61...0x66: byte &- 0x61 &+ 10
         default: nil
         }
+    }
+
+    @inline(__always)
+    static func digit(_ value: UInt64) -> UInt8 {
+        value < 10 ? UInt8(truncatingIfNeeded: value) &+ 0x30 : UInt8(truncatingIfNeeded: value) &+ 0x57
     }
 
     static func byte(_ high: UInt8, _ low: UInt8) -> UInt8? {
@@ -220,7 +244,7 @@ enum Hex {
     /// Writes a word as sixteen hex digits at `offset` of `buffer`.
     static func write(_ word: UInt64, into buffer: UnsafeMutableBufferPointer<UInt8>, at offset: Int) {
         for index in 0..<16 {
-            buffer[offset + index] = Self.digits[Int((word >> UInt64(60 - 4 * index)) & 0xf)]
+            buffer[offset + index] = Self.digit((word >> UInt64(60 - 4 * index)) & 0xf)
         }
     }
 
