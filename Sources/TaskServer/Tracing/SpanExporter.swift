@@ -23,6 +23,8 @@ final class SpanExporter: Sendable {
     private let logger: Logger
     private let counters: Counters
     private let state = Mutex(State())
+    /// Where batches are encoded and sent: never on the event loop whose span filled a batch.
+    private let worker = WorkerPool(name: "otlp-export", size: 1)
 
     private struct State {
         var queue: [FinishedSpan] = []
@@ -74,7 +76,7 @@ final class SpanExporter: Sendable {
             self.counters.onDropped(1)
             if warn { self.warnDropping("the export queue is full (\(self.configuration.maxQueueSize) spans)") }
         } else if startNow {
-            self.exportNext()
+            self.worker.execute { self.exportNext() }
         }
     }
 
@@ -87,7 +89,7 @@ final class SpanExporter: Sendable {
             return false
         }
         if idle { return Future(value: ()) }
-        self.exportNext()
+        self.worker.execute { self.exportNext() }
         return promise.future
     }
 
@@ -107,6 +109,7 @@ final class SpanExporter: Sendable {
         }
         if let tick { _ = TimerQueue.shared.cancel(tick) }
         self.client.shutdown()
+        self.worker.shutdown()
     }
 
     // MARK: - Exporting
@@ -115,7 +118,7 @@ final class SpanExporter: Sendable {
     private func scheduleTick() {
         let id = TimerQueue.shared.schedule(after: self.configuration.scheduleDelay) { [weak self] in
             guard let self else { return }
-            self.exportNext()
+            self.worker.execute { self.exportNext() }
             let stopped = self.state.withLock { $0.stopped }
             if !stopped { self.scheduleTick() }
         }
@@ -164,7 +167,7 @@ final class SpanExporter: Sendable {
             let more = self.state.withLock { state in
                 state.queue.count >= self.configuration.maxBatchSize || !state.flushWaiters.isEmpty
             }
-            if more { self.exportNext() }
+            if more { self.worker.execute { self.exportNext() } }
         }
     }
 
