@@ -205,8 +205,8 @@ stage "crash test (SIGKILL and restart); a 200-child fan-out killed twice"
 "$py" scripts/crash-test.py "$bin"
 "$py" scripts/child-jobs-kill-test.py "$bin"
 
-stage "traces: one job's span tree received as OTLP and decoded (opentelemetry-proto)"
-"$py" scripts/tracing-test.py "$bin"
+stage "traces: one job's span tree received as OTLP and decoded (opentelemetry-proto), and drawn"
+"$py" scripts/tracing-test.py "$bin" --screenshot "$(mktemp -d)/trace.png"
 
 stage "disk full: the SQLite store on a small tmpfs filled with dd, then freed"
 "$py" scripts/disk-full-test.py "$bin"
