@@ -1,4 +1,5 @@
 import Synchronization
+import TaskCore
 import Tracing
 
 /// The `ServiceContext` key of a span's W3C context: what a span started in a context descends
