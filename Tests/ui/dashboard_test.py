@@ -43,7 +43,7 @@ import uuid
 from pathlib import Path
 
 from selenium import webdriver
-from selenium.common.exceptions import JavascriptException, NoAlertPresentException
+from selenium.common.exceptions import JavascriptException, NoAlertPresentException, StaleElementReferenceException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -442,13 +442,24 @@ def check_child_jobs(page, api):
         raise CheckFailed("the child job never appeared")
     api.wait_node_state(child["id"], "gate", "running")
     page.open(f"#/jobs/{child['id']}")
-    link = page.wait_css('[data-testid="job-parent"] a', 10)
-    if link.text != parent["id"]:
-        raise CheckFailed(f"the child's page names {link.text!r} as its parent, not {parent['id']}")
-    link.click()
+
+    def fresh(action):
+        # The page re-renders as live events arrive: an element found a moment ago may be replaced
+        # before it is read or clicked; find it again.
+        for _ in range(20):
+            try:
+                return action()
+            except StaleElementReferenceException:
+                time.sleep(0.05)
+        return action()
+
+    named = fresh(lambda: page.wait_css('[data-testid="job-parent"] a', 10).text)
+    if named != parent["id"]:
+        raise CheckFailed(f"the child's page names {named!r} as its parent, not {parent['id']}")
+    fresh(lambda: page.wait_css('[data-testid="job-parent"] a', 10).click())
     page.wait_graph(parent["id"])
     page.wait("kid to be drawn running, as a leaf", lambda: page.node_state("kid") == "running", 10)
-    page.wait_css('[data-testid="job-children"]', 10).click()
+    fresh(lambda: page.wait_css('[data-testid="job-children"]', 10).click())
     page.wait("the jobs list to show the child", lambda: page.js(
         "return [...document.querySelectorAll('a')].some((a) => a.getAttribute('href') === '#/jobs/' + arguments[0]);",
         child["id"]), 10)
