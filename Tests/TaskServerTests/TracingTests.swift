@@ -308,7 +308,7 @@ struct TracingTests {
             }
             let tracing = try #require(server.app.tracing)
             #expect(
-                try await eventually { tracing.exporter.statistics.dropped >= 20 },
+                await eventually { tracing.exporter.statistics.dropped >= 20 },
                 "\(tracing.exporter.statistics)"
             )
             let metrics = try await server.get("/metrics").text
@@ -347,18 +347,9 @@ struct TracingTests {
             // The job's span, exported by the server that ended it, has the id the first one chose.
             let jobSpan = Hex.string(label.own.spanID)
             #expect(
-                try await eventually { Self.hex(collector.requests.flatMap(\.body)).contains(jobSpan) },
+                await eventually { Self.hex(collector.requests.flatMap(\.body)).contains(jobSpan) },
                 "the job's span is exported after the restart"
             )
         }
-    }
-
-    /// Polls `condition` every 50 ms for up to 10 s (scaled).
-    func eventually(_ condition: () async throws -> Bool) async throws -> Bool {
-        for _ in 0..<(200 * TestTiming.slowdown) {
-            if try await condition() { return true }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        return false
     }
 }

@@ -224,12 +224,6 @@ enum Hex {
         return high << 4 | low
     }
 
-    /// Sixteen hex digits as a word.
-    static func uint64(_ bytes: ArraySlice<UInt8>) -> UInt64? {
-        guard bytes.count == 16 else { return nil }
-        return bytes.withUnsafeBufferPointer { Self.uint64($0, at: 0) }
-    }
-
     /// The sixteen hex digits at `offset` of `bytes` as a word.
     static func uint64(_ bytes: UnsafeBufferPointer<UInt8>, at offset: Int) -> UInt64? {
         guard offset + 16 <= bytes.count else { return nil }
