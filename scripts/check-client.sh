@@ -1,26 +1,38 @@
 #!/usr/bin/env bash
-# End-to-end test of the terminal client (`taskserver submit|status|cancel|redrive|events`) against a live
-# server on a port of its choosing (--port 0, read from its log: scripts/server.sh), with an API
-# key: exit statuses, output, --watch on a pipe and on a pseudo-terminal (script(1)), and the
-# messages for connection and problem+json errors. It waits for conditions (output written, a
-# port bound), never for a fixed time.
+# End-to-end test of the terminal client (`taskserver submit|get|cancel|redrive|events|definitions|
+# schedules`) against a live server on a port of its choosing (--port 0, read from its log:
+# scripts/server.sh), with an API key, behind a TLS terminator (scripts/tls-proxy.py, a
+# self-signed certificate for localhost): every command goes through https:// with the certificate
+# from TASKSERVER_CACERT, as a user of a remote server would. Checked: exit statuses, output,
+# --watch on a pipe and on a pseudo-terminal (script(1)), the messages for connection, TLS and
+# problem+json errors, --cacert / --api-key / --timeout and their environment variables, plain
+# http://. It waits for conditions (output written, a port bound), never for a fixed time.
 # usage: check-client.sh [PATH/TO/taskserver]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh openssl jq curl python3
 . scripts/server.sh
 bin=${1:-$(swift build --show-bin-path)/taskserver}
 work=$(mktemp -d)
 key=client-test-key-0123456789
-server="" holder=""
+server="" holder="" proxy="" silent=""
 cleanup() {
     local pid
-    for pid in $server $holder; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+    for pid in $server $holder $proxy $silent; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
     rm -rf "$work"
 }
 trap cleanup EXIT
 start_server "$work/server.log" "$bin" serve --memory --api-key "$key"
 server=$SERVER_PID
-export TASKSERVER_URL="$SERVER_URL" TASKSERVER_API_KEY="$key"
+plain_url=$SERVER_URL
+
+# TLS in front of the server: a certificate for localhost that only $work/cert.pem vouches for.
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost \
+    -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
+    -keyout "$work/key.pem" -out "$work/cert.pem" 2>"$work/openssl.log"
+python3 scripts/tls-proxy.py "$work/cert.pem" "$work/key.pem" "$SERVER_PORT" >"$work/proxy.port" 2>"$work/proxy.log" &
+proxy=$!
+export TASKSERVER_URL="" TASKSERVER_API_KEY="$key" TASKSERVER_CACERT="$work/cert.pem"
 
 fail() { echo "FAIL: $*"; echo "-- server log"; cat "$work/server.log"; exit 1; }
 # wait_until SECONDS COMMAND… — runs COMMAND until it succeeds (a bounded poll); fails after SECONDS.
@@ -34,6 +46,9 @@ wait_until() {
 }
 # lines_at_least FILE N — FILE has N lines or more.
 lines_at_least() { [ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ]; }
+wait_until 10 lines_at_least "$work/proxy.port" 1 || fail "the TLS proxy did not start: $(cat "$work/proxy.log")"
+export TASKSERVER_URL="https://localhost:$(head -n1 "$work/proxy.port")"
+echo "server on $plain_url, TLS in front of it on $TASKSERVER_URL"
 # run EXPECTED_STATUS cmd… — runs the client, keeps stdout/stderr in $work/out and $work/err.
 run() {
     local expected=$1; shift
@@ -62,15 +77,17 @@ echo "✔ submit --wait of a failing job: exit 1"
 
 run 0 submit - <"$work/slow.json"
 id=$(jq -r .id "$work/out")
-run 0 status "$id"
-[ "$(jq -r .state "$work/out")" = running ] || fail "status: $(cat "$work/out")"
-echo "✔ submit from stdin, then status: running"
+run 0 get "$id"
+[ "$(jq -r .state "$work/out")" = running ] || fail "get: $(cat "$work/out")"
+run 0 status "$id" # the old name of get
+[ "$(jq -r .id "$work/out")" = "$id" ] || fail "status: $(cat "$work/out")"
+echo "✔ submit from stdin, then get (and status, its old name): running"
 
 # events --follow ends by itself when the job ends (here: when it is cancelled).
 "$bin" events "$id" --follow >"$work/events" 2>"$work/events.err" &
 follower=$!
 # Following: it has printed every event the job has so far (so it waits for the next one).
-so_far=$(curl -fsS -H "Authorization: Bearer $key" "$TASKSERVER_URL/v1/jobs/$id/events" | jq '.items | length')
+so_far=$(curl -fsS --cacert "$TASKSERVER_CACERT" -H "Authorization: Bearer $key" "$TASKSERVER_URL/v1/jobs/$id/events" | jq '.items | length')
 wait_until 10 lines_at_least "$work/events" "$so_far" \
     || fail "events --follow printed $(wc -l <"$work/events") of $so_far events: $(cat "$work/events" "$work/events.err")"
 kill -0 "$follower" 2>/dev/null || fail "events --follow ended before the job did: $(cat "$work/events" "$work/events.err")"
@@ -115,7 +132,7 @@ run 2 submit "$work/slow.json" --watch --idempotency-key watch-cancel &
 watcher=$!
 # Watching: it has printed its first line (the job is submitted and running).
 wait_until 10 lines_at_least "$work/out" 1 || fail "submit --watch printed nothing: $(cat "$work/out" "$work/err")"
-watched=$(curl -fsS -H "Authorization: Bearer $key" "$TASKSERVER_URL/v1/jobs?state=running" | jq -r '.items[0].id')
+watched=$(curl -fsS --cacert "$TASKSERVER_CACERT" -H "Authorization: Bearer $key" "$TASKSERVER_URL/v1/jobs?state=running" | jq -r '.items[0].id')
 "$bin" cancel "$watched" >/dev/null
 wait "$watcher" || fail "submit --watch of a job cancelled meanwhile should exit 2"
 echo "✔ submit --watch of a job cancelled meanwhile: exit 2"
@@ -128,14 +145,14 @@ grep -q "succeeded  3 succeeded  0 running  0 failed  of 3  [0-9.]*s" "$work/tty
 echo "✔ submit --watch on a terminal: $redraws redraws of one line"
 
 # Errors: readable messages, exit status 3.
-run 3 status no-such-job
-grep -q "404 job.notFound" "$work/err" || fail "status of a missing job: $(cat "$work/err")"
+run 3 get no-such-job
+grep -q "404 job.notFound" "$work/err" || fail "get of a missing job: $(cat "$work/err")"
 echo '{"graph":{"type":"task","action":"nope"}}' >"$work/bad.json"
 run 3 submit "$work/bad.json"
 grep -q "422 graph.invalid" "$work/err" && grep -q "/graph/action" "$work/err" || fail "invalid job: $(cat "$work/err")"
 run 3 submit "$work/missing.json"
 grep -q "cannot read" "$work/err" || fail "missing file: $(cat "$work/err")"
-TASKSERVER_API_KEY= run 3 status "$id"
+TASKSERVER_API_KEY= run 3 get "$id"
 grep -q "401 auth.required" "$work/err" || fail "no API key: $(cat "$work/err")"
 # A port bound but not listening (held by a helper process until the check is done): connections
 # to it are refused, and no one else can take it meanwhile.
@@ -144,12 +161,12 @@ s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1], flush=T
 holder=$!
 wait_until 10 lines_at_least "$work/closed" 1 || fail "the port holder printed no port"
 closed=$(cat "$work/closed")
-run 3 status "$id" --server "http://127.0.0.1:$closed"
+run 3 get "$id" --server "http://127.0.0.1:$closed"
 kill "$holder"
 wait "$holder" 2>/dev/null || true
 holder=""
 grep -q "cannot connect to http://127.0.0.1:$closed" "$work/err" || fail "connection refused: $(cat "$work/err")"
-run 3 status "$id" --server "https://example.invalid"
+run 3 get "$id" --server "https://example.invalid"
 run 64 submit "$work/ok.json" --wait --watch
 echo "✔ errors: 404, 422 with pointers, unreadable file, 401, connection refused, https, --wait with --watch"
 
@@ -221,4 +238,65 @@ grep -q "0 redriven, 1 left alone" "$work/err" && [ "$(jq -r .problem.code "$wor
 run 0 cancel "$busy"
 run 64 redrive some-id --filter state=failed
 echo "✔ redrive --filter: every failed job of a label, one line each"
-echo "client checks passed"
+# Schedules: apply a file of two (created), again (unchanged: nothing sent), with one changed
+# (updated, the other unchanged); one the server refuses is reported while the rest are applied
+# (exit 1); list, pause, resume, trigger --wait; a missing one is a refusal (exit 1).
+cat >"$work/schedules.json" <<'JSON'
+[{"id": "cli-nightly", "cron": "0 2 * * *", "timezone": "Europe/Paris",
+  "job": {"graph": {"type": "task", "action": "value", "params": {"value": "report"}}}},
+ {"id": "cli-hourly", "cron": "0 * * * *",
+  "job": {"graph": {"type": "task", "action": "value", "params": {"value": "tick"}}}}]
+JSON
+run 0 schedules apply "$work/schedules.json"
+[ "$(jq -r '[.items[].id] | join(",")' "$work/out")" = cli-nightly,cli-hourly ] || fail "schedules apply: $(cat "$work/out")"
+grep -q "cli-nightly created" "$work/err" && grep -q "cli-hourly created" "$work/err" || fail "schedules apply: $(cat "$work/err")"
+run 0 schedules apply "$work/schedules.json"
+[ "$(grep -c unchanged "$work/err")" -eq 2 ] || fail "schedules apply again: $(cat "$work/err")"
+jq '.[1].cron = "30 * * * *"' "$work/schedules.json" >"$work/schedules2.json"
+run 0 schedules apply "$work/schedules2.json"
+grep -q "cli-nightly unchanged" "$work/err" && grep -q "cli-hourly updated" "$work/err" || fail "schedules apply of a change: $(cat "$work/err")"
+[ "$(jq -r '.items[1].cron' "$work/out")" = "30 * * * *" ] || fail "schedules apply of a change: $(cat "$work/out")"
+jq '. + [{"id": "cli-bad", "cron": "61 * * * *", "job": {"graph": {"type": "task", "action": "value"}}}]' \
+    "$work/schedules2.json" >"$work/schedules3.json"
+run 1 schedules apply "$work/schedules3.json"
+grep -q "cli-bad refused: 422" "$work/err" && grep -q "/cron" "$work/err" || fail "schedules apply with a bad one: $(cat "$work/err")"
+run 0 schedules list
+[ "$(jq -r '[.items[].id] | sort | join(",")' "$work/out")" = cli-hourly,cli-nightly ] || fail "schedules list: $(cat "$work/out")"
+[ "$(jq '.items[0].nextRuns | length' "$work/out")" -gt 0 ] || fail "schedules list without nextRuns: $(cat "$work/out")"
+run 0 schedules pause cli-nightly
+[ "$(jq -r .paused "$work/out")" = true ] || fail "schedules pause: $(cat "$work/out")"
+run 0 schedules resume cli-nightly
+[ "$(jq -r .paused "$work/out")" = false ] || fail "schedules resume: $(cat "$work/out")"
+run 0 schedules trigger cli-nightly --wait
+[ "$(jq -r .result "$work/out")" = report ] && [ "$(jq -r .labels.schedule "$work/out")" = cli-nightly ] || fail "schedules trigger --wait: $(cat "$work/out")"
+run 1 schedules trigger no-such-schedule
+grep -q "404" "$work/err" || fail "schedules trigger of a missing one: $(cat "$work/err")"
+run 64 schedules trigger cli-nightly --wait --watch
+echo "✔ schedules apply (created, unchanged, updated, one refused), list, pause, resume, trigger --wait"
+
+# TLS and the connection options. Everything above went through https:// with TASKSERVER_CACERT.
+TASKSERVER_CACERT= run 3 get "$id"
+grep -q "certificate" "$work/err" || fail "https without the certificate: $(cat "$work/err")"
+echo "✔ without the certificate: exit 3, $(grep -o 'SSL certificate problem: [a-z -]*' "$work/err" | head -n1)"
+TASKSERVER_CACERT= run 0 get "$id" --cacert "$work/cert.pem"
+run 64 get "$id" --cacert "$work/no-such.pem"
+TASKSERVER_CACERT="$work/no-such.pem" run 64 get "$id"
+TASKSERVER_URL="$plain_url" TASKSERVER_CACERT= run 0 get "$id"
+TASKSERVER_API_KEY=wrong-key run 3 get "$id"
+grep -q "401" "$work/err" || fail "a wrong key: $(cat "$work/err")"
+TASKSERVER_API_KEY=wrong-key run 0 get "$id" --api-key "$key"
+echo "✔ --cacert (and a missing file: exit 64), plain http://, --api-key over TASKSERVER_API_KEY"
+# A server that accepts connections and never answers: --timeout bounds the wait.
+python3 -c 'import signal, socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16); print(s.getsockname()[1], flush=True); signal.pause()' >"$work/silent" &
+silent=$!
+wait_until 10 lines_at_least "$work/silent" 1 || fail "the silent server printed no port"
+started=$SECONDS
+run 3 get "$id" --server "http://127.0.0.1:$(cat "$work/silent")" --timeout 1
+[ $((SECONDS - started)) -le 5 ] || fail "--timeout 1 took $((SECONDS - started)) s"
+grep -q "did not answer within 1" "$work/err" || fail "--timeout: $(cat "$work/err")"
+TASKSERVER_TIMEOUT=1 run 3 get "$id" --server "http://127.0.0.1:$(cat "$work/silent")"
+run 64 get "$id" --timeout 0
+echo "✔ --timeout 1 (and TASKSERVER_TIMEOUT) against a server that never answers: exit 3 within $((SECONDS - started)) s"
+[ "$(grep -c '^connection ' "$work/proxy.log")" -gt 0 ] || fail "no connection went through the TLS proxy"
+echo "client checks passed ($(grep -c '^connection ' "$work/proxy.log") TLS connections)"

@@ -210,16 +210,31 @@ start=$(date +%s.%N)
 cp -a "$rootfs_dir" "$root"
 copy_s=$(rootfs_since "$start")
 # The COPY lines, with the files this script built in place of the build stage's /staging.
+# The manual page is the repository's; the completions are what the build stage's binary writes.
+mkdir -p "$run/share"
+for shell in bash zsh fish; do "$bin" --generate-completion-script "$shell" >"$run/share/taskserver.$shell"; done
 for copy in "${rf_copies[@]}"; do
     src=${copy% *} dest=${copy#* }
+    mode=644
     case $(basename "$src") in
-        taskserver) built=$bin ;;
-        swift-backtrace-static) built=$backtracer ;;
+        taskserver) built=$bin mode=755 ;;
+        swift-backtrace-static) built=$backtracer mode=755 ;;
+        taskserver.1) built=docs/man/taskserver.1 ;;
+        taskserver.bash) built=$run/share/taskserver.bash ;;
+        _taskserver) built=$run/share/taskserver.zsh ;;
+        taskserver.fish) built=$run/share/taskserver.fish ;;
         *) echo "COPY $src: not a file this script builds (extend step (d))"; exit 1 ;;
     esac
     case $dest in */) dest+=$(basename "$src") ;; esac
-    install -D -m 755 "$built" "$root$dest"
+    install -D -m "$mode" "$built" "$root$dest"
 done
+# In the image: the manual page reads (mandoc-compatible groff is not in the slim image: the page
+# is checked for its name and every subcommand's section) and bash loads the completion.
+grep -q '^\.Nm taskserver' "$root/usr/local/share/man/man1/taskserver.1" || { echo "no manual page in the image"; exit 1; }
+rootfs_exec --net new "$root" "PATH=$rootfs_default_path" bash -c \
+    'source /usr/share/bash-completion/completions/taskserver && complete -p taskserver' >/dev/null \
+    || { echo "the image's bash completion does not load"; exit 1; }
+echo "manual page and bash, zsh, fish completions in the image"
 # What Docker adds to every container (the image has neither), and creates for WORKDIR.
 printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
 echo taskserver >"$root/etc/hostname"
@@ -229,6 +244,7 @@ mkdir -p "$root$rf_workdir"
 for copy in "${rf_copies[@]}"; do
     dest=${copy#* }
     case $dest in */) dest+=$(basename "${copy% *}") ;; esac
+    [ -x "$root$dest" ] || continue  # the manual page and the completions
     libs=$(rootfs_exec --net new "$root" "PATH=$rootfs_default_path" ldd "$dest" 2>&1) \
         || grep -q "not a dynamic executable" <<<"$libs" \
         || { echo "$libs"; echo "ldd $dest failed in the root filesystem"; exit 1; }

@@ -106,6 +106,8 @@ stage "openapi.json is generated from openapi.yaml (scripts/openapi-json.py --ch
 # costs nothing, and it still runs before the Swift tests that read openapi.json.
 venv_ready
 "$py" scripts/openapi-json.py --check
+stage "the manual page is generated from the commands (scripts/manual.sh --check)"
+bash scripts/manual.sh --check
 stage "swift test"
 # One module's suites at a time, as under ThreadSanitizer below: Foundation's Process.run (the
 # worker's child commands) walks every open descriptor of the process while it spawns, and crashed
@@ -270,7 +272,7 @@ stage "PostgreSQL failover: the primary SIGKILLed under load, its synchronous st
 
 stage "lifecycle"
 "$py" scripts/check-lifecycle.py "$bin"
-stage "terminal client"
+stage "terminal client: every command through a TLS terminator (https://, --cacert), options, schedules"
 bash scripts/check-client.sh "$bin"
 stage "container"
 bash scripts/check-container.sh

@@ -21,7 +21,7 @@ extension WorkerRuntime {
             }
             let due = dueLeases.map(\.number)
             let body: JSONValue = ["items": .array(dueLeases.map { ["leaseId": .string($0.leaseId)] })]
-            let response: WorkerClient.Response
+            let response: ServerClient.Response
             do {
                 response = try self.client.post("/v1/leases/heartbeat", json: body.jsonBytes, timeout: .seconds(30))
             } catch {
@@ -50,10 +50,10 @@ extension WorkerRuntime {
                     }
                 }
             case 429, 500...:
-                self.serverUnreachable(WorkerClientError(problem: response))
+                self.serverUnreachable(ServerClientError(problem: response))
                 self.postponeHeartbeats(due, by: backoff.next(retryAfter: response.retryAfter))
             default:
-                self.fail("the server refused a heartbeat: \(WorkerClientError(problem: response))")
+                self.fail("the server refused a heartbeat: \(ServerClientError(problem: response))")
                 self.postponeHeartbeats(due, by: .seconds(5))
             }
         }
@@ -91,7 +91,7 @@ extension WorkerRuntime {
             }
             body.append(contentsOf: Array("]}".utf8))
             let numbers = batch.map(\.number)
-            let response: WorkerClient.Response
+            let response: ServerClient.Response
             do {
                 response = try self.client.post("/v1/leases/complete", json: body, timeout: .seconds(60))
             } catch {
@@ -124,7 +124,7 @@ extension WorkerRuntime {
                 backoff.reset()
                 self.completed(numbers, answer: response.json?["items"]?.arrayValue ?? [])
             case 429, 500...:
-                self.serverUnreachable(WorkerClientError(problem: response))
+                self.serverUnreachable(ServerClientError(problem: response))
                 self.putBack(numbers, alone: false)
                 _ = self.completerWake.wait(timeout: dispatchTime(after: backoff.next(retryAfter: response.retryAfter)))
             case 413, 422:
@@ -132,10 +132,10 @@ extension WorkerRuntime {
                     // One of them is too large or not acceptable: find out which by sending each alone.
                     self.putBack(numbers, alone: true)
                 } else {
-                    self.rejected(numbers[0], problem: "\(WorkerClientError(problem: response))")
+                    self.rejected(numbers[0], problem: "\(ServerClientError(problem: response))")
                 }
             default:
-                self.fail("the server refused a completion: \(WorkerClientError(problem: response))")
+                self.fail("the server refused a completion: \(ServerClientError(problem: response))")
                 self.putBack(numbers, alone: false)
                 _ = self.completerWake.wait(timeout: dispatchTime(after: .seconds(5)))
             }

@@ -49,7 +49,7 @@ package struct WorkerSettings: Sendable {
     }
 }
 
-/// A running `taskserver worker`: plain threads around blocking `WorkerClient` requests.
+/// A running `taskserver worker`: plain threads around blocking `ServerClient` requests.
 ///
 /// - a claimer long-polls `POST /v1/executors/NAME/claim` for as many tasks as there are free slots;
 /// - each claimed task gets a thread that runs COMMAND (`ChildCommand`) and queues its completion;
@@ -61,7 +61,7 @@ package struct WorkerSettings: Sendable {
 /// Lease ids travel only in request bodies (batch forms); they are never logged.
 package final class WorkerRuntime: Sendable {
     let settings: WorkerSettings
-    let client: WorkerClient
+    let client: ServerClient
     let logger: Logger
     let state = Mutex(WorkerState())
     // Wake-ups: each thread re-reads the state when its semaphore is signalled; an extra signal
@@ -79,7 +79,7 @@ package final class WorkerRuntime: Sendable {
     /// Leases per heartbeat or completion batch (the server's limit).
     static let batchLimit = 100
 
-    package init(settings: WorkerSettings, client: WorkerClient, logger: Logger) {
+    package init(settings: WorkerSettings, client: ServerClient, logger: Logger) {
         self.settings = settings
         self.client = client
         self.logger = logger
@@ -220,7 +220,7 @@ package final class WorkerRuntime: Sendable {
             self.coordinatorWake.signal()
         }
         var backoff = Backoff()
-        let path = "/v1/executors/\(WorkerClient.escape(self.settings.executor))/claim"
+        let path = "/v1/executors/\(ServerClient.escape(self.settings.executor))/claim"
         while true {
             let free: Int? = self.state.withLock { state in
                 state.isStopping ? nil : self.settings.concurrency - state.running
@@ -235,7 +235,7 @@ package final class WorkerRuntime: Sendable {
             if !self.settings.actions.isEmpty { body["actions"] = .array(self.settings.actions.map { .string($0) }) }
             body["max"] = .int(min(free, Self.batchLimit))
             body["waitMs"] = .int(WorkerSettings.claimWaitMs)
-            let response: WorkerClient.Response
+            let response: ServerClient.Response
             do {
                 response = try self.client.post(
                     path,
@@ -261,11 +261,11 @@ package final class WorkerRuntime: Sendable {
                     self.start(LeasedTask(claimed))
                 }
             case 429, 500...:
-                self.serverUnreachable(WorkerClientError(problem: response))
+                self.serverUnreachable(ServerClientError(problem: response))
                 _ = self.claimerWake.wait(timeout: dispatchTime(after: backoff.next(retryAfter: response.retryAfter)))
             default:
                 self.fail(
-                    "cannot claim tasks from executor \"\(self.settings.executor)\": \(WorkerClientError(problem: response))"
+                    "cannot claim tasks from executor \"\(self.settings.executor)\": \(ServerClientError(problem: response))"
                 )
                 return
             }

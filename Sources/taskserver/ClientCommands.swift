@@ -1,83 +1,7 @@
 import ArgumentParser
 import Foundation
-
-/// Where the terminal commands find the server.
-struct ClientOptions: ParsableArguments {
-    @Option(
-        help:
-            "The server's base URL (env TASKSERVER_URL; default http://127.0.0.1:8080). The API key is read from env TASKSERVER_API_KEY."
-    )
-    var server: String = Self.environment("TASKSERVER_URL") ?? "http://127.0.0.1:8080"
-
-    func client() throws -> TaskServerClient {
-        try runClient { () throws(ClientError) in
-            try TaskServerClient(server: self.server, apiKey: Self.environment("TASKSERVER_API_KEY"))
-        }
-    }
-
-    static func environment(_ name: String) -> String? {
-        ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
-    }
-}
-
-/// Exit statuses of the terminal commands.
-enum ClientExit {
-    /// The job succeeded (or the command did what it was asked).
-    static let succeeded: Int32 = 0
-    static let failed: Int32 = 1
-    static let cancelled: Int32 = 2
-    /// The server could not be reached, or answered an error.
-    static let error: Int32 = 3
-}
-
-/// Runs `body`, turning a `ClientError` into its message and exit status 3.
-func runClient<T>(_ body: () throws(ClientError) -> T) throws -> T {
-    do {
-        return try body()
-    } catch {
-        FileHandle.standardError.write(Data("taskserver: \(error)\n".utf8))
-        throw ExitCode(ClientExit.error)
-    }
-}
-
-/// Writes a JSON body to stdout, pretty-printed for people.
-func printJSON(_ data: Data) {
-    if let object = try? JSONSerialization.jsonObject(with: data),
-        let pretty = try? JSONSerialization.data(
-            withJSONObject: object,
-            options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        )
-    {
-        FileHandle.standardOutput.write(pretty + Data("\n".utf8))
-    } else {
-        FileHandle.standardOutput.write(data + Data("\n".utf8))
-    }
-}
-
-let terminalJobStates: Set<String> = ["succeeded", "failed", "cancelled"]
-
-func exitStatus(forState state: String) -> Int32 {
-    switch state {
-    case "succeeded": return ClientExit.succeeded
-    case "cancelled": return ClientExit.cancelled
-    default: return ClientExit.failed
-    }
-}
-
-extension TaskServerClient {
-    /// The job, after waiting up to `waitMs` for it to end.
-    func job(_ id: String, waitMs: Int = 0) throws(ClientError) -> Response {
-        let query = waitMs > 0 ? "?waitMs=\(waitMs)" : ""
-        let response = try self.send("GET", "/v1/jobs/\(Self.escape(id))\(query)", timeout: waitMs / 1000 + 30)
-        guard response.status == 200 else { throw ClientError(problem: response) }
-        return response
-    }
-
-    /// Percent-encodes an id for a path segment.
-    static func escape(_ id: String) -> String {
-        id.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? id
-    }
-}
+import TaskGraph
+import TaskServerWorker
 
 // MARK: - submit
 
@@ -151,81 +75,45 @@ struct Submit: ParsableCommand {
             return
         }
         let body = try self.readInput()
-        let headers = self.idempotencyKey.map { [("Idempotency-Key", $0)] } ?? []
-        let created = try runClient { () throws(ClientError) in
-            let response = try client.send("POST", "/v1/jobs", body: body, headers: headers)
-            guard response.status == 201 || response.status == 200 else { throw ClientError(problem: response) }
-            return response
+        let headers = self.idempotencyKey.map { [(name: "Idempotency-Key", value: $0)] } ?? []
+        let created = try runClient { () throws(ServerClientError) in
+            try client.expect([200, 201], "POST", "/v1/jobs", bytes: body, headers: headers).json
         }
-        guard let id = created.json?["id"] as? String else {
-            FileHandle.standardError.write(Data("taskserver: the server's answer has no job id\n".utf8))
-            throw ExitCode(ClientExit.error)
-        }
-        if self.watch {
-            let state = try runClient { () throws(ClientError) in try JobWatcher(client: client, id: id).run() }
-            throw ExitCode(exitStatus(forState: state))
-        }
-        guard self.wait else {
-            printJSON(created.body)
-            return
-        }
-        let final = try runClient { () throws(ClientError) in
-            while true {
-                let response = try client.job(id, waitMs: 30_000)
-                if let state = response.json?["state"] as? String, terminalJobStates.contains(state) { return response }
-            }
-        }
-        printJSON(final.body)
-        throw ExitCode(exitStatus(forState: final.json?["state"] as? String ?? "failed"))
+        try follow(created, client: client, wait: self.wait, watch: self.watch)
     }
 }
 
 extension Submit {
-    /// The request body: the job file, or a start of `--definition` with its `--input`.
-    func readInput() throws -> Data {
+    /// The request body: the job file as it is (the server checks it), or a start of
+    /// `--definition` with its `--input`.
+    func readInput() throws -> [UInt8] {
         guard let definition else { return try readFile(self.file ?? "-") }
-        var start: [String: Any] = ["definition": definition]
-        if let version { start["version"] = version }
+        var start: JSONObject = ["definition": .string(definition)]
+        if let version { start["version"] = .int(version) }
         if let input {
-            let text = input.hasPrefix("@") ? try readFile(String(input.dropFirst())) : Data(input.utf8)
-            guard let value = try? JSONSerialization.jsonObject(with: text, options: .fragmentsAllowed) else {
-                FileHandle.standardError.write(Data("taskserver: --input is not JSON\n".utf8))
-                throw ExitCode(ClientExit.error)
-            }
-            start["input"] = value
+            let text = input.hasPrefix("@") ? try readFile(String(input.dropFirst())) : Array(input.utf8)
+            start["input"] = try parseJSON(text, what: "--input")
         }
-        return try JSONSerialization.data(withJSONObject: start, options: [.sortedKeys, .withoutEscapingSlashes])
-    }
-}
-
-/// The bytes of `path` (`-`: standard input); exits with status 3 and a message when unreadable.
-func readFile(_ path: String) throws -> Data {
-    do {
-        return path == "-"
-            ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(fileURLWithPath: path))
-    } catch {
-        FileHandle.standardError.write(Data("taskserver: cannot read \(path): \(error.localizedDescription)\n".utf8))
-        throw ExitCode(ClientExit.error)
+        return JSONValue.object(start).jsonBytes
     }
 }
 
 /// `taskserver submit --jsonl`: the jobs of a JSON Lines file, in batches of `POST /v1/jobs/batch`.
 struct BatchSubmission {
-    let client: TaskServerClient
+    let client: CommandClient
     let batchSize: Int
 
     /// Submits every job of `input`, printing one line per job; returns how many were refused.
-    func run(_ input: Data) throws -> Int {
+    func run(_ input: [UInt8]) throws -> Int {
         // A line that is not JSON cannot go into a batch's body (nil here): it is refused in its place.
-        var pending: [(line: Int, json: Data?)] = []
+        var pending: [(line: Int, json: ArraySlice<UInt8>?)] = []
         var refused = 0
         var accepted = 0
         var number = 0
-        for rawLine in input.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+        for line in input.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
             number += 1
-            let line = Data(rawLine)
             if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
-            let isJSON = (try? JSONSerialization.jsonObject(with: line, options: .fragmentsAllowed)) != nil
+            let isJSON = (try? JSONParser.parse(Array(line))) != nil
             pending.append((number, isJSON ? line : nil))
             if pending.count(where: { $0.json != nil }) == self.batchSize {
                 let (ok, no) = try self.send(pending)
@@ -239,27 +127,25 @@ struct BatchSubmission {
             accepted += ok
             refused += no
         }
-        FileHandle.standardError.write(Data("taskserver: \(accepted) accepted, \(refused) refused\n".utf8))
+        printNote("\(accepted) accepted, \(refused) refused")
         return refused
     }
 
-    private func send(_ lines: [(line: Int, json: Data?)]) throws -> (accepted: Int, refused: Int) {
+    private func send(_ lines: [(line: Int, json: ArraySlice<UInt8>?)]) throws -> (accepted: Int, refused: Int) {
         let jobs = lines.compactMap(\.json)
-        var items: [[String: Any]] = []
+        var items: [JSONValue] = []
         if !jobs.isEmpty {
-            var body = Data(#"{"jobs":["#.utf8)
+            var body = Array(#"{"jobs":["#.utf8)
             for (index, job) in jobs.enumerated() {
                 if index > 0 { body.append(UInt8(ascii: ",")) }
-                body.append(job)
+                body += job
             }
-            body.append(contentsOf: Array("]}".utf8))
-            let response = try runClient { () throws(ClientError) in
-                let response = try self.client.send("POST", "/v1/jobs/batch", body: body, timeout: 120)
-                guard response.status == 200 else { throw ClientError(problem: response) }
-                return response
+            body += Array("]}".utf8)
+            let answer = try runClient { () throws(ServerClientError) in
+                try self.client.expect([200], "POST", "/v1/jobs/batch", bytes: body, wait: .seconds(90)).json
             }
-            guard let answered = response.json?["items"] as? [[String: Any]], answered.count == jobs.count else {
-                FileHandle.standardError.write(Data("taskserver: the server's answer does not list every job\n".utf8))
+            guard let answered = answer["items"]?.arrayValue, answered.count == jobs.count else {
+                printNote("the server's answer does not list every job")
                 throw ExitCode(ClientExit.error)
             }
             items = answered
@@ -268,52 +154,50 @@ struct BatchSubmission {
         var next = items.makeIterator()
         for job in lines {
             guard job.json != nil, let item = next.next() else {
-                Self.printLine([
-                    "line": job.line, "status": 400,
-                    "problem": ["code": "json.invalid", "detail": "line \(job.line) is not JSON"],
+                printLine([
+                    "line": .int(job.line), "status": 400,
+                    "problem": ["code": "json.invalid", "detail": .string("line \(job.line) is not JSON")],
                 ])
                 continue
             }
-            let status = item["status"] as? Int ?? 0
-            var line: [String: Any] = ["line": job.line, "status": status]
-            if let created = item["job"] as? [String: Any] {
+            var line: JSONObject = ["line": .int(job.line), "status": item["status"] ?? .int(0)]
+            if let created = item["job"] {
                 accepted += 1
-                line["id"] = created["id"]
-                line["state"] = created["state"]
+                line["id"] = created["id"] ?? .null
+                line["state"] = created["state"] ?? .null
             } else {
-                line["problem"] = item["problem"]
+                line["problem"] = item["problem"] ?? .null
             }
-            Self.printLine(line)
+            printLine(.object(line))
         }
         return (accepted, lines.count - accepted)
     }
-
-    private static func printLine(_ object: [String: Any]) {
-        guard
-            var data = try? JSONSerialization.data(
-                withJSONObject: object,
-                options: [.sortedKeys, .withoutEscapingSlashes]
-            )
-        else { return }
-        data.append(UInt8(ascii: "\n"))
-        FileHandle.standardOutput.write(data)
-    }
 }
 
-// MARK: - status, cancel
+// MARK: - get, cancel
 
-struct Status: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Print a job (its state, progress, result or error).")
+struct Get: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print a job (its state, progress, result or error).",
+        discussion: "Exit status 0 when the job was found; 3 when it was not or the server cannot be reached.",
+        aliases: ["status"]
+    )
 
     @OptionGroup var options: ClientOptions
 
     @Argument(help: "The job id.")
     var id: String
 
+    @Option(help: "Wait up to this many milliseconds for the job to end first (0...60000).")
+    var waitMs = 0
+
+    func validate() throws {
+        guard (0...60_000).contains(self.waitMs) else { throw ValidationError("--wait-ms must be from 0 to 60000") }
+    }
+
     func run() throws {
         let client = try self.options.client()
-        let response = try runClient { () throws(ClientError) in try client.job(self.id) }
-        printJSON(response.body)
+        printJSON(try runClient { () throws(ServerClientError) in try client.job(self.id, waitMs: self.waitMs) })
     }
 }
 
@@ -380,24 +264,17 @@ struct Redrive: ParsableCommand {
         var redriven = 0
         var left = 0
         repeat {
-            let page =
-                "/v1/jobs/redrive?\(query)&limit=1000" + (cursor.map { "&cursor=\(TaskServerClient.escape($0))" } ?? "")
-            let response = try runClient { () throws(ClientError) in
-                let response = try client.send("POST", page, timeout: 120)
-                guard response.status == 200 else { throw ClientError(problem: response) }
-                return response
+            let page = "/v1/jobs/redrive?\(query)&limit=1000" + (cursor.map { "&cursor=\(escape($0))" } ?? "")
+            let answer = try runClient { () throws(ServerClientError) in
+                try client.expect([200], "POST", page, wait: .seconds(90)).json
             }
-            for item in response.json?["items"] as? [[String: Any]] ?? [] {
-                if item["status"] as? Int == 202 { redriven += 1 } else { left += 1 }
-                let line = try JSONSerialization.data(
-                    withJSONObject: item,
-                    options: [.sortedKeys, .withoutEscapingSlashes]
-                )
-                FileHandle.standardOutput.write(line + Data("\n".utf8))
+            for item in answer["items"]?.arrayValue ?? [] {
+                if item["status"]?.intValue == 202 { redriven += 1 } else { left += 1 }
+                printLine(item)
             }
-            cursor = response.json?["nextCursor"] as? String
+            cursor = answer["nextCursor"]?.stringValue
         } while cursor != nil
-        FileHandle.standardError.write(Data("taskserver: \(redriven) redriven, \(left) left alone\n".utf8))
+        printNote("\(redriven) redriven, \(left) left alone")
         if left > 0 { throw ExitCode(ClientExit.failed) }
     }
 }
@@ -406,12 +283,11 @@ struct Redrive: ParsableCommand {
 /// than `accepting` is the problem it carries (exit status 3).
 private func postJobCommand(_ command: String, id: String, accepting: Set<Int>, _ options: ClientOptions) throws {
     let client = try options.client()
-    let response = try runClient { () throws(ClientError) in
-        let response = try client.send("POST", "/v1/jobs/\(TaskServerClient.escape(id))/\(command)")
-        guard accepting.contains(response.status) else { throw ClientError(problem: response) }
-        return response
-    }
-    printJSON(response.body)
+    printJSON(
+        try runClient { () throws(ServerClientError) in
+            try client.expect(accepting, "POST", "/v1/jobs/\(escape(id))/\(command)").json
+        }
+    )
 }
 
 // MARK: - events
@@ -436,38 +312,31 @@ struct Events: ParsableCommand {
     func run() throws {
         let client = try self.options.client()
         var after = self.after
-        try runClient { () throws(ClientError) in
+        try runClient { () throws(ServerClientError) in
             while true {
                 let waitMs = self.follow ? 30_000 : 0
                 let query = "?after=\(after)" + (waitMs > 0 ? "&waitMs=\(waitMs)" : "")
-                let response = try client.send(
+                let page = try client.expect(
+                    [200],
                     "GET",
-                    "/v1/jobs/\(TaskServerClient.escape(self.id))/events\(query)",
-                    timeout: waitMs / 1000 + 30
-                )
-                guard response.status == 200 else { throw ClientError(problem: response) }
-                let items = response.json?["items"] as? [[String: Any]] ?? []
+                    "/v1/jobs/\(escape(self.id))/events\(query)",
+                    wait: .milliseconds(waitMs)
+                ).json
+                let items = page["items"]?.arrayValue ?? []
                 var ended = false
                 for item in items {
-                    if let line = try? JSONSerialization.data(
-                        withJSONObject: item,
-                        options: [.sortedKeys, .withoutEscapingSlashes]
-                    ) {
-                        FileHandle.standardOutput.write(line + Data("\n".utf8))
-                    }
-                    if let seq = item["seq"] as? Int { after = max(after, seq) }
+                    printLine(item)
+                    if let seq = item["seq"]?.intValue { after = max(after, seq) }
                     // A redriven job's history goes on after a terminal event: only the last counts.
-                    ended =
-                        (item["type"] as? String).map { ["job.succeeded", "job.failed", "job.cancelled"].contains($0) }
-                        ?? false
+                    ended = item["type"]?.stringValue.map { Self.terminalEvents.contains($0) } ?? false
                 }
-                if ended, let state = try client.job(self.id).json?["state"] as? String {
+                if ended, let state = try client.job(self.id)["state"]?.stringValue {
                     ended = terminalJobStates.contains(state)
                 }
                 if !self.follow || ended { return }
                 // Nothing new within the wait: stop if the job ended before `after` (its last event
                 // was not in view, e.g. with --after past it).
-                if items.isEmpty, let state = try client.job(self.id).json?["state"] as? String,
+                if items.isEmpty, let state = try client.job(self.id)["state"]?.stringValue,
                     terminalJobStates.contains(state)
                 {
                     return
@@ -475,4 +344,6 @@ struct Events: ParsableCommand {
             }
         }
     }
+
+    static let terminalEvents: Set<String> = ["job.succeeded", "job.failed", "job.cancelled"]
 }

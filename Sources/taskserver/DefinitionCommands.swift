@@ -1,5 +1,7 @@
 import ArgumentParser
 import Foundation
+import TaskGraph
+import TaskServerWorker
 
 /// `taskserver definitions …`: store, list, read and retire workflow definitions (issue #45).
 struct DefinitionsCommand: ParsableCommand {
@@ -36,33 +38,36 @@ struct DefinitionsCommand: ParsableCommand {
 
         func run() throws {
             let client = try self.options.client()
-            let data = try readFile(self.file)
-            guard var body = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
-                FileHandle.standardError.write(Data("taskserver: \(self.file) is not a JSON object\n".utf8))
+            guard var body = try parseJSON(readFile(self.file), what: self.file).objectValue else {
+                printNote("\(self.file) is not a JSON object")
                 throw ExitCode(ClientExit.error)
             }
-            let named = body.removeValue(forKey: "name") as? String
+            let named = body["name"]?.stringValue
+            body["name"] = nil
             let base = URL(fileURLWithPath: self.file).deletingPathExtension().lastPathComponent
             let name = self.name ?? named ?? (self.file == "-" ? "" : base)
             guard !name.isEmpty else { throw ValidationError("give the definition's name: --name NAME") }
-            let payload = try JSONSerialization.data(withJSONObject: body, options: [.withoutEscapingSlashes])
-            let response = try runClient { () throws(ClientError) in
-                try client.send("PUT", "/v1/definitions/\(TaskServerClient.escape(name))", body: payload)
+            let response = try runClient { () throws(ServerClientError) in
+                try client.send("PUT", "/v1/definitions/\(escape(name))", json: .object(body))
             }
             try Self.finish(response, ok: [200, 201])
-            let version = response.json?["version"] as? Int ?? 0
+            let version = response.json?["version"]?.intValue ?? 0
             let note = response.status == 201 ? "stored as version \(version)" : "unchanged: version \(version)"
-            FileHandle.standardError.write(Data("taskserver: \(name) \(note)\n".utf8))
+            printNote("\(name) \(note)")
         }
 
         /// Prints the body; a refusal exits 1 (a 4xx) or 3 (anything else).
-        static func finish(_ response: TaskServerClient.Response, ok: Set<Int>) throws {
+        static func finish(_ response: ServerClient.Response, ok: Set<Int>) throws {
             guard ok.contains(response.status) else {
-                let problem = ClientError(problem: response)
-                FileHandle.standardError.write(Data("taskserver: \(problem)\n".utf8))
+                printNote(ServerClientError(problem: response).description)
                 throw ExitCode((400..<500).contains(response.status) ? ClientExit.failed : ClientExit.error)
             }
-            if !response.body.isEmpty { printJSON(response.body) }
+            guard !response.body.isEmpty else { return }
+            guard let json = response.json else {
+                printNote("the server's answer is not JSON")
+                throw ExitCode(ClientExit.error)
+            }
+            printJSON(json)
         }
     }
 
@@ -74,19 +79,19 @@ struct DefinitionsCommand: ParsableCommand {
         func run() throws {
             let client = try self.options.client()
             var cursor: String?
-            var items: [Any] = []
+            var items: [JSONValue] = []
             repeat {
-                let query = cursor.map { "?limit=1000&cursor=\(TaskServerClient.escape($0))" } ?? "?limit=1000"
-                let response = try runClient { () throws(ClientError) in
+                let query = cursor.map { "?limit=1000&cursor=\(escape($0))" } ?? "?limit=1000"
+                let response = try runClient { () throws(ServerClientError) in
                     try client.send("GET", "/v1/definitions\(query)")
                 }
                 guard response.status == 200, let json = response.json else {
                     return try Apply.finish(response, ok: [])
                 }
-                items += json["items"] as? [Any] ?? []
-                cursor = json["nextCursor"] as? String
+                items += json["items"]?.arrayValue ?? []
+                cursor = json["nextCursor"]?.stringValue
             } while cursor != nil
-            printJSON(try JSONSerialization.data(withJSONObject: ["items": items]))
+            printJSON(["items": .array(items)])
         }
     }
 
@@ -106,8 +111,8 @@ struct DefinitionsCommand: ParsableCommand {
         func run() throws {
             let client = try self.options.client()
             let path =
-                "/v1/definitions/\(TaskServerClient.escape(self.name))" + (self.version.map { "/versions/\($0)" } ?? "")
-            let response = try runClient { () throws(ClientError) in try client.send("GET", path) }
+                "/v1/definitions/\(escape(self.name))" + (self.version.map { "/versions/\($0)" } ?? "")
+            let response = try runClient { () throws(ServerClientError) in try client.send("GET", path) }
             try Apply.finish(response, ok: [200])
         }
     }
@@ -124,11 +129,11 @@ struct DefinitionsCommand: ParsableCommand {
 
         func run() throws {
             let client = try self.options.client()
-            let response = try runClient { () throws(ClientError) in
-                try client.send("DELETE", "/v1/definitions/\(TaskServerClient.escape(self.name))")
+            let response = try runClient { () throws(ServerClientError) in
+                try client.send("DELETE", "/v1/definitions/\(escape(self.name))")
             }
             try Apply.finish(response, ok: [204])
-            FileHandle.standardError.write(Data("taskserver: \(self.name) retired\n".utf8))
+            printNote("\(self.name) retired")
         }
     }
 }

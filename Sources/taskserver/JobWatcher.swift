@@ -1,5 +1,7 @@
 import Foundation
 import TaskCore
+import TaskGraph
+import TaskServerWorker
 
 /// `taskserver submit --watch`: follows a job until it ends, showing its progress.
 ///
@@ -7,19 +9,19 @@ import TaskCore
 /// at every event and once a second for the clock; otherwise it prints the same line, plainly, each
 /// time the progress changes. It waits on the events long-poll (`waitMs`), so it never polls busily.
 struct JobWatcher {
-    let client: TaskServerClient
+    let client: CommandClient
     let id: String
     var isTerminal = isatty(STDOUT_FILENO) == 1
     var output: (String) -> Void = { FileHandle.standardOutput.write(Data($0.utf8)) }
 
     /// Returns the job's final state.
-    func run() throws(ClientError) -> String {
+    func run() throws(ServerClientError) -> String {
         let start = ContinuousClock.now
         var after = 0
         var lastLine = ""
         while true {
             let job = try self.client.job(self.id)
-            let snapshot = Progress(job: job.json ?? [:])
+            let snapshot = Progress(job: job)
             let elapsed = ContinuousClock.now - start
             // The same fields in the same order on a terminal and a pipe; a terminal redraws its
             // one line, a pipe gets a line each time the progress changes.
@@ -39,14 +41,14 @@ struct JobWatcher {
             // A terminal redraws the clock every second; a log only needs the next event — or, while
             // something waits (a wait starts and ends without an event of its own), a second look.
             let waitMs = self.isTerminal ? 1000 : snapshot.waits.isEmpty ? 30_000 : 2000
-            let response = try self.client.send(
+            let page = try self.client.expect(
+                [200],
                 "GET",
-                "/v1/jobs/\(TaskServerClient.escape(self.id))/events?after=\(after)&waitMs=\(waitMs)",
-                timeout: waitMs / 1000 + 30
-            )
-            guard response.status == 200 else { throw ClientError(problem: response) }
-            for item in response.json?["items"] as? [[String: Any]] ?? [] {
-                if let seq = item["seq"] as? Int { after = max(after, seq) }
+                "/v1/jobs/\(escape(self.id))/events?after=\(after)&waitMs=\(waitMs)",
+                wait: .milliseconds(waitMs)
+            ).json
+            for item in page["items"]?.arrayValue ?? [] {
+                if let seq = item["seq"]?.intValue { after = max(after, seq) }
             }
         }
     }
@@ -66,26 +68,27 @@ struct JobWatcher {
         var counts: [(name: String, count: Int)] = []
         var error: String?
 
-        init(job: [String: Any]) {
-            self.state = job["state"] as? String ?? "unknown"
-            self.runAt = job["runAt"] as? String
-            if job["waitingFor"] as? String == "concurrency" { self.waits.append("waiting for its concurrency key") }
-            for (reason, count) in (job["tasksWaiting"] as? [String: Any] ?? [:]).sorted(by: { $0.key < $1.key }) {
-                guard let count = count as? Int, count > 0 else { continue }
+        init(job: JSONValue) {
+            self.state = job["state"]?.stringValue ?? "unknown"
+            self.runAt = job["runAt"]?.stringValue
+            if job["waitingFor"]?.stringValue == "concurrency" { self.waits.append("waiting for its concurrency key") }
+            let waiting = job["tasksWaiting"]?.objectValue?.members ?? []
+            for (reason, count) in waiting.sorted(by: { $0.key < $1.key }) {
+                guard let count = count.intValue, count > 0 else { continue }
                 self.waits.append(
                     "\(count) waiting for \(reason == "concurrency" ? "a concurrency key" : reason == "rate" ? "the rate limit" : "a slot")"
                 )
             }
-            if let progress = job["progress"] as? [String: Any] {
-                self.total = progress["total"] as? Int ?? 0
+            if let progress = job["progress"], progress.objectValue != nil {
+                self.total = progress["total"]?.intValue ?? 0
                 for name in ["succeeded", "running", "failed", "pending", "cancelled", "skipped"] {
-                    self.counts.append((name, progress[name] as? Int ?? 0))
+                    self.counts.append((name, progress[name]?.intValue ?? 0))
                 }
             }
-            if let error = job["error"] as? [String: Any] {
-                let code = error["code"] as? String ?? "error"
-                let task = (error["taskId"] as? String).map { " (task \($0))" } ?? ""
-                self.error = "\(code)\(task): \(error["message"] as? String ?? "")"
+            if let error = job["error"], error.objectValue != nil {
+                let code = error["code"]?.stringValue ?? "error"
+                let task = error["taskId"]?.stringValue.map { " (task \($0))" } ?? ""
+                self.error = "\(code)\(task): \(error["message"]?.stringValue ?? "")"
             }
         }
 

@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import Logging
 import TaskServer
+import TaskServerWorker
 
 @main
 struct TaskServerCommand: AsyncParsableCommand {
@@ -14,8 +15,12 @@ struct TaskServerCommand: AsyncParsableCommand {
               curl -s localhost:8080/v1/jobs -H 'content-type: application/json' \\
                 -d '{"graph":{"type":"task","action":"value","params":{"value":42}}}'
 
-            From a terminal: taskserver submit job.json --watch | status ID | events ID --follow | cancel ID
-            (server from TASKSERVER_URL, API key from TASKSERVER_API_KEY).
+            From a terminal: taskserver submit job.json --watch | get ID | events ID --follow | cancel ID | \
+            schedules list (server from TASKSERVER_URL, API key from TASKSERVER_API_KEY, https:// verified \
+            against the system's certificate authorities or TASKSERVER_CACERT).
+
+            Shell completion: taskserver --generate-completion-script bash (or zsh, fish); the manual \
+            page: man taskserver (docs/terminal-client.md says how to install both).
 
             Run the tasks of an external executor with any command: taskserver worker --executor images -- ./resize.sh
 
@@ -23,8 +28,8 @@ struct TaskServerCommand: AsyncParsableCommand {
             """,
         version: TaskServerVersion.current,
         subcommands: [
-            Serve.self, Submit.self, Status.self, Cancel.self, Redrive.self, Events.self, DefinitionsCommand.self,
-            Worker.self, Healthcheck.self, Version.self,
+            Serve.self, Submit.self, Get.self, Cancel.self, Redrive.self, Events.self, SchedulesCommand.self,
+            DefinitionsCommand.self, Worker.self, Healthcheck.self, Version.self,
         ],
         defaultSubcommand: Serve.self
     )
@@ -49,8 +54,8 @@ struct Healthcheck: ParsableCommand {
 
     func run() throws {
         guard let (base, path) = Self.serverAndPath(self.url),
-            let client = try? TaskServerClient(server: base, apiKey: nil),
-            let response = try? client.send("GET", path, timeout: 3), response.status == 200
+            let client = try? ServerClient(server: base, apiKey: nil, caFile: nil),
+            let response = try? client.send("GET", path, timeout: .seconds(3)), response.status == 200
         else { throw ExitCode(1) }
     }
 

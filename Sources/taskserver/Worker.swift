@@ -60,20 +60,7 @@ struct Worker: ParsableCommand {
     @Option(help: "How many commands may run at once, 1...256.")
     var concurrency: Int = 1
 
-    @Option(help: "The server's base URL, http:// or https:// (env TASKSERVER_URL; default http://127.0.0.1:8080).")
-    var server: String?
-
-    @Option(help: "The API key (env TASKSERVER_API_KEY; prefer the variable: options show in ps).")
-    var apiKey: String?
-
-    @Option(
-        name: .customLong("cacert"),
-        help: ArgumentHelp(
-            "A PEM file of the certificate authorities to verify an https:// server with, instead of the system's (env TASKSERVER_CACERT).",
-            valueName: "path"
-        )
-    )
-    var caFile: String?
+    @OptionGroup var connection: ConnectionOptions
 
     @Option(help: "How this worker names itself to the server: printable ASCII, no spaces (default HOST:PID).")
     var workerId: String?
@@ -125,9 +112,6 @@ struct Worker: ParsableCommand {
         guard (1024...(1 << 30)).contains(self.maxOutputBytes) else {
             throw ValidationError("--max-output-bytes must be from 1024 to 1073741824")
         }
-        if let caFile = self.caFile ?? ClientOptions.environment("TASKSERVER_CACERT"), access(caFile, R_OK) != 0 {
-            throw ValidationError("--cacert: cannot read \(caFile)")
-        }
         if Self.executablePath(name) == nil {
             throw ValidationError(
                 name.contains("/")
@@ -146,17 +130,7 @@ struct Worker: ParsableCommand {
         }
         let logger = Logger(label: "taskserver.worker") { label in logging.handler(label: label) }
 
-        let client: WorkerClient
-        do {
-            client = try WorkerClient(
-                server: self.server ?? environment["TASKSERVER_URL"] ?? "http://127.0.0.1:8080",
-                apiKey: self.apiKey ?? environment["TASKSERVER_API_KEY"],
-                caFile: self.caFile ?? environment["TASKSERVER_CACERT"]
-            )
-        } catch {
-            FileHandle.standardError.write(Data("taskserver: \(error)\n".utf8))
-            throw ExitCode(ClientExit.error)
-        }
+        let client = try self.connection.serverClient()
         let settings = WorkerSettings(
             executor: self.executor,
             actions: self.actions,

@@ -123,7 +123,7 @@ final class RunningWorker: Sendable {
         )
         self.runtime = WorkerRuntime(
             settings: settings,
-            client: try WorkerClient(server: server, apiKey: nil, caFile: nil),
+            client: try ServerClient(server: server, apiKey: nil, caFile: nil),
             logger: logger
         )
         var fds: [Int32] = [-1, -1]

@@ -3,57 +3,69 @@ import TaskCore
 import TaskGraph
 import TaskServer
 
-/// `taskserver worker`'s connection to its server: JSON requests over the package's libcurl
-/// client, so that connections are kept alive between requests, responses may come chunked, and
-/// the server may be `https://` (verified against the system's certificate authorities, or the
-/// `--cacert` file's).
+/// A connection to a TaskServer's API, shared by `taskserver worker` and the terminal commands
+/// (`submit`, `get`, `schedules`, …): JSON requests over the package's libcurl client, so that
+/// connections are kept alive between requests, responses may come chunked, and the server may be
+/// `https://` (verified against the system's certificate authorities, or the `--cacert` file's).
 ///
 /// The client's address policy is `AddressPolicy.unrestricted`, on purpose: the outbound policy
-/// guards the server's requests to URLs that jobs supply, while a worker talks only to the server
-/// its operator named — usually on loopback or a private network, which that policy may refuse.
+/// guards the server's requests to URLs that jobs supply, while this client talks only to the
+/// server its operator named — usually on loopback or a private network, which that policy may
+/// refuse.
 ///
-/// - Note: `post` blocks the calling thread until the answer (the worker's threads are plain
-///   threads, one request at a time each).
-package final class WorkerClient: Sendable {
+/// - Note: `send` blocks the calling thread until the answer (the worker's threads and the
+///   terminal commands are plain threads, one request at a time each).
+package final class ServerClient: Sendable {
     /// An answer of the server (any status).
-    struct Response: Sendable {
-        var status: Int
-        var headers: [(name: String, value: String)]
-        var body: [UInt8]
+    package struct Response: Sendable {
+        package var status: Int
+        package var headers: [(name: String, value: String)]
+        package var body: [UInt8]
 
-        func header(_ name: String) -> String? {
+        package init(status: Int, headers: [(name: String, value: String)], body: [UInt8]) {
+            self.status = status
+            self.headers = headers
+            self.body = body
+        }
+
+        package func header(_ name: String) -> String? {
             self.headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
         }
 
         /// The body as JSON, members in the server's order (nil when it is not JSON).
-        var json: JSONValue? { try? JSONParser.parse(self.body, limits: WorkerClient.responseLimits) }
+        package var json: JSONValue? { try? JSONParser.parse(self.body, limits: ServerClient.responseLimits) }
 
         /// `Retry-After` in seconds, when the server sent one.
-        var retryAfter: Duration? { self.header("Retry-After").flatMap { Int($0) }.map { .seconds($0) } }
+        package var retryAfter: Duration? {
+            self.header("Retry-After").flatMap { Int($0) }.map { .seconds($0) }
+        }
     }
 
     /// The server's URL as given, for messages.
-    let server: String
+    package let server: String
     private let base: String
     private let apiKey: String?
     private let http: CurlClient
 
     /// The largest answer accepted: a claim of 100 tasks carries each one's params and input.
     static let maxResponseBytes = 1 << 30
-    static let responseLimits = JSONParser.Limits(maxBytes: maxResponseBytes, maxStringBytes: maxResponseBytes)
+    package static let responseLimits = JSONParser.Limits(
+        maxBytes: maxResponseBytes,
+        maxStringBytes: maxResponseBytes
+    )
 
     /// - Parameters:
     ///   - server: An `http://` or `https://` URL, optionally with a base path.
     ///   - caFile: A PEM file of certificate authorities to verify an `https://` server with.
-    /// - Throws: `WorkerClientError` when `server` is not such a URL.
-    package init(server: String, apiKey: String?, caFile: String?) throws(WorkerClientError) {
+    /// - Throws: `ServerClientError` when `server` is not such a URL.
+    package init(server: String, apiKey: String?, caFile: String?) throws(ServerClientError) {
         guard let components = URLComponents(string: server), let host = components.host, !host.isEmpty,
             let scheme = components.scheme?.lowercased()
         else {
-            throw WorkerClientError("--server must be a URL like http://127.0.0.1:8080, got \"\(server.prefix(200))\"")
+            throw ServerClientError("--server must be a URL like http://127.0.0.1:8080, got \"\(server.prefix(200))\"")
         }
         guard scheme == "http" || scheme == "https" else {
-            throw WorkerClientError("--server must be an http:// or https:// URL, got \"\(server.prefix(200))\"")
+            throw ServerClientError("--server must be an http:// or https:// URL, got \"\(server.prefix(200))\"")
         }
         self.server = server
         var base = server
@@ -66,7 +78,7 @@ package final class WorkerClient: Sendable {
         defer { WorkerSignals.restore(mask) }
         self.http = CurlClient(
             configuration: CurlClient.Configuration(
-                // The claimer, the heartbeater and the completer: one request at a time each.
+                // The worker's claimer, heartbeater and completer: one request at a time each.
                 maxConcurrentTransfers: 4,
                 maxResponseBytes: Self.maxResponseBytes,
                 policy: .unrestricted,
@@ -76,21 +88,24 @@ package final class WorkerClient: Sendable {
         )
     }
 
-    /// POSTs `body` (JSON) to the server's `path` and returns its answer, or throws when there is
-    /// none: the server unreachable, no answer within `timeout`, or `cancellation` fired.
+    /// Sends `body` (JSON, when given) to the server's `path` and returns its answer, or throws
+    /// when there is none: the server unreachable, no answer within `timeout`, or `cancellation`
+    /// fired.
     @available(*, noasync)
-    func post(
+    package func send(
+        _ method: String,
         _ path: String,
-        json body: [UInt8],
+        json body: [UInt8]? = nil,
+        headers extra: [(name: String, value: String)] = [],
         timeout: Duration,
         cancellation: CancellationToken? = nil
-    ) throws(WorkerClientError) -> Response {
-        var headers: [(name: String, value: String)] = [
-            ("Content-Type", "application/json"), ("Accept", "application/json"),
-        ]
+    ) throws(ServerClientError) -> Response {
+        var headers: [(name: String, value: String)] = [("Accept", "application/json")]
+        if body != nil { headers.append(("Content-Type", "application/json")) }
         if let apiKey = self.apiKey { headers.append(("Authorization", "Bearer \(apiKey)")) }
+        headers += extra
         let request = OutboundRequest(
-            method: "POST",
+            method: method,
             url: self.base + path,
             headers: headers,
             body: body,
@@ -104,33 +119,44 @@ package final class WorkerClient: Sendable {
             case .connect:
                 var reason = Substring(error.message)
                 if reason.hasPrefix("cannot connect: ") { reason = reason.dropFirst("cannot connect: ".count) }
-                throw WorkerClientError(
+                throw ServerClientError(
                     "cannot connect to \(self.server): \(reason) (is the server running? set --server or TASKSERVER_URL)"
                 )
             case .timeout:
-                throw WorkerClientError("\(self.server) did not answer within \(timeout)")
+                throw ServerClientError("\(self.server) did not answer within \(timeout)")
             default:
-                throw WorkerClientError("lost the connection to \(self.server): \(error.message)")
+                throw ServerClientError("lost the connection to \(self.server): \(error.message)")
             }
         } catch {
-            throw WorkerClientError("the request was cancelled")
+            throw ServerClientError("the request was cancelled")
         }
     }
 
+    /// POSTs `body` (JSON) to the server's `path`: `send("POST", …)`.
+    @available(*, noasync)
+    func post(
+        _ path: String,
+        json body: [UInt8],
+        timeout: Duration,
+        cancellation: CancellationToken? = nil
+    ) throws(ServerClientError) -> Response {
+        try self.send("POST", path, json: body, timeout: timeout, cancellation: cancellation)
+    }
+
     /// Percent-encodes an id for a path segment.
-    static func escape(_ id: String) -> String {
+    package static func escape(_ id: String) -> String {
         id.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? id
     }
 }
 
-/// A request that got no answer, or an answer the worker cannot go on with: what it logs, or
-/// prints before it exits.
-package struct WorkerClientError: Error, CustomStringConvertible {
+/// A request that got no answer, or an answer the caller cannot go on with: what the worker logs,
+/// or a command prints before it exits.
+package struct ServerClientError: Error, CustomStringConvertible {
     package var description: String
-    init(_ description: String) { self.description = description }
+    package init(_ description: String) { self.description = description }
 
     /// The server's answer as a readable error: `404 executor.notFound: no executor images`.
-    init(problem response: WorkerClient.Response) {
+    package init(problem response: ServerClient.Response) {
         if let json = response.json, let code = json["code"]?.stringValue {
             let detail = json["detail"]?.stringValue ?? json["title"]?.stringValue ?? ""
             var text = "\(response.status) \(code): \(detail)"
