@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of TaskServer:
 #   1. openapi.json is what scripts/openapi-json.py makes from openapi.yaml (checked once the
-#      build is done, when the Python environment made beside it is ready); then the Swift test
+#      build is done, when the Python environment made beside it is ready), docs/man/taskserver.1
+#      what the GenerateManual plugin makes, and the docs checked (README.md, docs/: links,
+#      anchors, flags, runnable blocks run against a server; scripts/check-docs.py); then the Swift test
 #      suites (TaskCore, TaskGraph, TaskWorkerProtocol, TaskSchedule, TaskServerWorker, TaskServer) —
 #      `swift test`;
 #   2. every suite again under ThreadSanitizer, with the TSan-visible lock (-DTASKSERVER_TSAN);
@@ -22,7 +24,7 @@
 #      and PostgreSQL's own failover (scripts/failover-test.py: a primary and a synchronous standby
 #      of their own, the primary SIGKILLed under load and the standby promoted; one server, then
 #      three);
-#   6. the lifecycle, terminal client and container checks.
+#   6. the lifecycle, terminal client (through a TLS terminator) and container checks.
 # Each stage prints its duration, and a table of them ends the run (also when a stage fails).
 # The Python tools run from .build/venv (pinned in scripts/requirements.txt), first on PATH.
 set -euo pipefail
@@ -108,6 +110,11 @@ venv_ready
 "$py" scripts/openapi-json.py --check
 stage "the manual page is generated from the commands (scripts/manual.sh --check)"
 bash scripts/manual.sh --check
+stage "docs: links and anchors resolve, named flags exist, runnable blocks run (scripts/check-docs.py)"
+# Early (it needs only the debug binary and takes seconds): the checker's own fixtures first, so a
+# checker that passes everything cannot pass the docs.
+"$py" scripts/check-docs.py --self-test "$(swift build --show-bin-path)/taskserver"
+"$py" scripts/check-docs.py "$(swift build --show-bin-path)/taskserver"
 stage "swift test"
 # One module's suites at a time, as under ThreadSanitizer below: Foundation's Process.run (the
 # worker's child commands) walks every open descriptor of the process while it spawns, and crashed
