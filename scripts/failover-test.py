@@ -47,7 +47,7 @@ Checked:
     The `http` task's calls are counted by the recorder: never more than the task's recorded starts
     (an execution the journal does not show). A task started twice is allowed only when its
     first start came before its server answered again (an attempt in flight when the database went
-    away, which a server resumes at-least-once after its stale stop, README "When PostgreSQL
+    away, which a server resumes at-least-once after its stale stop, docs/cluster.md "When PostgreSQL
     restarts"); those re-runs, and the HTTP calls they repeated, are counted and printed.
 Figures: per server the /readyz and answer gaps (from the kill and from the promotion); answers by
 status and the slowest; jobs checked; re-runs; run time. Exit status 0 when every check passes; every

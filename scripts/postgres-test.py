@@ -215,7 +215,7 @@ def restart_under_load():
     check(not wrong, f"every answer is a 201 or a 503 store.* with Retry-After ({len(wrong)} others: {wrong[:3]})")
     print(f"  {len(accepted)} jobs accepted, {len(refused)} refused with 503 while the database was away", flush=True)
     # Not required to be > 0: a submit queued behind the commit that found the database gone waits
-    # for the reconnection (README), so when all eight submitters' inserts were queued there, none
+    # for the reconnection (docs/postgresql.md), so when all eight submitters' inserts were queued there, none
     # of them sees a 503 (one CI run: 0 of 3,340; another: 180 of 3,343). What must hold is above
     # and below: only 201s and 503s, readiness 503 while away, and nothing accepted lost.
     during = [status for at, status in readiness if down + 0.5 < at < up]

@@ -8,7 +8,7 @@ a webhook delivery — then a redrive, and that no secret reached a span.
     [TEST_STORE_URL=postgres://…] tracing-test.py BINARY [--store memory|sqlite] [--screenshot PNG]
 
 With --screenshot, the job's trace is drawn from the received spans and photographed with headless
-Chromium (Tests/tracing/trace_picture.py; the README's docs/screenshots/trace.png).
+Chromium (Tests/tracing/trace_picture.py; docs/traces.md shows it, docs/screenshots/trace.png).
 
 Exit status 0 when every check passes; the failing check and the spans otherwise.
 """

@@ -119,7 +119,7 @@ struct Serve: AsyncParsableCommand {
 
     @Option(
         help:
-            "Export traces as OTLP/HTTP (protobuf) to this collector base URL, e.g. http://localhost:4318 (spans go to <URL>/v1/traces); off by default (env OTEL_EXPORTER_OTLP_ENDPOINT; see the README's Traces section for the other OTEL_* variables)."
+            "Export traces as OTLP/HTTP (protobuf) to this collector base URL, e.g. http://localhost:4318 (spans go to <URL>/v1/traces); off by default (env OTEL_EXPORTER_OTLP_ENDPOINT; docs/traces.md lists the other OTEL_* variables)."
     )
     var otlpEndpoint: String?
 
@@ -148,7 +148,7 @@ struct Serve: AsyncParsableCommand {
         LoggingSystem.bootstrap { label in logging.handler(label: label) }
         let logger = Logger(label: "taskserver")
         // Each connection is a descriptor: the soft limit goes up to the hard one, and a cap the
-        // limit cannot hold is said at once (README: Connections and timeouts).
+        // limit cannot hold is said at once (docs/running.md: Connections and timeouts).
         if let limit = DescriptorLimit.raiseSoftLimit(),
             configuration.maxConnections + DescriptorLimit.reserve > limit
         {

@@ -1,7 +1,7 @@
 """Draws one trace's received spans as a waterfall (the picture a tracing UI shows: one row per
 span, indented under its parent, a bar from its start to its end, its events as ticks) and
 photographs it with headless Chromium. There is no Jaeger image to run here (no Docker engine),
-so the README's picture is drawn from the spans that the OTLP receiver decoded.
+so the picture in docs/traces.md is drawn from the spans that the OTLP receiver decoded.
 
     from trace_picture import screenshot
     screenshot(spans, trace_id, "docs/screenshots/trace.png")
