@@ -103,6 +103,42 @@ struct CommandClient {
         return (response.status, json)
     }
 
+    /// A request of the `definitions` and `schedules` commands, whose answer must have a status of
+    /// `ok`: a refusal (a 4xx) exits with status 1 and the server's problem on stderr; no answer, or
+    /// any other status, with 3. An empty body is `.null`.
+    func refusable(
+        _ ok: Set<Int>,
+        _ method: String,
+        _ path: String,
+        json body: JSONValue? = nil
+    ) throws -> (status: Int, json: JSONValue) {
+        let response = try runClient { () throws(ServerClientError) in try self.send(method, path, json: body) }
+        guard ok.contains(response.status) else {
+            printNote(ServerClientError(problem: response).description)
+            throw ExitCode((400..<500).contains(response.status) ? ClientExit.failed : ClientExit.error)
+        }
+        if response.body.isEmpty { return (response.status, .null) }
+        guard let json = response.json else {
+            printNote("the server's answer is not JSON")
+            throw ExitCode(ClientExit.error)
+        }
+        return (response.status, json)
+    }
+
+    /// Every item of a paged list (`refusable`'s exit statuses): asks again with the page's
+    /// `next` member as the `cursor` query parameter until it is null.
+    func allItems(_ path: String, cursor: String, next: String) throws -> [JSONValue] {
+        var items: [JSONValue] = []
+        var position: String?
+        repeat {
+            let query = "?limit=1000" + (position.map { "&\(cursor)=\(escape($0))" } ?? "")
+            let page = try self.refusable([200], "GET", path + query).json
+            items += page["items"]?.arrayValue ?? []
+            position = page[next]?.stringValue
+        } while position != nil
+        return items
+    }
+
     /// The job, after waiting up to `waitMs` for it to end.
     func job(_ id: String, waitMs: Int = 0) throws(ServerClientError) -> JSONValue {
         let query = waitMs > 0 ? "?waitMs=\(waitMs)" : ""

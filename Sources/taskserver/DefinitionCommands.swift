@@ -47,27 +47,16 @@ struct DefinitionsCommand: ParsableCommand {
             let base = URL(fileURLWithPath: self.file).deletingPathExtension().lastPathComponent
             let name = self.name ?? named ?? (self.file == "-" ? "" : base)
             guard !name.isEmpty else { throw ValidationError("give the definition's name: --name NAME") }
-            let response = try runClient { () throws(ServerClientError) in
-                try client.send("PUT", "/v1/definitions/\(escape(name))", json: .object(body))
-            }
-            try Self.finish(response, ok: [200, 201])
-            let version = response.json?["version"]?.intValue ?? 0
-            let note = response.status == 201 ? "stored as version \(version)" : "unchanged: version \(version)"
+            let (status, stored) = try client.refusable(
+                [200, 201],
+                "PUT",
+                "/v1/definitions/\(escape(name))",
+                json: .object(body)
+            )
+            printJSON(stored)
+            let version = stored["version"]?.intValue ?? 0
+            let note = status == 201 ? "stored as version \(version)" : "unchanged: version \(version)"
             printNote("\(name) \(note)")
-        }
-
-        /// Prints the body; a refusal exits 1 (a 4xx) or 3 (anything else).
-        static func finish(_ response: ServerClient.Response, ok: Set<Int>) throws {
-            guard ok.contains(response.status) else {
-                printNote(ServerClientError(problem: response).description)
-                throw ExitCode((400..<500).contains(response.status) ? ClientExit.failed : ClientExit.error)
-            }
-            guard !response.body.isEmpty else { return }
-            guard let json = response.json else {
-                printNote("the server's answer is not JSON")
-                throw ExitCode(ClientExit.error)
-            }
-            printJSON(json)
         }
     }
 
@@ -78,19 +67,7 @@ struct DefinitionsCommand: ParsableCommand {
 
         func run() throws {
             let client = try self.options.client()
-            var cursor: String?
-            var items: [JSONValue] = []
-            repeat {
-                let query = cursor.map { "?limit=1000&cursor=\(escape($0))" } ?? "?limit=1000"
-                let response = try runClient { () throws(ServerClientError) in
-                    try client.send("GET", "/v1/definitions\(query)")
-                }
-                guard response.status == 200, let json = response.json else {
-                    return try Apply.finish(response, ok: [])
-                }
-                items += json["items"]?.arrayValue ?? []
-                cursor = json["nextCursor"]?.stringValue
-            } while cursor != nil
+            let items = try client.allItems("/v1/definitions", cursor: "cursor", next: "nextCursor")
             printJSON(["items": .array(items)])
         }
     }
@@ -112,8 +89,7 @@ struct DefinitionsCommand: ParsableCommand {
             let client = try self.options.client()
             let path =
                 "/v1/definitions/\(escape(self.name))" + (self.version.map { "/versions/\($0)" } ?? "")
-            let response = try runClient { () throws(ServerClientError) in try client.send("GET", path) }
-            try Apply.finish(response, ok: [200])
+            printJSON(try client.refusable([200], "GET", path).json)
         }
     }
 
@@ -129,10 +105,7 @@ struct DefinitionsCommand: ParsableCommand {
 
         func run() throws {
             let client = try self.options.client()
-            let response = try runClient { () throws(ServerClientError) in
-                try client.send("DELETE", "/v1/definitions/\(escape(self.name))")
-            }
-            try Apply.finish(response, ok: [204])
+            _ = try client.refusable([204], "DELETE", "/v1/definitions/\(escape(self.name))")
             printNote("\(self.name) retired")
         }
     }

@@ -26,14 +26,7 @@ struct SchedulesCommand: ParsableCommand {
 
         func run() throws {
             let client = try self.options.client()
-            var items: [JSONValue] = []
-            var after: String?
-            repeat {
-                let query = "?limit=1000" + (after.map { "&after=\(escape($0))" } ?? "")
-                let page = try SchedulesCommand.expect(client, [200], "GET", "/v1/schedules\(query)")
-                items += page["items"]?.arrayValue ?? []
-                after = page["next"]?.stringValue
-            } while after != nil
+            let items = try client.allItems("/v1/schedules", cursor: "after", next: "next")
             printJSON(["items": .array(items)])
         }
     }
@@ -180,7 +173,7 @@ struct SchedulesCommand: ParsableCommand {
 
         func run() throws {
             let client = try self.options.client()
-            let job = try SchedulesCommand.expect(client, [201], "POST", "/v1/schedules/\(escape(self.id))/trigger")
+            let job = try client.refusable([201], "POST", "/v1/schedules/\(escape(self.id))/trigger").json
             try follow(job, client: client, wait: self.wait, watch: self.watch)
         }
     }
@@ -189,25 +182,8 @@ struct SchedulesCommand: ParsableCommand {
     static func setPaused(_ paused: Bool, id: String, _ options: ClientOptions) throws {
         let client = try options.client()
         printJSON(
-            try Self.expect(client, [200], "PATCH", "/v1/schedules/\(escape(id))", json: ["paused": .bool(paused)])
+            try client.refusable([200], "PATCH", "/v1/schedules/\(escape(id))", json: ["paused": .bool(paused)]).json
         )
-    }
-
-    /// One request whose answer must have a status of `ok`: a 4xx is a refusal (exit status 1, the
-    /// problem on stderr), anything else exit status 3.
-    static func expect(
-        _ client: CommandClient,
-        _ ok: Set<Int>,
-        _ method: String,
-        _ path: String,
-        json: JSONValue? = nil
-    ) throws -> JSONValue {
-        let response = try runClient { () throws(ServerClientError) in try client.send(method, path, json: json) }
-        guard ok.contains(response.status), let answer = response.json else {
-            printNote(ServerClientError(problem: response).description)
-            throw ExitCode((400..<500).contains(response.status) ? ClientExit.failed : ClientExit.error)
-        }
-        return answer
     }
 }
 
