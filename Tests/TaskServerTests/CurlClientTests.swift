@@ -110,7 +110,9 @@ struct CurlClientTests {
             }
             #expect(throws: OutboundError(.timeout, "")) { try result.get() }
             #expect(ms >= 250)
-            #expect(ms < TestTiming.ms(5000))
+            // Without the timeout this would wait forever; the bound only has to tell the two apart.
+            // The landing machine once took 5.4 s here with ~240 tests sharing two cores.
+            #expect(ms < TestTiming.ms(20000))
             // The client closed the connection it gave up on.
             let closed = try await receiver.waitForNoConnections()
             #expect(closed)
@@ -133,7 +135,7 @@ struct CurlClientTests {
                 _ = try? await future.value
             }
             #expect(future.isCancelled)
-            #expect(ms < TestTiming.ms(5000))  // at once, in practice a few milliseconds; generous for a loaded machine
+            #expect(ms < TestTiming.ms(20000))  // at once, in practice a few milliseconds; generous for a loaded machine
             #expect(try await receiver.waitForNoConnections())
             #expect(client.statistics.active == 0)
             // A token cancelled before sending never reaches the receiver.
