@@ -279,11 +279,35 @@ def main():
         server.proc.terminate()
         server.proc.wait(timeout=30)
 
+    # --trace-payloads: results on attempt spans, cut at 4 KiB (attributes long enough that their
+    # protobuf lengths take two bytes, as the span records them).
+    payload_server = TestServer(args.binary, ["--memory", "--otlp-endpoint", collector, "--trace-payloads"],
+                                env=env, log=os.path.join(work, "payloads.log"))
+    try:
+        medium, big = "m" * 300, "b" * 6000
+        status, created = request(payload_server, "POST", "/v1/jobs?waitMs=10000", {
+            "name": "payloads", "graph": {"type": "parallel", "id": "both", "branches": [
+                {"type": "task", "id": "medium", "action": "value", "params": {"value": medium}},
+                {"type": "task", "id": "big", "action": "value", "params": {"value": big}}]}})
+        check(created.get("state") == "succeeded", f"the payloads job: {status} {created}")
+
+        def results():
+            found = {s["name"]: s["attributes"].get("taskserver.task.result") for s in load_spans(spans_path)
+                     if s["attributes"].get("taskserver.job.id") == created.get("id")}
+            return found if {"task medium", "task big"} <= found.keys() else None
+        check(wait_until(results, 20), "the payload job's attempt spans did not arrive")
+        found = results() or {}
+        check(found.get("task medium") == json.dumps(medium), "the medium result on its span")
+        check(found.get("task big") == json.dumps(big)[:4096], "the big result, cut at 4 KiB")
+    finally:
+        payload_server.proc.terminate()
+        payload_server.proc.wait(timeout=30)
+
     if failures:
         print(f"tracing test: {len(failures)} check(s) failed; spans in {spans_path}, log {server.log_path}")
         return 1
     print(f"tracing test: ok ({len(spans)} spans; the job's tree, a worker's TRACEPARENT, an http retry, "
-          "a webhook, a redrive, no secrets)")
+          "a webhook, a redrive, no secrets; results with --trace-payloads)")
     return 0
 
 

@@ -135,7 +135,8 @@ struct CurlClientTests {
                 _ = try? await future.value
             }
             #expect(future.isCancelled)
-            #expect(ms < TestTiming.ms(20000))  // at once, in practice a few milliseconds; generous for a loaded machine
+            // At once, in practice a few milliseconds; generous for a loaded machine.
+            #expect(ms < TestTiming.ms(20000))
             #expect(try await receiver.waitForNoConnections())
             #expect(client.statistics.active == 0)
             // A token cancelled before sending never reaches the receiver.

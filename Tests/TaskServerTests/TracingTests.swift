@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOCore
 import NIOHTTP1
 import TaskCore
@@ -314,6 +315,44 @@ struct TracingTests {
             let metrics = try await server.get("/metrics").text
             #expect(metrics.contains("taskserver_spans_dropped_total"))
         }
+    }
+
+    @Test func theExporterSendsFullBatchesKeepsItsQueueBoundAndFlushesTheRest() async throws {
+        // Batches of 3, at most 7 queued, no periodic export: only full batches and flushes send.
+        func configuration(_ url: String) -> TracingConfiguration {
+            var configuration = TracingConfiguration(tracesURL: url + "/v1/traces")
+            configuration.maxBatchSize = 3
+            configuration.maxQueueSize = 7
+            configuration.scheduleDelay = .seconds(3600)
+            configuration.exportTimeout = .seconds(60)
+            return configuration
+        }
+        let span: [UInt8] = [0x2A, 0x01, 0x78]  // Span.name = "x"
+
+        let collector = try await TestReceiver.answering(.ok)
+        let exporter = SpanExporter(configuration: configuration(collector.url), logger: Logger(label: "test"))
+        for _ in 0..<7 { exporter.add(span) }
+        _ = try await exporter.flush().value
+        #expect(exporter.statistics.exported == 7 && exporter.statistics.dropped == 0, "\(exporter.statistics)")
+        // Three requests of 3, 3 and 1 spans: each span once, as a `ScopeSpans.spans` field.
+        let field: [UInt8] = [0x12, 0x03] + span
+        let counts = try await collector.waitForRequests(3).map { request in
+            (0...(request.body.count - field.count)).filter { Array(request.body[$0..<($0 + field.count)]) == field }
+                .count
+        }
+        #expect(counts.sorted() == [1, 3, 3])
+        await exporter.shutdown(timeout: .seconds(1))
+        await collector.stop()
+
+        // A collector that never answers: one batch in flight, 7 queued, the rest dropped.
+        let silent = try await TestReceiver.start { _, _ in never() }
+        let stuck = SpanExporter(configuration: configuration(silent.url), logger: Logger(label: "test"))
+        for _ in 0..<3 { stuck.add(span) }
+        _ = try await silent.waitForRequests(1)
+        for _ in 0..<17 { stuck.add(span) }
+        #expect(stuck.statistics.dropped == 10 && stuck.statistics.queued == 7, "\(stuck.statistics)")
+        await stuck.shutdown(timeout: .milliseconds(100))
+        await silent.stop()
     }
 
     @Test(arguments: [StoreKind.sqlite, .postgres])

@@ -161,7 +161,7 @@ public struct HTTPAction: Action {
         if let attempt = context.trace as? TracedAttempt, let tracing = self.tracing {
             // The call is a span under the attempt's, and its receiver's spans descend from it.
             var traced = request
-            let span = tracing.startClientSpan(&traced, under: attempt.span.context)
+            let span = tracing.startClientSpan(&traced, under: attempt.span.own)
             sent = self.client.send(traced, cancellationToken: context.cancellationToken)
             sent.whenComplete { tracing.endClientSpan(span, $0) }
         } else {

@@ -48,40 +48,36 @@ struct JobSpans: JobObserver, AttemptTracer {
                 at: SpanInstant(milliseconds: redriven.milliseconds)
             )
         } else {
-            var context = ServiceContext.descending(from: label.parent)
-            context[PresetSpanKey.self] = label.own
             span = self.tracing.tracer.span(
                 (snapshot.name ?? snapshot.definition?.name).map { "job " + $0 } ?? "job",
-                in: context,
+                under: label.parent,
+                own: label.own,
                 kind: .internal,
                 at: SpanInstant(milliseconds: run.createdAt.milliseconds)
             )
             if let started = snapshot.startedAt {
                 let queued = max(0, started.milliseconds - run.createdAt.milliseconds)
-                span.update { $0.set("taskserver.job.queue_ms", value: .int64(queued)) }
-                span.addEvent(
-                    SpanEvent(
-                        name: "job.started",
-                        at: SpanInstant(milliseconds: started.milliseconds),
-                        attributes: ["taskserver.job.queue_ms": .int64(queued)]
-                    )
-                )
+                span.update { $0.set("taskserver.job.queue_ms", queued) }
+                span.addEvent("job.started", at: SpanInstant(milliseconds: started.milliseconds).nanosecondsSinceEpoch)
+                {
+                    $0.set("taskserver.job.queue_ms", queued)
+                }
             }
         }
         span.update { attributes in
-            attributes.set("taskserver.job.id", value: .string(run.id))
-            if let name = snapshot.name { attributes.set("taskserver.job.name", value: .string(name)) }
-            attributes.set("taskserver.job.state", value: .string(snapshot.state.rawValue))
-            attributes.set("taskserver.job.priority", value: .int64(Int64(snapshot.priority)))
+            attributes.set("taskserver.job.id", run.id)
+            if let name = snapshot.name { attributes.set("taskserver.job.name", name) }
+            attributes.set("taskserver.job.state", snapshot.state.rawValue)
+            attributes.set("taskserver.job.priority", Int64(snapshot.priority))
             if let definition = snapshot.definition {
-                attributes.set("taskserver.job.definition", value: .string(definition.name))
-                attributes.set("taskserver.job.definition_version", value: .int64(Int64(definition.version)))
+                attributes.set("taskserver.job.definition", definition.name)
+                attributes.set("taskserver.job.definition_version", Int64(definition.version))
             }
             if let parent = snapshot.labels[JobSnapshot.parentLabel] {
-                attributes.set("taskserver.job.parent_id", value: .string(parent))
+                attributes.set("taskserver.job.parent_id", parent)
             }
             if snapshot.state == .failed {
-                attributes.set("error.type", value: .string(snapshot.error?.code ?? "failed"))
+                attributes.set("error.type", snapshot.error?.code ?? "failed")
             }
         }
         if snapshot.state == .failed { span.setStatus(SpanStatus(code: .error, message: snapshot.error?.code)) }
@@ -100,15 +96,14 @@ struct JobSpans: JobObserver, AttemptTracer {
         guard let label = JobTraceLabel(run) else { return nil }
         let span = self.tracing.startSpan(under: label, "task " + taskID, kind: .internal, at: SpanInstant.now())
         span.update { attributes in
-            attributes.reserveCapacity(10)
-            attributes.set("taskserver.job.id", value: .string(run.id))
-            attributes.set("taskserver.task.id", value: .string(taskID))
-            attributes.set("taskserver.task.attempt", value: .int64(Int64(attempt)))
-            attributes.set("taskserver.task.action", value: .string(action))
-            attributes.set("taskserver.executor", value: .string(executor))
-            attributes.set("messaging.destination.name", value: .string(executor))
-            attributes.set("taskserver.job.priority", value: .int64(Int64(run.spec.priority)))
-            if let name = run.spec.name { attributes.set("taskserver.job.name", value: .string(name)) }
+            attributes.set("taskserver.job.id", run.id)
+            attributes.set("taskserver.task.id", taskID)
+            attributes.set("taskserver.task.attempt", Int64(attempt))
+            attributes.set("taskserver.task.action", action)
+            attributes.set("taskserver.executor", executor)
+            attributes.set("messaging.destination.name", executor)
+            attributes.set("taskserver.job.priority", Int64(run.spec.priority))
+            if let name = run.spec.name { attributes.set("taskserver.job.name", name) }
         }
         return TracedAttempt(tracing: self.tracing, span: span, executor: executor)
     }
@@ -151,7 +146,7 @@ final class TracedAttempt: AttemptTrace {
     }
 
     func heldKey(_ key: String) {
-        self.span.update { $0.set("taskserver.concurrency.key", value: .string(key)) }
+        self.span.update { $0.set("taskserver.concurrency.key", key) }
     }
 
     func waitBegan(_ reason: WaitReason) {
@@ -164,27 +159,26 @@ final class TracedAttempt: AttemptTrace {
         guard self.span.isRecording, let started = self.state.withLock({ $0.waitStarted.removeValue(forKey: reason) })
         else { return }
         let waited = (SpanInstant.now().nanosecondsSinceEpoch &- started) / 1_000_000
-        self.span.addEvent(
-            SpanEvent(
-                name: "taskserver.wait",
-                at: SpanInstant(nanosecondsSinceEpoch: started),
-                attributes: [
-                    "taskserver.wait.reason": .string(reason.rawValue), "taskserver.wait.ms": .int64(Int64(waited)),
-                ]
-            )
-        )
+        self.span.addEvent("taskserver.wait", at: started) { attributes in
+            attributes.set("taskserver.wait.reason", reason.rawValue)
+            attributes.set("taskserver.wait.ms", Int64(waited))
+        }
     }
 
     func claimed(by workerId: String) {
         guard self.span.isRecording else { return }
-        var context = self.span.context
-        context[PresetSpanKey.self] = self.lease
-        let lease = self.tracing.tracer.span("lease " + self.executor, in: context, kind: .consumer, at: .now())
+        let lease = self.tracing.tracer.span(
+            "lease " + self.executor,
+            under: self.span.own,
+            own: self.lease,
+            kind: .consumer,
+            at: .now()
+        )
         lease.update { attributes in
-            attributes.set("taskserver.worker.id", value: .string(workerId))
-            attributes.set("taskserver.executor", value: .string(self.executor))
-            attributes.set("messaging.destination.name", value: .string(self.executor))
-            attributes.set("messaging.operation.type", value: "process")
+            attributes.set("taskserver.worker.id", workerId)
+            attributes.set("taskserver.executor", self.executor)
+            attributes.set("messaging.destination.name", self.executor)
+            attributes.set("messaging.operation.type", "process")
         }
         let previous = self.state.withLock { state in
             defer { state.leaseSpan = lease }
@@ -209,13 +203,13 @@ final class TracedAttempt: AttemptTrace {
         self.span.update { attributes in
             switch outcome {
             case .success(let result):
-                attributes.set("taskserver.task.outcome", value: "succeeded")
-                if payloads { attributes.set("taskserver.task.result", value: .string(Self.cut(result.jsonString))) }
+                attributes.set("taskserver.task.outcome", "succeeded")
+                if payloads { attributes.set("taskserver.task.result", Self.cut(result.jsonString)) }
             case .failure:
-                attributes.set("taskserver.task.outcome", value: "failed")
-                attributes.set("error.type", value: .string(failure ?? "failed"))
+                attributes.set("taskserver.task.outcome", "failed")
+                attributes.set("error.type", failure ?? "failed")
             case .cancelled:
-                attributes.set("taskserver.task.outcome", value: "cancelled")
+                attributes.set("taskserver.task.outcome", "cancelled")
             }
         }
         if let failure {

@@ -20,10 +20,11 @@ struct OTLPEncoding {
         self.scopeVersion = TaskServerVersion.current
     }
 
-    /// The request body that exports `spans`.
-    func request(_ spans: some Collection<FinishedSpan>) -> [UInt8] {
+    /// The request body that exports a batch of spans (`ScopeSpans.spans` fields, as
+    /// `SpanExporter.Batch` holds them).
+    func request(_ spans: [UInt8]) -> [UInt8] {
         var writer = ProtobufWriter()
-        writer.bytes.reserveCapacity(64 + spans.count * 320)
+        writer.bytes.reserveCapacity(256 + spans.count)
         // ExportTraceServiceRequest.resource_spans = 1
         writer.message(1) { writer in
             // ResourceSpans.resource = 1 → Resource.attributes = 1
@@ -37,10 +38,52 @@ struct OTLPEncoding {
                     writer.string(1, self.scopeName)
                     writer.string(2, self.scopeVersion)
                 }
-                for span in spans { writer.message(2) { writer in writer.span(span) } }
+                writer.bytes.append(contentsOf: spans)
             }
         }
         return writer.bytes
+    }
+}
+
+/// A span's (or an event's) attributes, written as protobuf `KeyValue`s the moment they are set.
+///
+/// OTLP wants an attribute's key once per span; the server sets each once (debug builds check),
+/// so nothing is looked up or replaced.
+struct SpanAttributeWriter {
+    var writer = ProtobufWriter()
+    /// The `KeyValue`s' field: 9 in a `Span`, 3 in an `Event`.
+    let field: Int
+    #if DEBUG
+    private var keys: Set<String> = []
+    #endif
+
+    init(field: Int, capacity: Int = 0) {
+        self.field = field
+        self.writer.bytes.reserveCapacity(capacity)
+    }
+
+    mutating func set(_ key: String, value: SpanAttribute) {
+        self.checkOnce(key)
+        self.writer.keyValue(self.field, key, value)
+    }
+
+    /// A string attribute (how the server sets its own: no `SpanAttribute` in between).
+    mutating func set(_ key: StaticString, _ value: String) {
+        self.checkOnce(key.description)
+        self.writer.keyValue(self.field, key, string: value)
+    }
+
+    /// An integer attribute.
+    mutating func set(_ key: StaticString, _ value: Int64) {
+        self.checkOnce(key.description)
+        self.writer.keyValue(self.field, key, int: value)
+    }
+
+    private mutating func checkOnce(_ key: @autoclosure () -> String) {
+        #if DEBUG
+        let key = key()
+        assert(self.keys.insert(key).inserted, "the span attribute \(key) was set twice")
+        #endif
     }
 }
 
@@ -110,6 +153,47 @@ struct ProtobufWriter {
         }
     }
 
+    /// A `KeyValue` whose `AnyValue` is `string_value` (1), its lengths counted up front: no
+    /// length to move, no closure, nothing but appends.
+    mutating func keyValue(_ field: Int, _ key: StaticString, string value: String) {
+        var value = value
+        value.withUTF8 { utf8 in
+            self.keyValueHead(field, key, anyValueLength: 1 + Self.varintSize(UInt64(utf8.count)) + utf8.count)
+            self.tag(1, 2)
+            self.varint(UInt64(utf8.count))
+            self.bytes.append(contentsOf: utf8)
+        }
+    }
+
+    /// A `KeyValue` whose `AnyValue` is `int_value` (3).
+    mutating func keyValue(_ field: Int, _ key: StaticString, int value: Int64) {
+        let number = UInt64(bitPattern: value)
+        self.keyValueHead(field, key, anyValueLength: 1 + Self.varintSize(number))
+        self.tag(3, 0)
+        self.varint(number)
+    }
+
+    /// A `KeyValue`'s tag and length, its `key` (1), and the tag and length of its `value` (2).
+    private mutating func keyValueHead(_ field: Int, _ key: StaticString, anyValueLength: Int) {
+        key.withUTF8Buffer { key in
+            let keyValueLength =
+                1 + Self.varintSize(UInt64(key.count)) + key.count
+                + 1 + Self.varintSize(UInt64(anyValueLength)) + anyValueLength
+            self.tag(field, 2)
+            self.varint(UInt64(keyValueLength))
+            self.tag(1, 2)
+            self.varint(UInt64(key.count))
+            self.bytes.append(contentsOf: key)
+            self.tag(2, 2)
+            self.varint(UInt64(anyValueLength))
+        }
+    }
+
+    /// How many bytes `varint` writes for `value`.
+    static func varintSize(_ value: UInt64) -> Int {
+        value < 0x80 ? 1 : (64 - value.leadingZeroBitCount + 6) / 7
+    }
+
     /// `AnyValue {string_value = 1, bool_value = 2, int_value = 3, double_value = 4, array_value = 5}`.
     mutating func anyValue(_ value: SpanAttribute) {
         switch value {
@@ -129,30 +213,40 @@ struct ProtobufWriter {
         }
     }
 
-    /// A `Span` message's fields.
-    mutating func span(_ span: FinishedSpan) {
-        self.idBytes(1, span.traceID.high, span.traceID.low)
-        self.idBytes(2, span.spanID)
-        if let state = span.traceState { self.string(3, state) }
-        if span.parentSpanID != 0 { self.idBytes(4, span.parentSpanID) }
-        self.string(5, span.name)
-        self.uint64(6, Self.kind(span.kind))
-        self.fixed64(7, span.start)
-        self.fixed64(8, span.end)
-        // swift-format-ignore: ReplaceForEachWithForLoop
-        // (`SpanAttributes` is no `Sequence`: `forEach` is how it is read.)
-        span.attributes.forEach { key, value in self.keyValue(9, key, value) }
-        for event in span.events {
-            // Span.events = 11: Event {time_unix_nano = 1, name = 2, attributes = 3}
-            self.message(11) { writer in
-                writer.fixed64(1, event.nanosecondsSinceEpoch)
-                writer.string(2, event.name)
-                // swift-format-ignore: ReplaceForEachWithForLoop
-                event.attributes.forEach { key, value in writer.keyValue(3, key, value) }
-            }
+    /// A length-delimited field of bytes already encoded (an embedded message's body).
+    mutating func bytes(_ field: Int, _ body: [UInt8]) {
+        self.tag(field, 2)
+        self.varint(UInt64(body.count))
+        self.bytes.append(contentsOf: body)
+    }
+
+    /// The `Span` fields known when a span starts: trace_id = 1, span_id = 2, trace_state = 3,
+    /// parent_span_id = 4, kind = 6, start_time_unix_nano = 7.
+    mutating func spanStart(_ own: SpanContext, parentSpanID: UInt64, kind: SpanKind, start: UInt64) {
+        self.idBytes(1, own.traceID.high, own.traceID.low)
+        self.idBytes(2, own.spanID)
+        if let state = own.traceState { self.string(3, state) }
+        if parentSpanID != 0 { self.idBytes(4, parentSpanID) }
+        self.uint64(6, Self.kind(kind))
+        self.fixed64(7, start)
+    }
+
+    /// A `Span.events` (11) element: Event {time_unix_nano = 1, name = 2, attributes = 3}, the
+    /// attributes already encoded.
+    mutating func event(_ name: String, at nanoseconds: UInt64, attributes: [UInt8]) {
+        self.message(11) { writer in
+            writer.fixed64(1, nanoseconds)
+            writer.string(2, name)
+            writer.bytes.append(contentsOf: attributes)
         }
-        if let status = span.status {
-            // Span.status = 15: Status {message = 2, code = 3 (1 ok, 2 error)}
+    }
+
+    /// The `Span` fields known when it ends: name = 5, end_time_unix_nano = 8, status = 15
+    /// (Status {message = 2, code = 3 (1 ok, 2 error)}).
+    mutating func spanEnd(name: String, end: UInt64, status: SpanStatus?) {
+        self.string(5, name)
+        self.fixed64(8, end)
+        if let status {
             self.message(15) { writer in
                 if let message = status.message { writer.string(2, message) }
                 writer.uint64(3, status.code == .ok ? 1 : 2)

@@ -22,13 +22,6 @@ extension ServiceContext {
         get { self[SpanContextKey.self] }
         set { self[SpanContextKey.self] = newValue }
     }
-
-    /// A context whose spans descend from `parent` (nil: they start traces of their own).
-    static func descending(from parent: SpanContext?) -> ServiceContext {
-        var context = ServiceContext.topLevel
-        context.spanContext = parent
-        return context
-    }
 }
 
 /// The tracer the server instruments through (swift-distributed-tracing's `Tracer`): spans of
@@ -58,15 +51,36 @@ final class OTLPTracer: Tracer {
         line: UInt
     ) -> OTLPSpan {
         let context = context()
-        let parent = context.spanContext
-        let own = context[PresetSpanKey.self] ?? self.newSpan(under: parent)
+        return self.span(
+            operationName,
+            under: context.spanContext,
+            own: context[PresetSpanKey.self],
+            kind: kind,
+            at: SpanInstant(nanosecondsSinceEpoch: instant().nanosecondsSinceEpoch),
+            keeping: context
+        )
+    }
+
+    /// A span under `parent` (nil: a new trace's first span), with `own` as its context if given
+    /// (else a new one, sampled as the sampler says): how the server starts its spans, without a
+    /// `ServiceContext` (a dictionary of existentials, built and searched per span) unless a
+    /// caller of the `Tracer` protocol gave one to keep.
+    func span(
+        _ name: String,
+        under parent: SpanContext?,
+        own: SpanContext? = nil,
+        kind: SpanKind,
+        at start: SpanInstant,
+        keeping context: ServiceContext? = nil
+    ) -> OTLPSpan {
+        let own = own ?? self.newSpan(under: parent)
         return OTLPSpan(
-            name: operationName,
+            name: name,
             kind: kind,
             parentContext: context,
             own: own,
             parentSpanID: parent?.spanID ?? 0,
-            start: instant().nanosecondsSinceEpoch,
+            start: start.nanosecondsSinceEpoch,
             exporter: own.sampled ? self.exporter : nil
         )
     }
@@ -88,12 +102,6 @@ final class OTLPTracer: Tracer {
             sampled: self.sampler.samples(parent.traceID, parentSampled: parent.sampled),
             traceState: parent.traceState
         )
-    }
-
-    /// `startSpan` called directly (not through the protocol extension's generic defaults, which
-    /// look up generic metadata at run time on every call).
-    func span(_ name: String, in context: ServiceContext, kind: SpanKind, at instant: SpanInstant) -> OTLPSpan {
-        self.startSpan(name, context: context, ofKind: kind, at: instant, function: "", file: "", line: 0)
     }
 
     func forceFlush() { _ = self.exporter.flush() }
@@ -126,10 +134,15 @@ final class OTLPTracer: Tracer {
 /// A span of `OTLPTracer`. Ends once; what is set after its end is ignored.
 ///
 /// An unsampled span is its context and nothing else: no lock, no attributes, no events (most
-/// spans of a server that samples a few traces are such spans).
+/// spans of a server that samples a few traces are such spans). A sampled one records straight
+/// into the protobuf bytes it is exported as (`SpanAttributeWriter`): its ids and start when it
+/// starts, each attribute and event as it is set, its name, end and status when it ends — no
+/// dictionary of attributes, and nothing left for the exporter but to copy the bytes into their
+/// batch. (Protobuf allows a message's fields in any order, and a repeated field's
+/// elements between other fields.)
 final class OTLPSpan: Tracing.Span {
-    /// The context the span was started in (its parent's).
-    private let parentContext: ServiceContext
+    /// The context the span was started in, when a caller of the `Tracer` protocol gave one.
+    private let parentContext: ServiceContext?
     /// Its own W3C context (also `context.spanContext`).
     let own: SpanContext
     private let name: String
@@ -137,25 +150,22 @@ final class OTLPSpan: Tracing.Span {
     private let recorder: Recorder?
 
     private final class Recorder: Sendable {
-        let kind: SpanKind
-        let parentSpanID: UInt64
         let start: UInt64
         let exporter: SpanExporter
         let state: Mutex<State>
 
-        init(name: String, kind: SpanKind, parentSpanID: UInt64, start: UInt64, exporter: SpanExporter) {
-            self.kind = kind
-            self.parentSpanID = parentSpanID
+        init(start: UInt64, exporter: SpanExporter, state: State) {
             self.start = start
             self.exporter = exporter
-            self.state = Mutex(State(name: name))
+            self.state = Mutex(state)
         }
     }
 
     private struct State {
         var name: String
-        var attributes = SpanAttributes()
-        var events: [SpanEvent] = []
+        /// The `Span` message's fields so far: ids, kind, start, then attributes and events.
+        var fields: SpanAttributeWriter
+        var events = 0
         var status: SpanStatus?
         var ended = false
     }
@@ -163,7 +173,7 @@ final class OTLPSpan: Tracing.Span {
     init(
         name: String,
         kind: SpanKind,
-        parentContext: ServiceContext,
+        parentContext: ServiceContext?,
         own: SpanContext,
         parentSpanID: UInt64,
         start: UInt64,
@@ -172,9 +182,13 @@ final class OTLPSpan: Tracing.Span {
         self.parentContext = parentContext
         self.own = own
         self.name = name
-        self.recorder = exporter.map {
-            Recorder(name: name, kind: kind, parentSpanID: parentSpanID, start: start, exporter: $0)
+        guard let exporter else {
+            self.recorder = nil
+            return
         }
+        var fields = SpanAttributeWriter(field: 9, capacity: 512)
+        fields.writer.spanStart(own, parentSpanID: parentSpanID, kind: kind, start: start)
+        self.recorder = Recorder(start: start, exporter: exporter, state: State(name: name, fields: fields))
     }
 
     var isRecording: Bool { self.recorder != nil }
@@ -182,7 +196,7 @@ final class OTLPSpan: Tracing.Span {
     /// The span's context: its parent's, with the span's own W3C context in place of the parent's
     /// (made when asked for: most spans are never asked, and a context is an allocation or two).
     var context: ServiceContext {
-        var context = self.parentContext
+        var context = self.parentContext ?? .topLevel
         context[PresetSpanKey.self] = nil
         context.spanContext = self.own
         return context
@@ -193,24 +207,45 @@ final class OTLPSpan: Tracing.Span {
         set { self.recorder?.state.withLock { $0.name = newValue } }
     }
 
+    /// Write-only: a sampled span's attributes are already protobuf bytes, so reading them gives
+    /// none, and setting them adds these (`update` is the way the server sets them).
     var attributes: SpanAttributes {
-        get { self.recorder?.state.withLock { $0.attributes } ?? SpanAttributes() }
-        set { self.recorder?.state.withLock { if !$0.ended { $0.attributes = newValue } } }
+        get { SpanAttributes() }
+        set {
+            self.update { fields in
+                // swift-format-ignore: ReplaceForEachWithForLoop
+                newValue.forEach { fields.set($0, value: $1) }
+            }
+        }
     }
 
-    /// Sets several attributes under one lock.
-    func update(_ body: (inout SpanAttributes) -> Void) {
-        self.recorder?.state.withLock { state in if !state.ended { body(&state.attributes) } }
+    /// Sets attributes, under one lock.
+    func update(_ body: (inout SpanAttributeWriter) -> Void) {
+        self.recorder?.state.withLock { state in if !state.ended { body(&state.fields) } }
     }
 
     func setStatus(_ status: SpanStatus) {
         self.recorder?.state.withLock { if !$0.ended { $0.status = status } }
     }
 
-    func addEvent(_ event: SpanEvent) {
-        self.recorder?.state.withLock { state in
+    /// Adds an event at `nanoseconds` since the epoch, with the attributes `body` sets.
+    func addEvent(_ name: String, at nanoseconds: UInt64, _ body: (inout SpanAttributeWriter) -> Void = { _ in }) {
+        guard let recorder else { return }
+        var attributes = SpanAttributeWriter(field: 3, capacity: 64)
+        body(&attributes)
+        recorder.state.withLock { state in
             // Bounded: a span keeps its first 128 events (an attempt waits a few times at most).
-            if !state.ended, state.events.count < 128 { state.events.append(event) }
+            guard !state.ended, state.events < 128 else { return }
+            state.events += 1
+            state.fields.writer.event(name, at: nanoseconds, attributes: attributes.writer.bytes)
+        }
+    }
+
+    func addEvent(_ event: SpanEvent) {
+        self.addEvent(event.name, at: event.nanosecondsSinceEpoch) { fields in
+            // swift-format-ignore: ReplaceForEachWithForLoop
+            // (`SpanAttributes` is no `Sequence`: `forEach` is how it is read.)
+            event.attributes.forEach { fields.set($0, value: $1) }
         }
     }
 
@@ -234,42 +269,18 @@ final class OTLPSpan: Tracing.Span {
         let state: State? = recorder.state.withLock { state in
             if state.ended { return nil }
             state.ended = true
+            // Moved out, not shared: the bytes are appended to below without a copy.
+            defer { state.fields = SpanAttributeWriter(field: 9) }
             return state
         }
-        guard let state else { return }
-        recorder.exporter.add(
-            FinishedSpan(
-                traceID: self.own.traceID,
-                spanID: self.own.spanID,
-                parentSpanID: recorder.parentSpanID,
-                traceState: self.own.traceState,
-                name: state.name,
-                kind: recorder.kind,
-                start: recorder.start,
-                end: max(recorder.start, instant().nanosecondsSinceEpoch),
-                attributes: state.attributes,
-                events: state.events,
-                status: state.status
-            )
+        guard var state else { return }
+        state.fields.writer.spanEnd(
+            name: state.name,
+            end: max(recorder.start, instant().nanosecondsSinceEpoch),
+            status: state.status
         )
+        recorder.exporter.add(state.fields.writer.bytes)
     }
-}
-
-/// A span as it is exported: ended, sampled.
-struct FinishedSpan: Sendable {
-    var traceID: TraceID
-    var spanID: UInt64
-    /// 0: none (a root span).
-    var parentSpanID: UInt64
-    var traceState: String?
-    var name: String
-    var kind: SpanKind
-    /// Nanoseconds since the Unix epoch.
-    var start: UInt64
-    var end: UInt64
-    var attributes: SpanAttributes
-    var events: [SpanEvent]
-    var status: SpanStatus?
 }
 
 /// A `TracerInstant` at a given time: a job's span starts when the job was created, which may be

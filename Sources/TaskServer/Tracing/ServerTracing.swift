@@ -61,16 +61,15 @@ public final class ServerTracing: Sendable {
             ) : nil
         let span = self.tracer.span(
             method.rawValue + " " + (route ?? "unmatched"),
-            in: .descending(from: parent),
+            under: parent,
             kind: .server,
             at: .now()
         )
         span.update { attributes in
-            attributes.reserveCapacity(6)
-            attributes.set("http.request.method", value: .string(method.rawValue))
-            attributes.set("http.route", value: .string(route ?? "unmatched"))
-            attributes.set("url.scheme", value: "http")
-            attributes.set("taskserver.request.id", value: .string(requestID))
+            attributes.set("http.request.method", method.rawValue)
+            attributes.set("http.route", route ?? "unmatched")
+            attributes.set("url.scheme", "http")
+            attributes.set("taskserver.request.id", requestID)
         }
         return span
     }
@@ -79,8 +78,8 @@ public final class ServerTracing: Sendable {
     /// for a server; 4xx is the client's).
     func endRequestSpan(_ span: OTLPSpan, status: Int) {
         span.update { attributes in
-            attributes.set("http.response.status_code", value: .int64(Int64(status)))
-            if status >= 500 { attributes.set("error.type", value: .string(String(status))) }
+            attributes.set("http.response.status_code", Int64(status))
+            if status >= 500 { attributes.set("error.type", String(status)) }
         }
         if status >= 500 { span.setStatus(SpanStatus(code: .error)) }
         span.end(at: SpanInstant.now())
@@ -93,18 +92,18 @@ public final class ServerTracing: Sendable {
     /// URL's path and query are not recorded (a token may sit in either): its scheme, host and port are.
     func startClientSpan(
         _ request: inout OutboundRequest,
-        under parent: ServiceContext,
+        under parent: SpanContext,
         name: String? = nil
     ) -> OTLPSpan {
-        let span = self.tracer.span(name ?? request.method, in: parent, kind: .client, at: .now())
+        let span = self.tracer.span(name ?? request.method, under: parent, kind: .client, at: .now())
         Self.propagate(span.own, into: &request)
         span.update { attributes in
-            attributes.set("http.request.method", value: .string(request.method))
+            attributes.set("http.request.method", request.method)
             if let url = OutboundURL(request.url) {
-                attributes.set("url.scheme", value: .string(url.scheme))
+                attributes.set("url.scheme", url.scheme)
                 let (host, port) = Self.hostAndPort(url)
-                attributes.set("server.address", value: .string(host))
-                attributes.set("server.port", value: .int64(Int64(port)))
+                attributes.set("server.address", host)
+                attributes.set("server.port", Int64(port))
             }
         }
         return span
@@ -124,9 +123,9 @@ public final class ServerTracing: Sendable {
         }
         span.update { attributes in
             if case .success(let response) = outcome {
-                attributes.set("http.response.status_code", value: .int64(Int64(response.status)))
+                attributes.set("http.response.status_code", Int64(response.status))
             }
-            if let failure { attributes.set("error.type", value: .string(failure)) }
+            if let failure { attributes.set("error.type", failure) }
         }
         if let failure, !outcome.isCancelled { span.setStatus(SpanStatus(code: .error, message: failure)) }
         span.end(at: SpanInstant.now())
@@ -159,7 +158,7 @@ public final class ServerTracing: Sendable {
 
     /// Starts a span under a job's span (`job` a run whose spec has the label).
     func startSpan(under label: JobTraceLabel, _ name: String, kind: SpanKind, at instant: SpanInstant) -> OTLPSpan {
-        self.tracer.span(name, in: .descending(from: label.own), kind: kind, at: instant)
+        self.tracer.span(name, under: label.own, kind: kind, at: instant)
     }
 
     /// Exports what is queued (at most `timeout`) and stops.

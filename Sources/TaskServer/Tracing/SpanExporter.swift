@@ -1,11 +1,14 @@
 import Logging
+import NIOCore
 import Synchronization
 import TaskCore
 
 /// Sends ended spans to the collector as OTLP/HTTP (protobuf), in batches, from a bounded queue.
 ///
-/// Nothing a job does waits for it: `add` appends under a lock, or — the queue full — drops the
-/// span and counts it (`taskserver_spans_dropped_total`). One export is in flight at a time, on
+/// Nothing a job does waits for it: `add` copies the span's bytes into the batch they will be sent
+/// in, under a lock, or — the queue full — drops the span and counts it
+/// (`taskserver_spans_dropped_total`). (A batch is one buffer, so the thread that ended a span
+/// frees what it allocated, and the exporter frees one buffer per batch, not one per span.) One export is in flight at a time, on
 /// its own libcurl client (the `http` tasks' address policy does not apply to the operator's
 /// collector); a batch the collector refuses, answers with an error or does not answer within the
 /// export timeout is dropped and counted, not retried, so a collector that is down, slow or
@@ -26,8 +29,19 @@ final class SpanExporter: Sendable {
     /// Where batches are encoded and sent: never on the event loop whose span filled a batch.
     private let worker = WorkerPool(name: "otlp-export", size: 1)
 
+    /// Spans of one export request, as `ScopeSpans.spans` fields.
+    struct Batch {
+        var bytes: [UInt8] = []
+        var count = 0
+    }
+
     private struct State {
-        var queue: [FinishedSpan] = []
+        /// Full batches waiting to be sent, and the one filling (a stored property, so that a span
+        /// is appended in place: through a collection's subscript the batch's buffer would be
+        /// copied at every span); `queued` spans in all.
+        var full = CircularBuffer<Batch>()
+        var filling = Batch()
+        var queued = 0
         var exporting = false
         var stopped = false
         var timer: TimerQueue.ID?
@@ -57,20 +71,30 @@ final class SpanExporter: Sendable {
 
     /// Spans exported and dropped so far.
     var statistics: (exported: Int, dropped: Int, queued: Int) {
-        self.state.withLock { ($0.exported, $0.dropped, $0.queue.count) }
+        self.state.withLock { ($0.exported, $0.dropped, $0.queued) }
     }
 
-    /// Queues an ended span; drops it (counted) when the queue is full.
-    func add(_ span: FinishedSpan) {
+    /// Queues an ended span (the body of its `Span` message); drops it (counted) when the queue
+    /// is full.
+    func add(_ span: [UInt8]) {
         let (queued, startNow, warn): (Bool, Bool, Bool) = self.state.withLock { state in
-            if state.stopped || state.queue.count >= self.configuration.maxQueueSize {
+            if state.stopped || state.queued >= self.configuration.maxQueueSize {
                 state.dropped += 1
                 state.droppedInEpisode += 1
                 defer { state.warned = true }
                 return (false, false, !state.warned)
             }
-            state.queue.append(span)
-            return (true, !state.exporting && state.queue.count >= self.configuration.maxBatchSize, false)
+            if state.filling.count == 0 {
+                // Room for a batch of spans like this one (grown if they are bigger), in one buffer.
+                state.filling.bytes.reserveCapacity(min(self.configuration.maxBatchSize * (span.count + 16), 4 << 20))
+            }
+            state.filling.add(span)
+            state.queued += 1
+            if state.filling.count >= self.configuration.maxBatchSize {
+                state.full.append(state.filling)
+                state.filling = Batch()
+            }
+            return (true, !state.exporting && !state.full.isEmpty, false)
         }
         if !queued {
             self.counters.onDropped(1)
@@ -84,7 +108,7 @@ final class SpanExporter: Sendable {
     func flush() -> Future<Void> {
         let promise = Promise<Void>()
         let idle = self.state.withLock { state in
-            if state.queue.isEmpty && !state.exporting { return true }
+            if state.queued == 0 && !state.exporting { return true }
             state.flushWaiters.append(promise)
             return false
         }
@@ -127,27 +151,31 @@ final class SpanExporter: Sendable {
 
     /// Sends the next batch unless one is in flight or nothing is queued.
     private func exportNext() {
-        let (batch, waiters): ([FinishedSpan], [Promise<Void>]) = self.state.withLock { state in
-            if state.exporting { return ([], []) }
-            if state.queue.isEmpty {
+        let (batch, waiters): (Batch?, [Promise<Void>]) = self.state.withLock { state in
+            if state.exporting { return (nil, []) }
+            let batch: Batch
+            if let first = state.full.popFirst() {
+                batch = first
+            } else if state.filling.count > 0 {
+                batch = state.filling
+                state.filling = Batch()
+            } else {
                 defer { state.flushWaiters = [] }
-                return ([], state.flushWaiters)
+                return (nil, state.flushWaiters)
             }
-            let count = min(state.queue.count, self.configuration.maxBatchSize)
-            let batch = Array(state.queue.prefix(count))
-            state.queue.removeFirst(count)
+            state.queued -= batch.count
             state.exporting = true
             return (batch, [])
         }
         for waiter in waiters { waiter.trySucceed(()) }
-        guard !batch.isEmpty else { return }
+        guard let batch else { return }
         var headers: [(name: String, value: String)] = [("content-type", "application/x-protobuf")]
         headers += self.configuration.headers
         let request = OutboundRequest(
             method: "POST",
             url: self.configuration.tracesURL,
             headers: headers,
-            body: self.encoding.request(batch),
+            body: self.encoding.request(batch.bytes),
             timeout: self.configuration.exportTimeout
         )
         self.client.send(request).whenComplete { outcome in
@@ -165,7 +193,7 @@ final class SpanExporter: Sendable {
             }
             self.state.withLock { $0.exporting = false }
             let more = self.state.withLock { state in
-                state.queue.count >= self.configuration.maxBatchSize || !state.flushWaiters.isEmpty
+                !state.full.isEmpty || !state.flushWaiters.isEmpty
             }
             if more { self.worker.execute { self.exportNext() } }
         }
@@ -203,5 +231,16 @@ final class SpanExporter: Sendable {
             "spans are being dropped: \(reason); jobs are not affected",
             metadata: ["otlp.endpoint": "\(OutboundURL(self.configuration.tracesURL)?.origin ?? "?")"]
         )
+    }
+}
+
+extension SpanExporter.Batch {
+    /// Appends a span as a `ScopeSpans.spans` (2) field.
+    mutating func add(_ span: [UInt8]) {
+        var writer = ProtobufWriter()
+        swap(&writer.bytes, &self.bytes)
+        writer.bytes(2, span)
+        swap(&writer.bytes, &self.bytes)
+        self.count += 1
     }
 }

@@ -380,13 +380,13 @@ public final class WebhookDispatcher: Sendable {
         request.headers.removeAll { $0.name == "traceparent" || $0.name == "tracestate" }
         let span = tracing.startClientSpan(
             &request,
-            under: .descending(from: job),
+            under: job,
             name: "webhook " + delivery.eventType.rawValue
         )
         span.update { attributes in
-            attributes.set("taskserver.job.id", value: .string(delivery.jobID))
-            attributes.set("taskserver.webhook.event", value: .string(delivery.eventType.rawValue))
-            attributes.set("taskserver.webhook.attempt", value: .int64(Int64(delivery.attempts.count + 1)))
+            attributes.set("taskserver.job.id", delivery.jobID)
+            attributes.set("taskserver.webhook.event", delivery.eventType.rawValue)
+            attributes.set("taskserver.webhook.attempt", Int64(delivery.attempts.count + 1))
         }
         return span
     }
