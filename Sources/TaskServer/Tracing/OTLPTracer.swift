@@ -9,13 +9,6 @@ enum SpanContextKey: ServiceContextKey {
     static var nameOverride: String? { "traceparent" }
 }
 
-/// The context the next span started in a context must have: a job's span, whose id was chosen
-/// (and stored with the job, `JobTraceLabel`) when the job was submitted, so that its attempts
-/// could name it as their parent long before it ends.
-enum PresetSpanKey: ServiceContextKey {
-    typealias Value = SpanContext
-}
-
 extension ServiceContext {
     /// The W3C context of the span this context belongs to, if any.
     var spanContext: SpanContext? {
@@ -54,7 +47,6 @@ final class OTLPTracer: Tracer {
         return self.span(
             operationName,
             under: context.spanContext,
-            own: context[PresetSpanKey.self],
             kind: kind,
             at: SpanInstant(nanosecondsSinceEpoch: instant().nanosecondsSinceEpoch),
             keeping: context
@@ -197,7 +189,6 @@ final class OTLPSpan: Tracing.Span {
     /// (made when asked for: most spans are never asked, and a context is an allocation or two).
     var context: ServiceContext {
         var context = self.parentContext ?? .topLevel
-        context[PresetSpanKey.self] = nil
         context.spanContext = self.own
         return context
     }

@@ -31,8 +31,14 @@ final class SpanExporter: Sendable {
 
     /// Spans of one export request, as `ScopeSpans.spans` fields.
     struct Batch {
-        var bytes: [UInt8] = []
+        var spans = ProtobufWriter()
         var count = 0
+
+        /// Appends a span as a `ScopeSpans.spans` (2) field.
+        mutating func add(_ span: [UInt8]) {
+            self.spans.bytes(2, span)
+            self.count += 1
+        }
     }
 
     private struct State {
@@ -86,7 +92,8 @@ final class SpanExporter: Sendable {
             }
             if state.filling.count == 0 {
                 // Room for a batch of spans like this one (grown if they are bigger), in one buffer.
-                state.filling.bytes.reserveCapacity(min(self.configuration.maxBatchSize * (span.count + 16), 4 << 20))
+                let capacity = min(self.configuration.maxBatchSize * (span.count + 16), 4 << 20)
+                state.filling.spans.bytes.reserveCapacity(capacity)
             }
             state.filling.add(span)
             state.queued += 1
@@ -175,7 +182,7 @@ final class SpanExporter: Sendable {
             method: "POST",
             url: self.configuration.tracesURL,
             headers: headers,
-            body: self.encoding.request(batch.bytes),
+            body: self.encoding.request(batch.spans.bytes),
             timeout: self.configuration.exportTimeout
         )
         self.client.send(request).whenComplete { outcome in
@@ -231,16 +238,5 @@ final class SpanExporter: Sendable {
             "spans are being dropped: \(reason); jobs are not affected",
             metadata: ["otlp.endpoint": "\(OutboundURL(self.configuration.tracesURL)?.origin ?? "?")"]
         )
-    }
-}
-
-extension SpanExporter.Batch {
-    /// Appends a span as a `ScopeSpans.spans` (2) field.
-    mutating func add(_ span: [UInt8]) {
-        var writer = ProtobufWriter()
-        swap(&writer.bytes, &self.bytes)
-        writer.bytes(2, span)
-        swap(&writer.bytes, &self.bytes)
-        self.count += 1
     }
 }
